@@ -1,0 +1,73 @@
+// Everything a client needs to know to establish and keep a ZooKeeper session.
+#ifndef ZKCORO_CLIENT_CONFIG_HPP
+#define ZKCORO_CLIENT_CONFIG_HPP
+
+#include <zkcoro/detail/api.hpp>
+#include <zkcoro/error.hpp>
+#include <zkcoro/types.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace zkcoro {
+
+// A session's identity: enough to re-attach to it from another handle.
+struct session_credentials {
+    std::int64_t id = 0;
+    std::string password;  // 16 opaque bytes
+};
+
+// One authentication to send on every connection, e.g. {"digest", "user:secret"}.
+struct auth_info {
+    std::string scheme;
+    std::string credentials;
+};
+
+struct client_config {
+    // "host:port[,host:port...][/chroot]". Numeric addresses avoid the blocking name lookup the
+    // C library does when it creates a handle (at connect and after an expiry).
+    std::string connect_string = "127.0.0.1:2181";
+
+    // Asked of the server, which clamps it to [2, 20] x its tickTime; see negotiated value with
+    // client::session_timeout().
+    std::chrono::milliseconds session_timeout{10000};
+
+    // async_connect fails with client_errc::connect_timeout after this long. Zero disables.
+    std::chrono::milliseconds connect_timeout{15000};
+
+    // Sent on every connection (e.g. digest auth). Failure ends the client (client_errc::auth_failed).
+    std::vector<auth_info> auth;
+
+    // ACL given to nodes this client creates. Default: world:anyone, all permissions.
+    acl default_acl = open_acl_unsafe();
+
+    // Largest node data accepted before sending (the server's jute.maxbuffer is 1 MiB by default).
+    std::size_t max_data_size = 1024 * 1024;
+
+    // Where log lines go, the C library's own included. Called on a thread that runs the
+    // client's executor, with no zkcoro lock held. Empty: nothing is logged.
+    std::function<void(log_level, std::string_view)> log;
+
+    // Lines above this level are not produced. The C library's level is process-wide: the most
+    // verbose level of all live clients applies to it.
+    log_level log_threshold = log_level::warn;
+
+    // Re-attach to an existing session instead of creating one (tests, hand-over).
+    std::optional<session_credentials> resume_session;
+};
+
+// Checks the values of a configuration: connect string syntax (each host:port, port 1-65535,
+// chroot a valid path), durations, sizes. Returns an empty error_code when usable; otherwise
+// client_errc::invalid_connect_string or client_errc::invalid_argument, with `why` set.
+ZKCORO_API error_code check_config(const client_config& cfg, std::string* why = nullptr);
+
+}  // namespace zkcoro
+
+#endif

@@ -1,0 +1,12 @@
+// Umbrella header: everything public in zkcoro.
+#ifndef ZKCORO_ZKCORO_HPP
+#define ZKCORO_ZKCORO_HPP
+
+#include <zkcoro/client.hpp>
+#include <zkcoro/client_config.hpp>
+#include <zkcoro/error.hpp>
+#include <zkcoro/path.hpp>
+#include <zkcoro/types.hpp>
+#include <zkcoro/watch.hpp>
+
+#endif

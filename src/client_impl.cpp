@@ -1,0 +1,721 @@
+// The driver: the single-threaded ZooKeeper C client run by an Asio executor, with no thread of
+// its own. zookeeper_interest() tells which socket, which readiness and which deadline the
+// library needs; we wait for them on a dup() of its fd and a steady_timer, then let
+// zookeeper_process() do the work, and ask again.
+#include "client_impl.hpp"
+
+#include <zkcoro/error.hpp>
+
+#include <fmt/format.h>
+
+#include <arpa/inet.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <thread>
+
+namespace zkcoro::detail {
+
+std::recursive_mutex& zk_mutex() noexcept
+{
+    static std::recursive_mutex m;
+    return m;
+}
+
+namespace {
+
+thread_local int tl_depth = 0;
+thread_local client_impl* tl_current = nullptr;
+
+std::int64_t now_ns() noexcept
+{
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+ZooLogLevel to_zoo_level(log_level l) noexcept
+{
+    switch (l) {
+    case log_level::error: return ZOO_LOG_LEVEL_ERROR;
+    case log_level::warn: return ZOO_LOG_LEVEL_WARN;
+    case log_level::info: return ZOO_LOG_LEVEL_INFO;
+    case log_level::debug: return ZOO_LOG_LEVEL_DEBUG;
+    }
+    return ZOO_LOG_LEVEL_WARN;
+}
+
+// The C library's log level is process-wide: keep it at the most verbose any client asked for.
+void raise_library_log_level(log_level l)
+{
+    static int current = -1;
+    if (static_cast<int>(l) > current) {
+        current = static_cast<int>(l);
+        zoo_set_debug_level(to_zoo_level(l));
+    }
+}
+
+void discard_log(const char*) {}
+
+// Closes retired handles one after another on a thread of its own: zookeeper_close blocks (up to
+// seconds over a dead link) and runs leftover completions inline, so it must run neither on the
+// driver nor inside a completion.
+class handle_closer {
+public:
+    static handle_closer& instance()
+    {
+        static handle_closer c;
+        return c;
+    }
+
+    void submit(zhandle_t* zh, std::function<void(int)> done)
+    {
+        {
+            std::lock_guard lk(m_);
+            jobs_.emplace_back(zh, std::move(done));
+            if (!worker_.joinable())
+                worker_ = std::thread([this] { run(); });
+        }
+        cv_.notify_one();
+    }
+
+    ~handle_closer()
+    {
+        {
+            std::lock_guard lk(m_);
+            stop_ = true;
+        }
+        cv_.notify_one();
+        if (worker_.joinable())
+            worker_.join();
+    }
+
+private:
+    void run()
+    {
+        std::unique_lock lk(m_);
+        for (;;) {
+            cv_.wait(lk, [&] { return stop_ || !jobs_.empty(); });
+            if (jobs_.empty())
+                return;
+            auto [zh, done] = std::move(jobs_.front());
+            jobs_.pop_front();
+            lk.unlock();
+            int close_rc;
+            {
+                std::lock_guard zl(zk_mutex());
+                close_rc = zookeeper_close(zh);
+            }
+            if (done)
+                done(close_rc);
+            lk.lock();
+        }
+    }
+
+    std::mutex m_;
+    std::condition_variable cv_;
+    std::deque<std::pair<zhandle_t*, std::function<void(int)>>> jobs_;
+    std::thread worker_;
+    bool stop_ = false;
+};
+
+}  // namespace
+
+zk_guard::zk_guard(client_impl* self) : lock_(zk_mutex()), self_(self), prev_(tl_current)
+{
+    ++tl_depth;
+    tl_current = self;
+}
+
+zk_guard::~zk_guard()
+{
+    tl_current = prev_;
+    if (--tl_depth == 0 && self_ && !self_->log_buffer.empty()) {
+        auto lines = std::move(self_->log_buffer);
+        self_->log_buffer.clear();
+        lock_.unlock();
+        if (self_->cfg.log)
+            for (auto& [level, text] : lines)
+                self_->cfg.log(level, text);
+    }
+}
+
+zkcoro::stat to_stat(const Stat* s) noexcept
+{
+    zkcoro::stat r;
+    if (!s)
+        return r;
+    r.czxid = s->czxid;
+    r.mzxid = s->mzxid;
+    r.ctime = s->ctime;
+    r.mtime = s->mtime;
+    r.version = s->version;
+    r.cversion = s->cversion;
+    r.aversion = s->aversion;
+    r.ephemeral_owner = s->ephemeralOwner;
+    r.data_length = s->dataLength;
+    r.num_children = s->numChildren;
+    r.pzxid = s->pzxid;
+    return r;
+}
+
+void watch_state::deliver(error_code e, watch_event ev)
+{
+    std::shared_ptr<op_state<watch_event>> w;
+    {
+        std::lock_guard lk(m);
+        if (fired)
+            return;
+        fired = true;
+        ec = e;
+        event = std::move(ev);
+        w = std::move(waiter);
+    }
+    if (w)
+        w->complete(ec, event);
+}
+
+client_impl::client_impl(asio::any_io_executor ex, client_config c)
+    : executor(std::move(ex)), cfg(std::move(c)), desc_(executor), timer_(executor)
+{
+    std::string why;
+    config_error_ = check_config(cfg, &why);
+    if (config_error_)
+        log(log_level::error, "invalid client_config: " + why);
+    acl_entries_.reserve(cfg.default_acl.size());
+    for (auto& e : cfg.default_acl) {
+        ACL a{};
+        a.perms = e.perms;
+        a.id.scheme = e.scheme.data();
+        a.id.id = e.id.data();
+        acl_entries_.push_back(a);
+    }
+    acl_vector.count = static_cast<std::int32_t>(acl_entries_.size());
+    acl_vector.data = acl_entries_.data();
+}
+
+client_impl::~client_impl()
+{
+    // close() already retired the handle; this only covers a client never closed.
+    if (zh_) {
+        zoo_set_context(zh_, nullptr);
+        zoo_set_log_callback(zh_, &discard_log);
+        handle_closer::instance().submit(zh_, nullptr);
+    }
+}
+
+void client_impl::log(log_level level, std::string message)
+{
+    if (!cfg.log || level > cfg.log_threshold)
+        return;
+    if (tl_depth > 0) {
+        // Inside the lock: emitted by the outermost zk_guard once the lock is released.
+        log_buffer.emplace_back(level, std::move(message));
+        return;
+    }
+    cfg.log(level, message);
+}
+
+void client_impl::log_thunk(const char* message)
+{
+    auto* self = tl_current;
+    if (!self || !message)
+        return;
+    std::string_view m(message);
+    log_level level = log_level::debug;
+    if (m.find("ZOO_ERROR@") != std::string_view::npos)
+        level = log_level::error;
+    else if (m.find("ZOO_WARN@") != std::string_view::npos)
+        level = log_level::warn;
+    else if (m.find("ZOO_INFO@") != std::string_view::npos)
+        level = log_level::info;
+    self->log(level, std::string(m));
+}
+
+session_credentials client_impl::credentials() const
+{
+    zk_guard g(nullptr);
+    session_credentials c;
+    if (zh_) {
+        const clientid_t* id = zoo_client_id(zh_);
+        c.id = id->client_id;
+        c.password.assign(id->passwd, sizeof id->passwd);
+    }
+    return c;
+}
+
+std::string client_impl::connected_server() const
+{
+    zk_guard g(nullptr);
+    if (!zh_ || fsm_.state() != session_state::connected)
+        return {};
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    if (!zookeeper_get_connected_host(zh_, reinterpret_cast<sockaddr*>(&ss), &len))
+        return {};
+    char buf[INET6_ADDRSTRLEN] = {};
+    if (ss.ss_family == AF_INET) {
+        auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+        inet_ntop(AF_INET, &a->sin_addr, buf, sizeof buf);
+        return fmt::format("{}:{}", buf, ntohs(a->sin_port));
+    }
+    if (ss.ss_family == AF_INET6) {
+        auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
+        inet_ntop(AF_INET6, &a->sin6_addr, buf, sizeof buf);
+        return fmt::format("[{}]:{}", buf, ntohs(a->sin6_port));
+    }
+    return {};
+}
+
+void client_impl::mark_heard() noexcept { last_heard_ns.store(now_ns(), std::memory_order_relaxed); }
+
+// ---------------------------------------------------------------------------------------------
+// Connect and close
+
+void client_impl::connect(std::shared_ptr<op_state<>> op)
+{
+    zk_guard g(this);
+    if (closed_)
+        return void(op->complete(client_errc::closed));
+    if (config_error_)
+        return void(op->complete(config_error_));
+    if (fsm_.state() == session_state::connected)
+        return void(op->complete({}));
+    connect_waiter w{op, nullptr};
+    if (cfg.connect_timeout.count() > 0) {
+        w.timer = std::make_shared<asio::steady_timer>(executor, cfg.connect_timeout);
+        w.timer->async_wait([op](const error_code& ec) {
+            if (!ec)
+                op->complete(client_errc::connect_timeout);
+        });
+    }
+    op->bind_cancellation();
+    connect_waiters_.push_back(std::move(w));
+    if (!started_) {
+        started_ = true;
+        start_handle();
+    }
+}
+
+void client_impl::start_handle()
+{
+    raise_library_log_level(cfg.log_threshold);
+    clientid_t id{};
+    const clientid_t* idp = nullptr;
+    if (cfg.resume_session && fsm_.generation() == 0) {
+        id.client_id = cfg.resume_session->id;
+        std::memcpy(id.passwd, cfg.resume_session->password.data(),
+                    std::min(sizeof id.passwd, cfg.resume_session->password.size()));
+        idp = &id;
+    }
+    zh_ = zookeeper_init2(cfg.connect_string.c_str(), &client_impl::watcher_thunk,
+                          static_cast<int>(cfg.session_timeout.count()), idp, this, 0,
+                          cfg.log ? &client_impl::log_thunk : &discard_log);
+    if (!zh_) {
+        int err = errno;
+        log(log_level::error, fmt::format("cannot create a ZooKeeper handle for \"{}\": {}",
+                                          cfg.connect_string, std::strerror(err)));
+        // The only causes are a connect string the library cannot parse or resolve, and memory.
+        auto a = fsm_.on_close();
+        closed_ = true;
+        state_atomic = fsm_.state();
+        apply(a);
+        for (auto& w : connect_waiters_)
+            w.op->complete(client_errc::invalid_connect_string);
+        connect_waiters_.clear();
+        return;
+    }
+    for (auto& a : cfg.auth)
+        zoo_add_auth(zh_, a.scheme.c_str(), a.credentials.data(),
+                     static_cast<int>(a.credentials.size()), nullptr, nullptr);
+    rearm();
+}
+
+void client_impl::close(std::shared_ptr<op_state<>> op)
+{
+    zk_guard g(this);
+    if (op)
+        close_waiters_.push_back(op);
+    if (closed_) {
+        // Already closed and the handle retired (or never made): nothing to wait for.
+        if (!zh_) {
+            for (auto& w : close_waiters_)
+                w->complete({});
+            close_waiters_.clear();
+        }
+        return;
+    }
+    closed_ = true;
+    auto a = fsm_.on_close();
+    state_atomic = fsm_.state();
+    apply(a);
+    for (auto& w : connect_waiters_)
+        w.op->complete(client_errc::closed);
+    connect_waiters_.clear();
+    if (zh_) {
+        auto waiters = std::move(close_waiters_);
+        close_waiters_.clear();
+        retire_handle([waiters](int) {
+            for (auto& w : waiters)
+                w->complete({});
+        });
+    } else {
+        for (auto& w : close_waiters_)
+            w->complete({});
+        close_waiters_.clear();
+    }
+}
+
+// Hands the current handle to the closer thread, after cutting every tie it has to us.
+void client_impl::retire_handle(std::function<void(int)> done)
+{
+    drop_socket();
+    timer_.cancel();
+    ++timer_gen_;
+    timer_pending_ = false;
+    zoo_set_context(zh_, nullptr);
+    zoo_set_log_callback(zh_, &discard_log);
+    handle_closer::instance().submit(zh_, std::move(done));
+    zh_ = nullptr;
+}
+
+void client_impl::wait_state(session_state known, std::shared_ptr<op_state<session_state>> op)
+{
+    zk_guard g(this);
+    if (fsm_.state() != known)
+        return void(op->complete({}, fsm_.state()));
+    std::erase_if(state_waiters_, [](auto& w) { return w.second->done.load(); });
+    op->bind_cancellation();
+    state_waiters_.emplace_back(known, std::move(op));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Requests
+
+void client_impl::submit(const std::shared_ptr<op_base>& op,
+                         const std::function<int(zhandle_t*, void*)>& fn)
+{
+    zk_guard g(this);
+    if (closed_)
+        return op->fail(client_errc::closed);
+    if (!zh_)
+        return op->fail(client_errc::not_connected);
+    // The C library owns one reference until it calls back (it always does, with ZCLOSING at
+    // the latest, when the handle is closed).
+    auto* holder = new std::shared_ptr<op_base>(op);
+    int rc = fn(zh_, holder);
+    if (rc != ZOK) {
+        delete holder;
+        return op->fail(make_zk_error(rc));
+    }
+    op->owner = this;
+    op->linked = true;
+    op->next = ops_head_;
+    if (ops_head_)
+        ops_head_->prev = op.get();
+    ops_head_ = op.get();
+    // A request the library could not flush at once (large, or a full socket buffer) needs
+    // write readiness now, not at the next ping.
+    rearm();
+}
+
+void client_impl::unlink(op_base* op) noexcept
+{
+    if (!op->linked)
+        return;
+    if (op->prev)
+        op->prev->next = op->next;
+    else
+        ops_head_ = op->next;
+    if (op->next)
+        op->next->prev = op->prev;
+    op->prev = op->next = nullptr;
+    op->linked = false;
+}
+
+void client_impl::add_watch(bool child, const std::string& path, std::shared_ptr<watch_state> w)
+{
+    (child ? child_watches_ : data_watches_)[path].push_back(std::move(w));
+}
+
+void client_impl::cleanup_node(std::string path)
+{
+    log(log_level::info, fmt::format("deleting {}, created by an abandoned request", path));
+    if (!zh_ || fsm_.state() != session_state::connected) {
+        cleanup_paths_.push_back(std::move(path));
+        return;
+    }
+    auto* ctx = new std::pair<client_impl*, std::string>(this, path);
+    int rc = zoo_adelete(
+        zh_, path.c_str(), -1,
+        [](int result, const void* data) {
+            std::unique_ptr<std::pair<client_impl*, std::string>> c(
+                static_cast<std::pair<client_impl*, std::string>*>(const_cast<void*>(data)));
+            if (result == ZCONNECTIONLOSS || result == ZOPERATIONTIMEOUT)
+                c->first->cleanup_paths_.push_back(std::move(c->second));
+        },
+        ctx);
+    if (rc != ZOK) {
+        delete ctx;
+        cleanup_paths_.push_back(std::move(path));
+    }
+}
+
+void client_impl::fail_pending(error_code ec)
+{
+    while (ops_head_) {
+        op_base* op = ops_head_;
+        unlink(op);
+        op->fail(ec);
+    }
+    for (auto* m : {&data_watches_, &child_watches_}) {
+        for (auto& [path, ws] : *m)
+            for (auto& w : ws)
+                w->deliver(ec, watch_event{});
+        m->clear();
+    }
+    cleanup_paths_.clear();
+}
+
+void client_impl::apply(const session_action& a)
+{
+    state_atomic = fsm_.state();
+    generation_atomic = fsm_.generation();
+    if (a.fail_pending)
+        fail_pending(a.fail_with);
+    if (a.state_changed) {
+        auto waiters = std::move(state_waiters_);
+        state_waiters_.clear();
+        for (auto& [known, op] : waiters)
+            op->complete({}, fsm_.state());
+        log(log_level::info, fmt::format("session 0x{:x}: {}", fsm_.session_id(), to_string(fsm_.state())));
+    }
+    if (a.recreate_handle)
+        need_recreate_ = true;
+    if (a.release_handle)
+        need_release_ = true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Session and watch events (called by the C library inside zookeeper_process, lock held)
+
+void client_impl::watcher_thunk(zhandle_t* zh, int type, int state, const char* path, void* ctx)
+{
+    auto* self = static_cast<client_impl*>(ctx);
+    if (!self || zh != self->zh_)
+        return;
+    if (type == ZOO_SESSION_EVENT)
+        self->on_session_event(state);
+    else
+        self->on_watch_event(type, path);
+}
+
+void client_impl::on_session_event(int state)
+{
+    zk_session_event ev;
+    if (state == ZOO_CONNECTED_STATE || state == ZOO_READONLY_STATE)
+        ev = zk_session_event::connected;
+    else if (state == ZOO_EXPIRED_SESSION_STATE)
+        ev = zk_session_event::expired;
+    else if (state == ZOO_AUTH_FAILED_STATE)
+        ev = zk_session_event::auth_failed;
+    else
+        ev = zk_session_event::connecting;
+    std::int64_t sid = zoo_client_id(zh_)->client_id;
+    if (ev == zk_session_event::connected) {
+        negotiated_timeout_ms = zoo_recv_timeout(zh_);
+        mark_heard();
+    }
+    auto a = fsm_.on_event(ev, sid);
+    apply(a);
+    if (ev == zk_session_event::connected) {
+        for (auto& w : connect_waiters_)
+            w.op->complete({});
+        connect_waiters_.clear();
+        auto paths = std::move(cleanup_paths_);
+        cleanup_paths_.clear();
+        for (auto& p : paths)
+            cleanup_node(std::move(p));
+    } else if (ev == zk_session_event::auth_failed) {
+        for (auto& w : connect_waiters_)
+            w.op->complete(client_errc::auth_failed);
+        connect_waiters_.clear();
+        closed_ = true;
+    }
+}
+
+void client_impl::on_watch_event(int type, const char* path)
+{
+    if (!path)
+        return;
+    watch_event ev;
+    ev.path = path;
+    bool data = false, child = false;
+    if (type == ZOO_CREATED_EVENT) {
+        ev.type = watch_event_type::created;
+        data = true;
+    } else if (type == ZOO_CHANGED_EVENT) {
+        ev.type = watch_event_type::data_changed;
+        data = true;
+    } else if (type == ZOO_CHILD_EVENT) {
+        ev.type = watch_event_type::children_changed;
+        child = true;
+    } else if (type == ZOO_DELETED_EVENT) {
+        ev.type = watch_event_type::deleted;
+        data = child = true;
+    } else {
+        return;
+    }
+    for (auto [wanted, map] : {std::pair{data, &data_watches_}, std::pair{child, &child_watches_}}) {
+        if (!wanted)
+            continue;
+        auto it = map->find(ev.path);
+        if (it == map->end())
+            continue;
+        auto ws = std::move(it->second);
+        map->erase(it);
+        for (auto& w : ws)
+            w->deliver({}, ev);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The I/O loop (lock held in all of these)
+
+void client_impl::drop_socket()
+{
+    if (desc_.is_open()) {
+        error_code ignored;
+        desc_.cancel();
+        desc_.close();
+    }
+    ++desc_gen_;
+    read_pending_ = write_pending_ = false;
+    lib_fd_ = -1;
+    sock_dev_ = 0;
+    sock_ino_ = 0;
+}
+
+void client_impl::rearm()
+{
+    if (!zh_ || closed_)
+        return;
+    int fd = -1, interest = 0;
+    timeval tv{};
+    int rc = zookeeper_interest(zh_, &fd, &interest, &tv);
+    if (rc != ZOK && rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT && rc != ZNOTHING) {
+        // ZINVALIDSTATE after expiry or failed authentication: the watcher has been told, or
+        // will be at the next zookeeper_process; keep a timer so that happens.
+        fd = -1;
+        interest = 0;
+        tv = {0, 50000};
+    }
+    // The library closes and reopens its socket on reconnect, often under the same fd number:
+    // tell sockets apart by (fd, device, inode), and let go of a stale dup at once.
+    if (fd == -1) {
+        if (desc_.is_open())
+            drop_socket();
+    } else {
+        struct ::stat st{};
+        bool same = false;
+        if (::fstat(fd, &st) == 0)
+            same = desc_.is_open() && fd == lib_fd_ && st.st_dev == sock_dev_ && st.st_ino == sock_ino_;
+        if (!same) {
+            drop_socket();
+            int d = ::dup(fd);
+            if (d >= 0) {
+                error_code ec;
+                desc_.assign(d);
+                lib_fd_ = fd;
+                sock_dev_ = st.st_dev;
+                sock_ino_ = st.st_ino;
+            }
+        }
+        if (desc_.is_open()) {
+            if ((interest & ZOOKEEPER_READ) && !read_pending_)
+                start_wait(false);
+            if ((interest & ZOOKEEPER_WRITE) && !write_pending_)
+                start_wait(true);
+        }
+    }
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(tv.tv_sec) +
+                    std::chrono::microseconds(tv.tv_usec);
+    if (!timer_pending_ || deadline < timer_deadline_) {
+        timer_deadline_ = deadline;
+        timer_.expires_at(deadline);
+        timer_pending_ = true;
+        auto gen = ++timer_gen_;
+        timer_.async_wait([self = shared_from_this(), gen](const error_code& ec) {
+            self->on_timer(gen, ec);
+        });
+    }
+}
+
+void client_impl::start_wait(bool write)
+{
+    (write ? write_pending_ : read_pending_) = true;
+    desc_.async_wait(write ? asio::posix::stream_descriptor::wait_write
+                           : asio::posix::stream_descriptor::wait_read,
+                     [self = shared_from_this(), gen = desc_gen_, write](const error_code& ec) {
+                         self->on_ready(gen, write ? ZOOKEEPER_WRITE : ZOOKEEPER_READ, ec);
+                     });
+}
+
+void client_impl::on_ready(std::uint64_t gen, int events, const error_code& ec)
+{
+    zk_guard g(this);
+    if (gen != desc_gen_ || closed_ || !zh_)
+        return;
+    (events == ZOOKEEPER_WRITE ? write_pending_ : read_pending_) = false;
+    if (ec == make_error_code(asio::error::operation_aborted))
+        return;
+    process(events);
+    rearm();
+}
+
+void client_impl::on_timer(std::uint64_t gen, const error_code& ec)
+{
+    zk_guard g(this);
+    if (gen != timer_gen_ || closed_ || !zh_)
+        return;
+    timer_pending_ = false;
+    if (ec == make_error_code(asio::error::operation_aborted))
+        return;
+    process(0);
+    rearm();
+}
+
+void client_impl::process(int events)
+{
+    int fd = desc_.is_open() ? desc_.native_handle() : -1;
+    auto bytes_ready = [fd] {
+        int n = 0;
+        return fd >= 0 && ::ioctl(fd, FIONREAD, &n) == 0 ? n : 0;
+    };
+    if ((events & ZOOKEEPER_READ) && bytes_ready() > 0)
+        mark_heard();
+    int rc = zookeeper_process(zh_, events);
+    // The library reads one packet per call: drain what is already buffered, in bounded steps
+    // (readiness is reported again if more remains).
+    if (events & ZOOKEEPER_READ) {
+        for (int i = 0; i < 256 && rc == ZOK && zh_ && !need_recreate_ && !need_release_ && bytes_ready() > 0; ++i)
+            rc = zookeeper_process(zh_, ZOOKEEPER_READ);
+    }
+    if (need_release_ && zh_) {
+        need_release_ = false;
+        retire_handle(nullptr);
+    }
+    if (need_recreate_ && zh_) {
+        need_recreate_ = false;
+        retire_handle(nullptr);
+        apply(fsm_.on_handle_recreated());
+        start_handle();
+    }
+}
+
+}  // namespace zkcoro::detail

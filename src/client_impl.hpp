@@ -1,0 +1,257 @@
+// Internals of zkcoro::client: the driver that runs the single-threaded ZooKeeper C client
+// inside an Asio executor, the registry of pending operations and watches, and the session.
+#ifndef ZKCORO_SRC_CLIENT_IMPL_HPP
+#define ZKCORO_SRC_CLIENT_IMPL_HPP
+
+#include <zkcoro/client.hpp>
+#include <zkcoro/detail/session_fsm.hpp>
+
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/any_completion_executor.hpp>
+#include <boost/asio/error.hpp>
+#include <boost/asio/execution/outstanding_work.hpp>
+#include <boost/asio/prefer.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <zookeeper/zookeeper.h>
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace zkcoro::detail {
+
+// The one lock that serialises every call into the C library, for every handle in the process
+// (its request-id counter and log buffers are global and not atomic). It also guards every
+// client_impl's state. Recursive: C callbacks run inside calls made with it held.
+std::recursive_mutex& zk_mutex() noexcept;
+
+class client_impl;
+
+// Holds zk_mutex; when the outermost holder on this thread lets go, log lines collected while it
+// was held are handed to the client's sink, with no lock held.
+class zk_guard {
+public:
+    explicit zk_guard(client_impl* self);
+    ~zk_guard();
+    zk_guard(const zk_guard&) = delete;
+    zk_guard& operator=(const zk_guard&) = delete;
+
+private:
+    std::unique_lock<std::recursive_mutex> lock_;
+    client_impl* self_;
+    client_impl* prev_;
+};
+
+// A pending operation. Shared between the C library's callback (which owns one reference
+// through the request's `data` pointer), the registry, and the cancellation handler.
+struct op_base : std::enable_shared_from_this<op_base> {
+    virtual ~op_base() = default;
+    // Completes with an error unless already completed. Thread-safe.
+    virtual void fail(error_code ec) = 0;
+
+    std::atomic<bool> done{false};
+    // The caller gave up (cancellation): the reply is consumed, side effects are undone.
+    std::atomic<bool> abandoned{false};
+    // Registry links (guarded by zk_mutex).
+    client_impl* owner = nullptr;
+    op_base* prev = nullptr;
+    op_base* next = nullptr;
+    bool linked = false;
+};
+
+// A pending operation completing with void(error_code, Args...).
+template <class... Args>
+class op_state : public op_base {
+public:
+    using handler_type = any_handler<void(error_code, Args...)>;
+
+    op_state(handler_type h, const asio::any_io_executor& io_ex)
+        : handler_(std::move(h)),
+          io_ex_(io_ex),
+          ex_(asio::get_associated_executor(handler_, io_ex)),
+          work_(asio::prefer(ex_, asio::execution::outstanding_work.tracked))
+    {
+    }
+
+    // Posts the handler to its executor, never running it inline. Thread-safe; first call wins.
+    template <class... Vs>
+    bool complete(error_code ec, Vs&&... vs)
+    {
+        if (done.exchange(true))
+            return false;
+        auto h = std::move(handler_);
+        auto work = std::exchange(work_, asio::any_completion_executor{});
+        // Posted through the client's I/O executor (never inline), then run on the handler's own.
+        asio::post(io_ex_, asio::bind_executor(ex_, [h = std::move(h), ec, args = std::make_tuple(Args(std::forward<Vs>(vs))...),
+                        work = std::move(work)]() mutable {
+            // The cancellation handler we installed must not outlive the operation.
+            auto slot = asio::get_associated_cancellation_slot(h);
+            if (slot.is_connected())
+                slot.clear();
+            std::apply([&](auto&&... a) { std::move(h)(ec, std::move(a)...); }, std::move(args));
+        }));
+        return true;
+    }
+
+    void fail(error_code ec) override { complete(ec, Args{}...); }
+
+    // Connects the caller's cancellation slot: terminal and partial cancellation complete the
+    // caller with operation_aborted at once; the request itself goes on (see op_base::abandoned).
+    void bind_cancellation()
+    {
+        auto slot = asio::get_associated_cancellation_slot(handler_);
+        if (!slot.is_connected())
+            return;
+        std::weak_ptr<op_base> weak = shared_from_this();
+        slot.assign([weak](asio::cancellation_type t) {
+            if ((t & (asio::cancellation_type::terminal | asio::cancellation_type::partial)) ==
+                asio::cancellation_type::none)
+                return;
+            if (auto self = weak.lock()) {
+                self->abandoned = true;
+                self->fail(make_error_code(asio::error::operation_aborted));
+            }
+        });
+    }
+
+    const asio::any_io_executor& io_executor() const noexcept { return io_ex_; }
+
+private:
+    handler_type handler_;
+    asio::any_io_executor io_ex_;
+    asio::any_completion_executor ex_;
+    // Keeps the handler's execution context from running out of work while we are pending.
+    asio::any_completion_executor work_;
+};
+
+// The shared state of a watch handle.
+struct watch_state {
+    std::mutex m;
+    bool fired = false;
+    error_code ec;
+    watch_event event;
+    std::shared_ptr<op_state<watch_event>> waiter;
+    asio::any_io_executor fallback_ex;
+
+    // Records the outcome and wakes the waiter, if any. Thread-safe.
+    void deliver(error_code e, watch_event ev);
+};
+
+class client_impl : public std::enable_shared_from_this<client_impl> {
+public:
+    client_impl(asio::any_io_executor ex, client_config cfg);
+    ~client_impl();
+
+    asio::any_io_executor executor;
+    client_config cfg;
+
+    // Entry points from client (each takes zk_mutex).
+    void connect(std::shared_ptr<op_state<>> op);
+    void close(std::shared_ptr<op_state<>> op);
+    void wait_state(session_state known, std::shared_ptr<op_state<session_state>> op);
+
+    // Submits a request through `submit` (called with the lock held and the live handle), links
+    // the op into the registry and re-evaluates the socket interest. Fails the op at once when
+    // the client is closed or not started.
+    void submit(const std::shared_ptr<op_base>& op, const std::function<int(zhandle_t*, void*)>& submit);
+
+    // Called from C callbacks (lock held): unlinks an op from the registry.
+    void unlink(op_base* op) noexcept;
+    // Registers a watch for `path` of the given kind (lock held).
+    void add_watch(bool child, const std::string& path, std::shared_ptr<watch_state> w);
+    // Deletes a node that an abandoned create made; retried after reconnection (lock held).
+    void cleanup_node(std::string path);
+
+    // Log through the sink (buffered while the lock is held, emitted after).
+    void log(log_level level, std::string message);
+    void flush_log();
+
+    // Observers (atomics, no lock).
+    std::atomic<session_state> state_atomic{session_state::connecting};
+    std::atomic<std::int64_t> last_heard_ns{0};
+    std::atomic<std::int64_t> negotiated_timeout_ms{0};
+    std::atomic<std::uint64_t> generation_atomic{0};
+
+    session_credentials credentials() const;
+    std::string connected_server() const;
+
+    // C library entry points.
+    static void watcher_thunk(zhandle_t* zh, int type, int state, const char* path, void* ctx);
+    static void log_thunk(const char* message);
+
+    std::vector<std::pair<log_level, std::string>> log_buffer;  // guarded by zk_mutex
+    ACL_vector acl_vector{};                                    // the default ACL, C form
+
+private:
+    void start_handle();
+    void rearm();
+    void start_wait(bool write);
+    void on_ready(std::uint64_t gen, int events, const error_code& ec);
+    void on_timer(std::uint64_t gen, const error_code& ec);
+    void process(int events);
+    void drop_socket();
+    void on_session_event(int state);
+    void on_watch_event(int type, const char* path);
+    void apply(const session_action& a);
+    void fail_pending(error_code ec);
+    void retire_handle(std::function<void(int)> done);
+    void mark_heard() noexcept;
+
+    zhandle_t* zh_ = nullptr;
+    session_fsm fsm_;
+    bool started_ = false;
+    bool closed_ = false;
+    bool need_recreate_ = false;
+    bool need_release_ = false;
+    error_code config_error_;
+
+    // The socket as the C library has it, watched through our own dup of its fd.
+    asio::posix::stream_descriptor desc_;
+    dev_t sock_dev_ = 0;
+    ino_t sock_ino_ = 0;
+    int lib_fd_ = -1;
+    std::uint64_t desc_gen_ = 0;
+    bool read_pending_ = false;
+    bool write_pending_ = false;
+
+    asio::steady_timer timer_;
+    std::uint64_t timer_gen_ = 0;
+    bool timer_pending_ = false;
+    std::chrono::steady_clock::time_point timer_deadline_{};
+
+    // Registry of pending operations (intrusive list).
+    op_base* ops_head_ = nullptr;
+    std::unordered_map<std::string, std::vector<std::shared_ptr<watch_state>>> data_watches_;
+    std::unordered_map<std::string, std::vector<std::shared_ptr<watch_state>>> child_watches_;
+
+    struct connect_waiter {
+        std::shared_ptr<op_state<>> op;
+        std::shared_ptr<asio::steady_timer> timer;
+    };
+    std::vector<connect_waiter> connect_waiters_;
+    std::vector<std::pair<session_state, std::shared_ptr<op_state<session_state>>>> state_waiters_;
+    std::vector<std::shared_ptr<op_state<>>> close_waiters_;
+    std::vector<std::string> cleanup_paths_;
+
+    std::vector<ACL> acl_entries_;
+};
+
+// Converts the C library's Stat.
+zkcoro::stat to_stat(const Stat* s) noexcept;
+
+}  // namespace zkcoro::detail
+
+#endif

@@ -1,0 +1,135 @@
+#include <zkcoro/error.hpp>
+
+#include <zookeeper/zookeeper.h>
+
+#include <string>
+
+namespace zkcoro {
+namespace {
+
+class client_category_impl final : public boost::system::error_category {
+public:
+    const char* name() const noexcept override { return "zkcoro.client"; }
+    std::string message(int v) const override
+    {
+        switch (static_cast<client_errc>(v)) {
+        case client_errc::invalid_path:
+            return "invalid path: a ZooKeeper path starts with '/', has no empty, '.' or '..' node "
+                   "names, no trailing '/', and no control or reserved characters (check_path() "
+                   "names the position)";
+        case client_errc::invalid_argument:
+            return "invalid argument: a value is out of its documented range";
+        case client_errc::invalid_connect_string:
+            return "invalid connect string: expected host:port[,host:port...][/chroot] with ports "
+                   "1-65535, e.g. \"127.0.0.1:2181\"";
+        case client_errc::data_too_large:
+            return "node data too large: it exceeds client_config::max_data_size (the server "
+                   "refuses requests over its jute.maxbuffer, 1 MiB by default)";
+        case client_errc::closed:
+            return "the client is closed: the operation was pending when close() was called, or "
+                   "was started after it; create a new client to continue";
+        case client_errc::session_expired:
+            return "the ZooKeeper session expired while the operation was pending: its ephemeral "
+                   "nodes and watches are gone; the client is establishing a new session";
+        case client_errc::connect_timeout:
+            return "no ZooKeeper session within client_config::connect_timeout: check that a "
+                   "server listens at the connect string and that it is reachable";
+        case client_errc::not_connected:
+            return "the client is not connected: call async_connect first";
+        case client_errc::auth_failed:
+            return "the server rejected the authentication in client_config::auth: check the "
+                   "scheme and credentials";
+        case client_errc::operation_in_progress:
+            return "another call of this operation is in progress on the same object: wait for "
+                   "it to complete first";
+        case client_errc::not_owner:
+            return "not the owner: the lock is held by another task (release it from the task "
+                   "that acquired it, or acquire with an explicit owner)";
+        case client_errc::lock_lost:
+            return "the lock was lost: its session may have expired or its node is gone; the "
+                   "critical section must stop";
+        case client_errc::upgrade_not_supported:
+            return "read-to-write upgrade is not supported: the write lock would wait forever "
+                   "behind this task's own read lock; release the read lock first";
+        }
+        return "unknown zkcoro client error";
+    }
+};
+
+class zookeeper_category_impl final : public boost::system::error_category {
+public:
+    const char* name() const noexcept override { return "zkcoro.zookeeper"; }
+    std::string message(int v) const override
+    {
+        std::string name;
+        switch (v) {
+        case ZOK: return "ZOK: success";
+        case ZSYSTEMERROR: name = "ZSYSTEMERROR"; break;
+        case ZRUNTIMEINCONSISTENCY: name = "ZRUNTIMEINCONSISTENCY"; break;
+        case ZDATAINCONSISTENCY: name = "ZDATAINCONSISTENCY"; break;
+        case ZCONNECTIONLOSS: name = "ZCONNECTIONLOSS"; break;
+        case ZMARSHALLINGERROR: name = "ZMARSHALLINGERROR"; break;
+        case ZUNIMPLEMENTED: name = "ZUNIMPLEMENTED"; break;
+        case ZOPERATIONTIMEOUT: name = "ZOPERATIONTIMEOUT"; break;
+        case ZBADARGUMENTS: name = "ZBADARGUMENTS"; break;
+        case ZINVALIDSTATE: name = "ZINVALIDSTATE"; break;
+        case ZNEWCONFIGNOQUORUM: name = "ZNEWCONFIGNOQUORUM"; break;
+        case ZRECONFIGINPROGRESS: name = "ZRECONFIGINPROGRESS"; break;
+        case ZSSLCONNECTIONERROR: name = "ZSSLCONNECTIONERROR"; break;
+        case ZAPIERROR: name = "ZAPIERROR"; break;
+        case ZNONODE: name = "ZNONODE"; break;
+        case ZNOAUTH: name = "ZNOAUTH"; break;
+        case ZBADVERSION: name = "ZBADVERSION"; break;
+        case ZNOCHILDRENFOREPHEMERALS: name = "ZNOCHILDRENFOREPHEMERALS"; break;
+        case ZNODEEXISTS: name = "ZNODEEXISTS"; break;
+        case ZNOTEMPTY: name = "ZNOTEMPTY"; break;
+        case ZSESSIONEXPIRED: name = "ZSESSIONEXPIRED"; break;
+        case ZINVALIDCALLBACK: name = "ZINVALIDCALLBACK"; break;
+        case ZINVALIDACL: name = "ZINVALIDACL"; break;
+        case ZAUTHFAILED: name = "ZAUTHFAILED"; break;
+        case ZCLOSING: name = "ZCLOSING"; break;
+        case ZNOTHING: name = "ZNOTHING"; break;
+        case ZSESSIONMOVED: name = "ZSESSIONMOVED"; break;
+        case ZNOTREADONLY: name = "ZNOTREADONLY"; break;
+        case ZEPHEMERALONLOCALSESSION: name = "ZEPHEMERALONLOCALSESSION"; break;
+        case ZNOWATCHER: name = "ZNOWATCHER"; break;
+        case ZRECONFIGDISABLED: name = "ZRECONFIGDISABLED"; break;
+        case ZSESSIONCLOSEDREQUIRESASLAUTH: name = "ZSESSIONCLOSEDREQUIRESASLAUTH"; break;
+        case ZTHROTTLEDOP: name = "ZTHROTTLEDOP"; break;
+        default: return "unknown ZooKeeper error " + std::to_string(v);
+        }
+        // zerror() is a pure table look-up in the C library: no state, safe without the lock.
+        return name + ": " + zerror(v);
+    }
+};
+
+const client_category_impl client_cat;
+const zookeeper_category_impl zookeeper_cat;
+
+}  // namespace
+
+const boost::system::error_category& client_category() noexcept { return client_cat; }
+const boost::system::error_category& zookeeper_category() noexcept { return zookeeper_cat; }
+
+bool is_session_lost(const error_code& ec) noexcept
+{
+    if (ec.category() == client_category()) {
+        auto e = static_cast<client_errc>(ec.value());
+        return e == client_errc::session_expired || e == client_errc::closed ||
+               e == client_errc::auth_failed || e == client_errc::lock_lost;
+    }
+    if (ec.category() == zookeeper_category())
+        return ec.value() == ZSESSIONEXPIRED || ec.value() == ZAUTHFAILED ||
+               ec.value() == ZCLOSING || ec.value() == ZSESSIONMOVED;
+    return false;
+}
+
+bool is_retriable(const error_code& ec) noexcept
+{
+    if (ec.category() == zookeeper_category())
+        return ec.value() == ZCONNECTIONLOSS || ec.value() == ZOPERATIONTIMEOUT ||
+               ec.value() == ZTHROTTLEDOP;
+    return false;
+}
+
+}  // namespace zkcoro

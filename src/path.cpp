@@ -1,0 +1,108 @@
+#include <zkcoro/error.hpp>
+#include <zkcoro/path.hpp>
+
+#include <fmt/format.h>
+
+namespace zkcoro {
+namespace {
+
+path_problem bad(std::size_t pos, std::string_view why) noexcept
+{
+    return {make_error_code(client_errc::invalid_path), pos, why};
+}
+
+// Decodes one UTF-8 sequence at s[i]; returns its length, or 0 if malformed.
+std::size_t decode_utf8(std::string_view s, std::size_t i, char32_t& cp) noexcept
+{
+    auto b = static_cast<unsigned char>(s[i]);
+    std::size_t len = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 0;
+    if (len == 0 || i + len > s.size())
+        return 0;
+    cp = len == 1 ? b : len == 2 ? (b & 0x1F) : len == 3 ? (b & 0x0F) : (b & 0x07);
+    for (std::size_t k = 1; k < len; ++k) {
+        auto c = static_cast<unsigned char>(s[i + k]);
+        if ((c >> 6) != 0x2)
+            return 0;
+        cp = (cp << 6) | (c & 0x3F);
+    }
+    // Reject overlong forms and values beyond Unicode.
+    static constexpr char32_t min_for_len[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min_for_len[len] || cp > 0x10FFFF)
+        return 0;
+    return len;
+}
+
+}  // namespace
+
+std::string path_problem::describe(std::string_view path) const
+{
+    if (ok())
+        return fmt::format("valid path \"{}\"", path);
+    return fmt::format("invalid path \"{}\": {} at position {}", path, reason, position);
+}
+
+path_problem check_path(std::string_view path, bool sequential) noexcept
+{
+    if (path.empty())
+        return bad(0, "empty path");
+    if (path[0] != '/')
+        return bad(0, "path must start with '/'");
+    if (path.size() == 1)
+        return {};
+    if (path.back() == '/' && !sequential)
+        return bad(path.size() - 1, "trailing '/'");
+    std::size_t name_start = 1;
+    for (std::size_t i = 1; i <= path.size();) {
+        if (i == path.size() || path[i] == '/') {
+            auto name = path.substr(name_start, i - name_start);
+            // A trailing '/' of a sequential path is where the server appends the number.
+            bool sequential_tail = sequential && i == path.size() && name.empty();
+            if (name.empty() && !sequential_tail && i != path.size())
+                return bad(i, "empty node name");
+            if (name == ".")
+                return bad(name_start, "'.' is not a valid node name");
+            if (name == "..")
+                return bad(name_start, "'..' is not a valid node name");
+            name_start = i + 1;
+            ++i;
+            continue;
+        }
+        char32_t cp = 0;
+        std::size_t len = decode_utf8(path, i, cp);
+        if (len == 0)
+            return bad(i, "invalid UTF-8");
+        if (cp == 0)
+            return bad(i, "NUL character");
+        if ((cp > 0 && cp < 0x20) || (cp >= 0x7F && cp <= 0x9F))
+            return bad(i, "control character");
+        if ((cp >= 0xD800 && cp <= 0xF8FF) || (cp >= 0xFFF0 && cp <= 0xFFFF))
+            return bad(i, "reserved character");
+        i += len;
+    }
+    return {};
+}
+
+std::string join_path(std::string_view parent, std::string_view child)
+{
+    std::string r(parent);
+    if (r.empty() || r.back() != '/')
+        r += '/';
+    r += child;
+    return r;
+}
+
+std::string_view parent_path(std::string_view path) noexcept
+{
+    auto pos = path.rfind('/');
+    if (pos == std::string_view::npos || pos == 0)
+        return "/";
+    return path.substr(0, pos);
+}
+
+std::string_view node_name(std::string_view path) noexcept
+{
+    auto pos = path.rfind('/');
+    return pos == std::string_view::npos ? path : path.substr(pos + 1);
+}
+
+}  // namespace zkcoro

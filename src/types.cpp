@@ -1,0 +1,111 @@
+#include <zkcoro/client_config.hpp>
+#include <zkcoro/error.hpp>
+#include <zkcoro/path.hpp>
+#include <zkcoro/types.hpp>
+
+#include <fmt/format.h>
+
+#include <charconv>
+
+namespace zkcoro {
+
+std::string_view to_string(watch_event_type t) noexcept
+{
+    switch (t) {
+    case watch_event_type::created: return "created";
+    case watch_event_type::deleted: return "deleted";
+    case watch_event_type::data_changed: return "data_changed";
+    case watch_event_type::children_changed: return "children_changed";
+    }
+    return "unknown";
+}
+
+std::string_view to_string(session_state s) noexcept
+{
+    switch (s) {
+    case session_state::connecting: return "connecting";
+    case session_state::connected: return "connected";
+    case session_state::suspended: return "suspended";
+    case session_state::expired: return "expired";
+    case session_state::closed: return "closed";
+    }
+    return "unknown";
+}
+
+std::string_view to_string(log_level l) noexcept
+{
+    switch (l) {
+    case log_level::error: return "error";
+    case log_level::warn: return "warn";
+    case log_level::info: return "info";
+    case log_level::debug: return "debug";
+    }
+    return "unknown";
+}
+
+namespace {
+
+error_code fail(client_errc e, std::string* why, std::string text)
+{
+    if (why)
+        *why = std::move(text);
+    return make_error_code(e);
+}
+
+}  // namespace
+
+error_code check_config(const client_config& cfg, std::string* why)
+{
+    std::string_view cs = cfg.connect_string;
+    if (cs.empty())
+        return fail(client_errc::invalid_connect_string, why, "connect string is empty");
+    // The chroot, if any, starts at the first '/'.
+    std::string_view hosts = cs;
+    if (auto slash = cs.find('/'); slash != std::string_view::npos) {
+        hosts = cs.substr(0, slash);
+        auto chroot = cs.substr(slash);
+        if (auto p = check_path(chroot); !p.ok())
+            return fail(client_errc::invalid_connect_string, why, "chroot: " + p.describe(chroot));
+    }
+    if (hosts.empty())
+        return fail(client_errc::invalid_connect_string, why, "no host before the chroot");
+    while (!hosts.empty()) {
+        auto comma = hosts.find(',');
+        auto entry = hosts.substr(0, comma);
+        hosts = comma == std::string_view::npos ? std::string_view{} : hosts.substr(comma + 1);
+        auto colon = entry.rfind(':');
+        if (entry.empty())
+            return fail(client_errc::invalid_connect_string, why, "empty host entry");
+        if (colon == std::string_view::npos || colon == 0)
+            return fail(client_errc::invalid_connect_string, why,
+                        fmt::format("\"{}\" is not host:port", entry));
+        auto port_text = entry.substr(colon + 1);
+        unsigned port = 0;
+        auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+        if (ec != std::errc{} || end != port_text.data() + port_text.size() || port == 0 || port > 65535)
+            return fail(client_errc::invalid_connect_string, why,
+                        fmt::format("\"{}\": port must be a number from 1 to 65535", entry));
+        for (char c : entry.substr(0, colon))
+            if (c == ' ' || c == '\t' || c == '\n')
+                return fail(client_errc::invalid_connect_string, why,
+                            fmt::format("\"{}\": white space in host", entry));
+    }
+    if (cfg.session_timeout.count() <= 0 || cfg.session_timeout > std::chrono::hours(24))
+        return fail(client_errc::invalid_argument, why, "session_timeout must be in (0, 24h]");
+    if (cfg.connect_timeout.count() < 0)
+        return fail(client_errc::invalid_argument, why, "connect_timeout must not be negative");
+    if (cfg.max_data_size == 0 || cfg.max_data_size > 0x7fffffff)
+        return fail(client_errc::invalid_argument, why, "max_data_size must be in [1, 2^31)");
+    for (const auto& a : cfg.auth)
+        if (a.scheme.empty())
+            return fail(client_errc::invalid_argument, why, "auth scheme is empty");
+    for (const auto& e : cfg.default_acl)
+        if (e.perms < 0 || e.perms > perm::all || e.scheme.empty())
+            return fail(client_errc::invalid_argument, why,
+                        "default_acl: perms must be in [0, 31] and the scheme non-empty");
+    if (cfg.resume_session && cfg.resume_session->password.size() > 16)
+        return fail(client_errc::invalid_argument, why, "resume_session: password longer than 16 bytes");
+    return {};
+}
+
+}  // namespace zkcoro
