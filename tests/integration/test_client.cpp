@@ -1,0 +1,422 @@
+// The client's operations, watches, errors and session handling against a real ZooKeeper.
+#include "common.hpp"
+
+#include <tcp_proxy.hpp>
+
+#include <zookeeper/zookeeper.h>
+
+#include <thread>
+
+using namespace zktest;
+using namespace zkcoro;
+using asio::awaitable;
+
+namespace {
+
+// Runs `op` and returns its error code instead of throwing.
+template <class Op>
+auto try_op(Op&& op)
+{
+    return std::forward<Op>(op)(asio::as_tuple(asio::use_awaitable));
+}
+
+}  // namespace
+
+// Create, read, update, list and delete, with Stat values that make sense.
+TEST_CASE("basic operations")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client c(ioc.get_executor(), test_config());
+        co_await c.async_connect();
+        CHECK(c.state() == session_state::connected);
+        CHECK(c.session().id != 0);
+        CHECK(c.session_timeout() == 4000ms);
+        auto base = unique_path("basic");
+        auto cr = co_await c.async_create(base, "v1", create_mode::persistent);
+        CHECK(cr.path == base);
+        CHECK(cr.stat.czxid > 0);
+        CHECK(cr.stat.ephemeral_owner == 0);
+
+        auto d = co_await c.async_get_data(base);
+        CHECK(d.data == "v1");
+        CHECK(d.stat == cr.stat);
+        CHECK_FALSE(d.watch.valid());
+
+        auto st = co_await c.async_set_data(base, "v2", 0);
+        CHECK(st.version == 1);
+        auto [ec_ver, st2] = co_await c.async_set_data(base, "v3", 0, asio::as_tuple(asio::use_awaitable));
+        CHECK(ec_ver == make_zk_error(ZBADVERSION));
+        CHECK(ec_ver.message().find("ZBADVERSION") != std::string::npos);
+
+        auto e1 = co_await c.async_create(base + "/e-", "", create_mode::ephemeral_sequential);
+        auto e2 = co_await c.async_create(base + "/e-", "", create_mode::ephemeral_sequential);
+        CHECK(e1.path == base + "/e-0000000000");
+        CHECK(e2.path == base + "/e-0000000001");
+        CHECK(e1.stat.ephemeral_owner == c.session().id);
+        CHECK(e2.stat.czxid > e1.stat.czxid);
+
+        auto ch = co_await c.async_get_children(base);
+        std::sort(ch.children.begin(), ch.children.end());
+        CHECK(ch.children == std::vector<std::string>{"e-0000000000", "e-0000000001"});
+        CHECK(ch.stat.num_children == 2);
+
+        auto [ec_dup, r_dup] = co_await c.async_create(base, "", create_mode::persistent, asio::as_tuple(asio::use_awaitable));
+        CHECK(ec_dup == make_zk_error(ZNODEEXISTS));
+        auto [ec_ne] = co_await c.async_remove(base, -1, asio::as_tuple(asio::use_awaitable));
+        CHECK(ec_ne == make_zk_error(ZNOTEMPTY));
+        auto [ec_eph, r_eph] = co_await c.async_create(e1.path + "/x", "", create_mode::persistent, asio::as_tuple(asio::use_awaitable));
+        CHECK(ec_eph == make_zk_error(ZNOCHILDRENFOREPHEMERALS));
+
+        co_await c.async_remove(e1.path);
+        co_await c.async_remove(e2.path);
+        co_await c.async_remove(base, 1);
+        auto ex = co_await c.async_exists(base);
+        CHECK_FALSE(ex.stat.has_value());
+        auto [ec_nn, r_nn] = co_await c.async_get_data(base, asio::as_tuple(asio::use_awaitable));
+        CHECK(ec_nn == make_zk_error(ZNONODE));
+        CHECK_FALSE(is_retriable(ec_nn));
+        co_await c.async_close();
+        CHECK(c.state() == session_state::closed);
+    });
+}
+
+// An ephemeral node vanishes when its session closes; a container goes once it is empty.
+TEST_CASE("ephemeral and container nodes")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client a(ioc.get_executor(), test_config());
+        client b(ioc.get_executor(), test_config());
+        co_await a.async_connect();
+        co_await b.async_connect();
+        auto base = unique_path("eph");
+        co_await a.async_create(base, "", create_mode::container);
+        co_await a.async_create(base + "/e", "", create_mode::ephemeral);
+        CHECK((co_await b.async_exists(base + "/e")).stat.has_value());
+        co_await a.async_close();
+        CHECK_FALSE((co_await b.async_exists(base + "/e")).stat.has_value());
+        // The harness runs the server's container check every 500 ms.
+        bool gone = co_await eventually([&]() -> awaitable<bool> {
+            co_return !(co_await b.async_exists(base)).stat.has_value();
+        }, 10000ms);
+        CHECK_MESSAGE(gone, "the empty container node was not removed by the server");
+    });
+}
+
+// Each kind of watch fires once, with the right event type.
+TEST_CASE("watches fire once with the right type")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client c(ioc.get_executor(), test_config());
+        co_await c.async_connect();
+        auto base = unique_path("watch");
+
+        // exists on a missing node: created.
+        auto ex = co_await c.async_exists(base, leave_watch);
+        CHECK(ex.watch.valid());
+        CHECK_FALSE(ex.watch.ready());
+        co_await c.async_create(base, "a", create_mode::persistent);
+        auto ev = co_await ex.watch.async_wait();
+        CHECK(ev.type == watch_event_type::created);
+        CHECK(ev.path == base);
+
+        // get_data: data_changed, and only once.
+        auto d = co_await c.async_get_data(base, leave_watch);
+        co_await c.async_set_data(base, "b");
+        co_await c.async_set_data(base, "c");
+        ev = co_await d.watch.async_wait();
+        CHECK(ev.type == watch_event_type::data_changed);
+        auto d2 = co_await c.async_get_data(base, leave_watch);
+        CHECK(d2.data == "c");
+        // The second change fired nothing new: a fresh watch is quiet until the next change.
+        CHECK_FALSE(d2.watch.ready());
+
+        // get_children: children_changed.
+        auto ch = co_await c.async_get_children(base, leave_watch);
+        co_await c.async_create(base + "/k", "", create_mode::persistent);
+        ev = co_await ch.watch.async_wait();
+        CHECK(ev.type == watch_event_type::children_changed);
+
+        // Deleting the node fires the data watch (d2) with deleted.
+        co_await c.async_remove(base + "/k");
+        co_await c.async_remove(base);
+        ev = co_await d2.watch.async_wait();
+        CHECK(ev.type == watch_event_type::deleted);
+    });
+}
+
+// A transaction applies all or nothing and reports each operation's own result.
+TEST_CASE("multi")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client c(ioc.get_executor(), test_config());
+        co_await c.async_connect();
+        auto base = unique_path("multi");
+        std::vector<multi_op> ops;
+        ops.push_back(create_op{base, "x", create_mode::persistent});
+        ops.push_back(create_op{base + "/s-", "", create_mode::persistent_sequential});
+        ops.push_back(set_data_op{base, "y", 0});
+        ops.push_back(check_op{base, 1});
+        auto r = co_await c.async_multi(std::move(ops));
+        REQUIRE(r.size() == 4);
+        CHECK(r[0].path == base);
+        CHECK(r[1].path == base + "/s-0000000000");
+        CHECK(r[2].stat.version == 1);
+        CHECK_FALSE(r[3].ec);
+
+        // A failed transaction changes nothing. Operations before the failing one report ZOK
+        // (rolled back), the failing one its error, the ones after ZRUNTIMEINCONSISTENCY.
+        std::vector<multi_op> bad;
+        bad.push_back(create_op{base + "/new", "", create_mode::persistent});
+        bad.push_back(check_op{base, 7});
+        bad.push_back(create_op{base + "/new2", "", create_mode::persistent});
+        auto [ec, rb] = co_await c.async_multi(std::move(bad), asio::as_tuple(asio::use_awaitable));
+        CHECK(ec == make_zk_error(ZBADVERSION));
+        REQUIRE(rb.size() == 3);
+        CHECK_FALSE(rb[0].ec);
+        CHECK(rb[1].ec == make_zk_error(ZBADVERSION));
+        CHECK(rb[2].ec == make_zk_error(ZRUNTIMEINCONSISTENCY));
+        CHECK_FALSE((co_await c.async_exists(base + "/new")).stat.has_value());
+
+        std::vector<multi_op> cleanup;
+        cleanup.push_back(remove_op{base + "/s-0000000000"});
+        cleanup.push_back(remove_op{base});
+        co_await c.async_multi(std::move(cleanup));
+    });
+}
+
+// Bad input gets its documented error and never reaches the server: the client used here was
+// never connected, so anything sent would have failed with not_connected instead.
+TEST_CASE("bad input is refused before anything is sent")
+{
+    asio::io_context ioc;
+    auto log = std::make_shared<test_log>();
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client c(ioc.get_executor(), test_config(server_address(), 4000ms, log));
+        auto [e1, r1] = co_await c.async_get_data("/a//b", asio::as_tuple(asio::use_awaitable));
+        CHECK(e1 == client_errc::invalid_path);
+        CHECK(log->contains("invalid path \"/a//b\": empty node name at position 3"));
+        auto [e2, r2] = co_await c.async_create("relative", "", create_mode::persistent, asio::as_tuple(asio::use_awaitable));
+        CHECK(e2 == client_errc::invalid_path);
+        std::string big(1024 * 1024 + 1, 'x');
+        auto [e3, r3] = co_await c.async_create("/big", big, create_mode::persistent, asio::as_tuple(asio::use_awaitable));
+        CHECK(e3 == client_errc::data_too_large);
+        auto [e4, r4] = co_await c.async_multi({}, asio::as_tuple(asio::use_awaitable));
+        CHECK(e4 == client_errc::invalid_argument);
+        // A valid request on the unconnected client shows what sending would have given.
+        auto [e5, r5] = co_await c.async_get_data("/", asio::as_tuple(asio::use_awaitable));
+        CHECK(e5 == client_errc::not_connected);
+
+        // A bad configuration is reported by async_connect, with the reason logged.
+        auto cfg = test_config("127.0.0.1:99999", 4000ms, log);
+        client bad(ioc.get_executor(), cfg);
+        auto [e6] = co_await bad.async_connect(asio::as_tuple(asio::use_awaitable));
+        CHECK(e6 == client_errc::invalid_connect_string);
+        CHECK(log->contains("port must be a number from 1 to 65535"));
+    });
+}
+
+// Nobody listening: async_connect gives up after connect_timeout with its own error.
+TEST_CASE("connect timeout")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        auto cfg = test_config(fmt::format("127.0.0.1:{}", free_loopback_port()));
+        cfg.connect_timeout = 300ms;
+        client c(ioc.get_executor(), cfg);
+        auto [ec] = co_await c.async_connect(asio::as_tuple(asio::use_awaitable));
+        CHECK(ec == client_errc::connect_timeout);
+        CHECK(c.state() == session_state::connecting);
+    });
+}
+
+// close() completes every pending operation and watch with `closed`, at once.
+TEST_CASE("close completes everything pending")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client c(ioc.get_executor(), test_config());
+        co_await c.async_connect();
+        auto base = unique_path("close");
+        auto ex = co_await c.async_exists(base, leave_watch);
+        // Start requests without waiting for them, then close before any reply is read.
+        error_code e1, e2, e3;
+        int completed = 0;
+        c.async_get_data("/", [&](error_code ec, data_result) { e1 = ec; ++completed; });
+        c.async_get_children("/", [&](error_code ec, children_result) { e2 = ec; ++completed; });
+        ex.watch.async_wait([&](error_code ec, watch_event) { e3 = ec; ++completed; });
+        c.close();
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return completed == 3; }));
+        CHECK(e1 == client_errc::closed);
+        CHECK(e2 == client_errc::closed);
+        CHECK(e3 == client_errc::closed);
+        CHECK(is_session_lost(e3));
+        auto [e4, r4] = co_await c.async_get_data("/", asio::as_tuple(asio::use_awaitable));
+        CHECK(e4 == client_errc::closed);
+    });
+}
+
+// Cancelling a create completes the caller at once; the node it made is deleted.
+TEST_CASE("cancelled create leaves no node")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client c(ioc.get_executor(), test_config());
+        co_await c.async_connect();
+        auto base = unique_path("cancel");
+        co_await c.async_create(base, "", create_mode::persistent);
+        for (auto mode : {create_mode::ephemeral_sequential, create_mode::persistent_sequential}) {
+            asio::cancellation_signal sig;
+            error_code ec;
+            bool completed = false;
+            c.async_create(base + "/n-", "", mode, asio::bind_cancellation_slot(sig.slot(), [&](error_code e, create_result) {
+                ec = e;
+                completed = true;
+            }));
+            // The request is on its way; the caller gives up before the reply.
+            sig.emit(asio::cancellation_type::terminal);
+            CHECK(co_await eventually([&]() -> awaitable<bool> { co_return completed; }));
+            CHECK(ec == asio::error::operation_aborted);
+            bool empty = co_await eventually([&]() -> awaitable<bool> {
+                co_return (co_await c.async_get_children(base)).children.empty();
+            });
+            CHECK_MESSAGE(empty, "the abandoned create left a node behind");
+        }
+        co_await c.async_remove(base);
+    });
+}
+
+// Expiry: pending watches fail with session_expired, ephemeral nodes go, a new session follows.
+TEST_CASE("session expiry and a new session")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client c(ioc.get_executor(), test_config(server_address(), 2000ms));
+        co_await c.async_connect();
+        auto first = c.session();
+        auto gen = c.session_generation();
+        auto base = unique_path("expire");
+        co_await c.async_create(base, "", create_mode::ephemeral);
+        auto w = co_await c.async_exists(base + "-other", leave_watch);
+        REQUIRE(co_await expire_session(c));
+        auto [ec, ev] = co_await w.watch.async_wait(asio::as_tuple(asio::use_awaitable));
+        CHECK(ec == client_errc::session_expired);
+        CHECK(is_session_lost(ec));
+        CHECK(co_await wait_for_state(c, session_state::connected));
+        CHECK(c.session().id != first.id);
+        CHECK(c.session_generation() == gen + 1);
+        CHECK_FALSE((co_await c.async_exists(base)).stat.has_value());
+    });
+}
+
+// Digest authentication and an ACL: only the creator can read its node.
+TEST_CASE("digest auth and ACL")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        auto cfg = test_config();
+        cfg.auth.push_back({"digest", "alice:secret"});
+        cfg.default_acl = creator_all_acl();
+        client a(ioc.get_executor(), cfg);
+        client b(ioc.get_executor(), test_config());
+        co_await a.async_connect();
+        co_await b.async_connect();
+        auto base = unique_path("acl");
+        co_await a.async_create(base, "private", create_mode::ephemeral);
+        CHECK((co_await a.async_get_data(base)).data == "private");
+        auto [ec, r] = co_await b.async_get_data(base, asio::as_tuple(asio::use_awaitable));
+        CHECK(ec == make_zk_error(ZNOAUTH));
+    });
+}
+
+// The C library's own log lines reach the sink with their levels.
+TEST_CASE("log sink")
+{
+    asio::io_context ioc;
+    auto log = std::make_shared<test_log>();
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client c(ioc.get_executor(), test_config(server_address(), 4000ms, log));
+        co_await c.async_connect();
+    });
+    CHECK(log->contains("session establishment complete"));
+    std::lock_guard lk(log->m);
+    bool info = false;
+    for (auto& [level, text] : log->lines)
+        info = info || (level == log_level::info && text.find("ZOO_INFO@") != std::string::npos);
+    CHECK(info);
+}
+
+// A request larger than the socket takes at once is flushed at once, not at the next ping
+// (with a 10 s session the ping comes after ~3 s).
+TEST_CASE("large request is not held back")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client c(ioc.get_executor(), test_config(server_address(), 10000ms));
+        co_await c.async_connect();
+        auto base = unique_path("large");
+        std::string data(900 * 1024, 'z');
+        auto t0 = std::chrono::steady_clock::now();
+        co_await c.async_create(base, data, create_mode::ephemeral);
+        auto took = std::chrono::steady_clock::now() - t0;
+        CHECK_MESSAGE(took < 2s, "a 900 KB create took " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms");
+        CHECK((co_await c.async_get_data(base)).data.size() == data.size());
+    });
+}
+
+// Several clients on several io_contexts in several threads: every call into the C library is
+// serialised, nothing is lost.
+TEST_CASE("many clients on many threads")
+{
+    constexpr int threads = 4, ops = 100;
+    std::vector<std::thread> ts;
+    std::atomic<int> done{0};
+    auto base = unique_path("threads");
+    // The shared server must be started by this long-lived thread, not by a worker.
+    auto address = server_address();
+    for (int t = 0; t < threads; ++t)
+        ts.emplace_back([&, t] {
+            asio::io_context ioc;
+            run_bounded(ioc, [&]() -> awaitable<void> {
+                client c(ioc.get_executor(), test_config(address));
+                co_await c.async_connect();
+                auto mine = fmt::format("{}-{}", base, t);
+                co_await c.async_create(mine, "", create_mode::ephemeral);
+                for (int i = 0; i < ops; ++i) {
+                    auto st = co_await c.async_set_data(mine, std::to_string(i));
+                    if (st.version == i + 1)
+                        ++done;
+                }
+            }, 60s);
+        });
+    for (auto& t : ts)
+        t.join();
+    CHECK(done == threads * ops);
+}
+
+// A cut connection is re-established quickly, on the same session.
+TEST_CASE("reconnect through a proxy after a cut")
+{
+    tcp_proxy proxy("127.0.0.1", shared_server().port());
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client c(ioc.get_executor(), test_config(proxy.address(), 4000ms));
+        co_await c.async_connect();
+        auto sid = c.session().id;
+        for (int round = 0; round < 3; ++round) {
+            auto t0 = std::chrono::steady_clock::now();
+            proxy.cut();
+            CHECK(co_await wait_for_state(c, session_state::suspended, 3000ms));
+            CHECK(co_await wait_for_state(c, session_state::connected, 3000ms));
+            auto took = std::chrono::steady_clock::now() - t0;
+            MESSAGE("reconnected after " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms");
+            CHECK(took < 1s);
+            CHECK(c.session().id == sid);
+        }
+        auto d = co_await c.async_get_data("/");
+        CHECK(d.stat.num_children >= 0);
+    });
+}

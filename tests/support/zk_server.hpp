@@ -1,0 +1,125 @@
+// Test support: real ZooKeeper servers (Debian `zookeeper` package) run as
+// child JVM processes on loopback, one standalone server or a small ensemble.
+//
+// Every child is ended by PID only. Children are killed if the test process
+// dies: PR_SET_PDEATHSIG in the child, plus SIGINT/SIGTERM/SIGHUP handlers and
+// an atexit hook in the parent. Caveat of PR_SET_PDEATHSIG: it fires when the
+// *thread* that started the JVM exits, so construct/restart servers from a
+// thread that outlives them (normally the test's main thread).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace zktest {
+
+struct server_options {
+    // ZooKeeper tickTime; session timeouts are clamped to [2, 20] ticks
+    // (0.4 s to 4 s at 200 ms) unless max_session_timeout_ms is set.
+    int tick_ms = 200;
+    // maxSessionTimeout in ms; 0 keeps ZooKeeper's default of 20 ticks.
+    int max_session_timeout_ms = 0;
+    // Bound on the wait for a server (or the whole ensemble) to serve.
+    std::chrono::seconds start_timeout{60};
+    // Grace period after SIGTERM before SIGKILL in stop().
+    std::chrono::seconds stop_timeout{10};
+    // Extra `key=value` lines appended to the generated zoo.cfg.
+    std::vector<std::string> extra_config{};
+};
+
+// Sends a ZooKeeper four-letter word to 127.0.0.1:port and returns the whole
+// reply (read until the server closes), or "" on any failure or timeout.
+std::string four_letter(std::uint16_t port, std::string_view cmd,
+                        std::chrono::milliseconds timeout = std::chrono::milliseconds{2000});
+
+// A free loopback TCP port (bound to 127.0.0.1:0, read back, closed).
+std::uint16_t free_loopback_port();
+
+// Default JVM flags used for every server; overridable with the environment
+// variable ZKTEST_JVM_FLAGS (space separated).
+std::vector<std::string> default_jvm_flags();
+
+namespace detail {
+class server_process;
+}
+
+class zk_server {
+public:
+    // Starts the server and waits until it serves; throws std::runtime_error
+    // (with the tail of server.log) on failure or timeout.
+    explicit zk_server(server_options opts = {});
+    ~zk_server();
+    zk_server(const zk_server&) = delete;
+    zk_server& operator=(const zk_server&) = delete;
+
+    std::string connect_string() const;  // "127.0.0.1:PORT"
+    std::uint16_t port() const;
+    pid_t pid() const;                   // -1 while stopped
+    bool running() const;
+    std::string dir() const;             // temp dir holding zoo.cfg, data/, server.log
+    std::string log_path() const;
+
+    void stop();     // SIGTERM, bounded wait, then SIGKILL; reaps the process
+    void kill();     // SIGKILL at once (a crash); reaps the process
+    void restart();  // stop if running, start again on the same port and data, wait ready
+    void pause();    // SIGSTOP: the process hangs, sockets stay open
+    void resume();   // SIGCONT
+
+    std::string four_letter(std::string_view cmd,
+                            std::chrono::milliseconds timeout = std::chrono::milliseconds{2000}) const;
+
+private:
+    server_options opts_;
+    std::unique_ptr<detail::server_process> proc_;
+};
+
+class zk_ensemble {
+public:
+    // Starts all members in parallel, waits until every member serves
+    // (one leader, the rest followers); throws std::runtime_error on failure.
+    explicit zk_ensemble(int members = 3, server_options opts = {});
+    ~zk_ensemble();
+    zk_ensemble(const zk_ensemble&) = delete;
+    zk_ensemble& operator=(const zk_ensemble&) = delete;
+
+    std::string connect_string() const;  // all members, comma separated
+    std::string member_connect_string(int i) const;
+    std::uint16_t member_port(int i) const;
+    pid_t member_pid(int i) const;                // -1 while stopped
+    std::string member_log_path(int i) const;     // member i's server.log
+    std::string dir() const;                      // temp dir holding member0..N-1/
+    int size() const;
+
+    // Index of the member reporting `Mode: leader`, -1 if none. Skips stopped
+    // and paused members (a paused JVM would only time out).
+    int leader() const;
+
+    void stop(int i);
+    void kill(int i);
+    // Starts member i again and waits until it serves; if fewer than a
+    // majority would then be running it only waits until it answers ruok.
+    void restart(int i);
+    void pause(int i);
+    void resume(int i);
+
+    // Waits until a leader is elected and a majority of members serve;
+    // throws std::runtime_error (with each member's state) on timeout.
+    void wait_for_quorum(std::chrono::seconds timeout) const;
+
+    std::string four_letter(int i, std::string_view cmd,
+                            std::chrono::milliseconds timeout = std::chrono::milliseconds{2000}) const;
+
+private:
+    void check_index(int i) const;
+    server_options opts_;
+    std::string root_;
+    std::vector<std::unique_ptr<detail::server_process>> members_;
+};
+
+}  // namespace zktest
