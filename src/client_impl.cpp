@@ -330,6 +330,10 @@ void client_impl::start_handle()
         connect_waiters_.clear();
         return;
     }
+    // By default the library resolves the host list again on every zookeeper_interest call
+    // (getaddrinfo, /dev/urandom, ~10 system calls): measured as half of the client's CPU per
+    // request. Resolve on connection loss only.
+    zoo_set_servers_resolution_delay(zh_, -1);
     for (auto& a : cfg.auth)
         zoo_add_auth(zh_, a.scheme.c_str(), a.credentials.data(),
                      static_cast<int>(a.credentials.size()), nullptr, nullptr);
@@ -413,6 +417,7 @@ void client_impl::submit(const std::shared_ptr<op_base>& op,
         delete holder;
         return op->fail(make_zk_error(rc));
     }
+    requests_sent.fetch_add(1, std::memory_order_relaxed);
     op->owner = this;
     op->linked = true;
     op->next = ops_head_;
@@ -571,6 +576,7 @@ void client_impl::on_watch_event(int type, const char* path)
     } else {
         return;
     }
+    watch_events.fetch_add(1, std::memory_order_relaxed);
     for (auto [wanted, map] : {std::pair{data, &data_watches_}, std::pair{child, &child_watches_}}) {
         if (!wanted)
             continue;
@@ -697,12 +703,13 @@ void client_impl::process(int events)
         int n = 0;
         return fd >= 0 && ::ioctl(fd, FIONREAD, &n) == 0 ? n : 0;
     };
-    if ((events & ZOOKEEPER_READ) && bytes_ready() > 0)
+    int available = (events & ZOOKEEPER_READ) ? bytes_ready() : 0;
+    if (available > 0)
         mark_heard();
     int rc = zookeeper_process(zh_, events);
     // The library reads one packet per call: drain what is already buffered, in bounded steps
     // (readiness is reported again if more remains).
-    if (events & ZOOKEEPER_READ) {
+    if (available > 0) {
         for (int i = 0; i < 256 && rc == ZOK && zh_ && !need_recreate_ && !need_release_ && bytes_ready() > 0; ++i)
             rc = zookeeper_process(zh_, ZOOKEEPER_READ);
     }

@@ -1,0 +1,760 @@
+// Sequential latency and client CPU of one "cycle": create an ephemeral-sequential node under a
+// parent, list the parent's children, delete the node. Two implementations in one run:
+//
+//   raw     the single-threaded ZooKeeper C client used directly: its asynchronous API and a
+//           minimal poll() loop over zookeeper_interest/zookeeper_process;
+//   zkcoro  zkcoro::client in a coroutine on an asio::io_context run by this one thread.
+//
+// One request at a time in both. Rounds alternate the two (and which goes first) so that machine
+// noise hits both alike; a warm-up comes first. Every wait is bounded in count and by an overall
+// time limit, enforced at last by a watchdog thread.
+//
+// Both clients live on the calling thread. The raw one calls the C library without zkcoro's
+// process-wide lock: that is safe here because no other thread calls into the library while the
+// raw client runs (zkcoro only closes handles on a thread of its own, and we wait for that).
+#include <zkcoro/client.hpp>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <fmt/format.h>
+
+#include <zookeeper/zookeeper.h>
+
+#include <arpa/inet.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+namespace {
+
+namespace asio = boost::asio;
+using clock_type = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+struct bench_error : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Options
+
+struct options {
+    std::string connect;
+    long cycles = 2000;   // measured cycles per implementation, in total
+    long rounds = 5;      // at least this many raw/zkcoro alternations
+    long warmup = 200;    // unmeasured cycles per implementation first
+    long time_limit = 120;  // seconds, for the whole run
+    bool run_raw = true, run_zkcoro = true;  // --only: one of them (for profiling)
+};
+
+void usage(std::FILE* f)
+{
+    std::fputs(
+        "usage: zkcoro-cycle-bench [--connect HOST:PORT] [--cycles N] [--rounds R]\n"
+        "                          [--warmup N] [--time-limit SECONDS] [--only raw|zkcoro]\n"
+        "  --connect     loopback ZooKeeper server (default: $ZK_CONNECT, else 127.0.0.1:2181)\n"
+        "  --cycles      measured cycles per implementation in total (default 2000)\n"
+        "  --rounds      minimum number of raw/zkcoro alternations (default 5; more are made when\n"
+        "                a round would outlast a quarter of the session timeout)\n"
+        "  --warmup      unmeasured cycles per implementation first (default 200)\n"
+        "  --time-limit  overall limit in seconds (default 120); exceeding it is an error\n"
+        "  --only        raw | zkcoro: run one implementation only (for profiling)\n",
+        f);
+}
+
+long parse_long(std::string_view name, const std::string& v, long lo, long hi)
+{
+    errno = 0;
+    char* end = nullptr;
+    long x = std::strtol(v.c_str(), &end, 10);
+    if (v.empty() || errno != 0 || end == nullptr || *end != '\0' || x < lo || x > hi)
+        throw bench_error(fmt::format("{}: expected an integer in [{}, {}], got \"{}\"", name, lo, hi, v));
+    return x;
+}
+
+// Accepts one loopback "host:port" (127.0.0.0/8, ::1 or localhost); returns it numeric.
+std::string check_loopback(const std::string& s)
+{
+    auto colon = s.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == s.size())
+        throw bench_error(fmt::format("--connect: expected one HOST:PORT, got \"{}\"", s));
+    std::string host = s.substr(0, colon);
+    std::string port = s.substr(colon + 1);
+    parse_long("--connect port", port, 1, 65535);
+    if (host == "localhost")
+        host = "127.0.0.1";
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+        host = host.substr(1, host.size() - 2);
+    in_addr a4{};
+    in6_addr a6{};
+    if (inet_pton(AF_INET, host.c_str(), &a4) == 1) {
+        if ((ntohl(a4.s_addr) >> 24) == 127)
+            return host + ":" + port;
+    } else if (inet_pton(AF_INET6, host.c_str(), &a6) == 1) {
+        if (IN6_IS_ADDR_LOOPBACK(&a6))
+            return "[" + host + "]:" + port;
+    }
+    throw bench_error(fmt::format("--connect: \"{}\" is not a loopback HOST:PORT (this benchmark "
+                                  "runs against a local server only)", s));
+}
+
+options parse_options(int argc, char** argv)
+{
+    options o;
+    if (const char* env = std::getenv("ZK_CONNECT"); env && *env)
+        o.connect = env;
+    else
+        o.connect = "127.0.0.1:2181";
+    for (int i = 1; i < argc; ++i) {
+        std::string arg = argv[i];
+        std::string value;
+        bool has_value = false;
+        if (auto eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+            value = arg.substr(eq + 1);
+            arg.resize(eq);
+            has_value = true;
+        }
+        if (arg == "--help" || arg == "-h") {
+            usage(stdout);
+            std::exit(0);
+        }
+        static constexpr std::string_view known[] = {"--connect", "--cycles", "--rounds", "--warmup",
+                                                     "--time-limit", "--only"};
+        if (std::find(std::begin(known), std::end(known), arg) == std::end(known))
+            throw bench_error(fmt::format("unknown option \"{}\" (see --help)", arg));
+        if (!has_value) {
+            if (i + 1 >= argc)
+                throw bench_error(fmt::format("{}: missing value (see --help)", arg));
+            value = argv[++i];
+        }
+        if (arg == "--connect")
+            o.connect = value;
+        else if (arg == "--cycles")
+            o.cycles = parse_long(arg, value, 1, 10'000'000);
+        else if (arg == "--rounds")
+            o.rounds = parse_long(arg, value, 1, 1'000'000);
+        else if (arg == "--warmup")
+            o.warmup = parse_long(arg, value, 0, 10'000'000);
+        else if (arg == "--time-limit")
+            o.time_limit = parse_long(arg, value, 1, 86'400);
+        else if (value == "raw" || value == "zkcoro") {  // --only
+            o.run_raw = value == "raw";
+            o.run_zkcoro = value == "zkcoro";
+        } else
+            throw bench_error(fmt::format("--only: expected raw or zkcoro, got \"{}\"", value));
+    }
+    o.connect = check_loopback(o.connect);
+    o.rounds = std::min(o.rounds, o.cycles);
+    return o;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Time limit
+
+clock_type::time_point g_deadline;  // the soft limit: checked by every wait
+
+void check_deadline(std::string_view what)
+{
+    if (clock_type::now() > g_deadline)
+        throw bench_error(fmt::format("time limit exceeded while {}", what));
+}
+
+// Ends the process if the run (cleanup included) outlasts a hard limit: the last resort against
+// a wait that no check reaches (zookeeper_close, io_context::run).
+class watchdog {
+public:
+    explicit watchdog(clock_type::time_point hard_deadline)
+        : thread_([this, hard_deadline] {
+              std::unique_lock lk(m_);
+              if (!cv_.wait_until(lk, hard_deadline, [this] { return stop_; })) {
+                  std::fputs("zkcoro-cycle-bench: hard time limit exceeded, aborting\n", stderr);
+                  std::_Exit(3);
+              }
+          })
+    {
+    }
+    ~watchdog()
+    {
+        {
+            std::lock_guard lk(m_);
+            stop_ = true;
+        }
+        cv_.notify_all();
+        thread_.join();
+    }
+    watchdog(const watchdog&) = delete;
+    watchdog& operator=(const watchdog&) = delete;
+
+private:
+    std::mutex m_;
+    std::condition_variable cv_;
+    bool stop_ = false;
+    std::thread thread_;  // last: started once the members it uses exist
+};
+
+// ---------------------------------------------------------------------------------------------
+// Measurements
+
+// User + system CPU time of the whole process, in microseconds.
+double cpu_us()
+{
+    rusage ru{};
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        throw bench_error(fmt::format("getrusage: {}", std::strerror(errno)));
+    auto us = [](const timeval& tv) { return static_cast<double>(tv.tv_sec) * 1e6 + static_cast<double>(tv.tv_usec); };
+    return us(ru.ru_utime) + us(ru.ru_stime);
+}
+
+struct series {
+    std::vector<std::int64_t> ns;  // per-cycle latencies
+    double cpu_us = 0;             // CPU of the measured phases
+    long phases = 0;
+
+    double mean_us() const
+    {
+        if (ns.empty())
+            return 0;
+        double sum = 0;
+        for (auto v : ns)
+            sum += static_cast<double>(v);
+        return sum / static_cast<double>(ns.size()) / 1e3;
+    }
+    // Nearest-rank percentile.
+    double percentile_us(double p) const
+    {
+        if (ns.empty())
+            return 0;
+        auto sorted = ns;
+        std::sort(sorted.begin(), sorted.end());
+        auto rank = static_cast<std::size_t>(std::ceil(p / 100.0 * static_cast<double>(sorted.size())));
+        rank = std::clamp<std::size_t>(rank, 1, sorted.size());
+        return static_cast<double>(sorted[rank - 1]) / 1e3;
+    }
+    double per_s() const { return ns.empty() ? 0 : 1e6 / mean_us(); }
+    double cpu_per_cycle_us() const { return ns.empty() ? 0 : cpu_us / static_cast<double>(ns.size()); }
+};
+
+// ---------------------------------------------------------------------------------------------
+// The raw C client
+
+constexpr long max_pump_steps = 1'000'000;  // per wait; a reply normally takes 1 or 2
+constexpr auto connect_timeout = std::chrono::seconds(10);
+
+// The C library with its defaults, as zkcoro uses it: among them, host names re-resolved on every
+// zookeeper_interest call (zoo_set_servers_resolution_delay is not called by either side).
+class raw_client {
+public:
+    raw_client(const std::string& hosts, int session_timeout_ms)
+    {
+        zh_ = zookeeper_init(hosts.c_str(), &raw_client::watcher, session_timeout_ms, nullptr, this, 0);
+        if (!zh_)
+            throw bench_error(fmt::format("zookeeper_init(\"{}\"): {}", hosts, std::strerror(errno)));
+    }
+    ~raw_client()
+    {
+        if (zh_)
+            zookeeper_close(zh_);
+    }
+    raw_client(const raw_client&) = delete;
+    raw_client& operator=(const raw_client&) = delete;
+
+    // Establishes the session, within 10 s.
+    void connect(std::string_view who)
+    {
+        auto limit = std::min(g_deadline, clock_type::now() + connect_timeout);
+        pump_until([this] { return state_ == ZOO_CONNECTED_STATE; }, fmt::format("connecting the {} session", who),
+                   limit);
+    }
+
+    int session_timeout_ms() const { return zoo_recv_timeout(zh_); }
+
+    // Runs the library until done() holds: one poll() per wake-up, then zookeeper_process, which
+    // reads one packet per call, repeated while the socket has bytes and done() does not hold.
+    template <class Done>
+    void pump_until(Done&& done, std::string_view what)
+    {
+        pump_until(std::forward<Done>(done), what, g_deadline);
+    }
+    template <class Done>
+    void pump_until(Done&& done, std::string_view what, clock_type::time_point deadline)
+    {
+        for (long step = 0; !done(); ++step) {
+            if (step >= max_pump_steps)
+                throw bench_error(fmt::format("no completion after {} steps while {}", step, what));
+            auto now = clock_type::now();
+            if (now > deadline)
+                throw bench_error(fmt::format("{} exceeded while {}",
+                                              deadline < g_deadline ? "timeout" : "time limit", what));
+            if (state_ == ZOO_EXPIRED_SESSION_STATE || state_ == ZOO_AUTH_FAILED_STATE)
+                throw bench_error(fmt::format("raw session lost (state {}) while {}", state_, what));
+            int fd = -1, interest = 0;
+            timeval tv{};
+            int rc = zookeeper_interest(zh_, &fd, &interest, &tv);
+            if (rc == ZINVALIDSTATE || rc == ZBADARGUMENTS)
+                throw bench_error(fmt::format("zookeeper_interest: {} while {}", zerror(rc), what));
+            // Connection loss and timeouts are left to the library, which reconnects.
+            pollfd p{fd, 0, 0};
+            if (interest & ZOOKEEPER_READ)
+                p.events |= POLLIN;
+            if (interest & ZOOKEEPER_WRITE)
+                p.events |= POLLOUT;
+            auto left_ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
+            long long wait_ms = static_cast<long long>(tv.tv_sec) * 1000 + (tv.tv_usec + 999) / 1000;
+            int timeout = static_cast<int>(std::clamp<long long>(std::min<long long>(wait_ms, left_ms), 0, 60'000));
+            int n = ::poll(&p, fd != -1 ? 1 : 0, timeout);
+            if (n < 0 && errno != EINTR)
+                throw bench_error(fmt::format("poll: {}", std::strerror(errno)));
+            int events = 0;
+            if (n > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)))
+                events |= ZOOKEEPER_READ;
+            if (n > 0 && (p.revents & POLLOUT))
+                events |= ZOOKEEPER_WRITE;
+            zookeeper_process(zh_, events);
+            if (events & ZOOKEEPER_READ)
+                for (int i = 0; i < 256 && !done() && bytes_ready(fd); ++i)
+                    zookeeper_process(zh_, ZOOKEEPER_READ);
+        }
+    }
+
+    // Synchronous helpers (setup and cleanup). Return the C library's result code.
+    int create(const std::string& path, int flags)
+    {
+        struct ctx_t { bool done = false; int rc = 0; } ctx;
+        int rc = zoo_acreate2(zh_, path.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, flags,
+                              [](int r, const char*, const Stat*, const void* d) {
+                                  auto* c = static_cast<ctx_t*>(const_cast<void*>(d));
+                                  c->rc = r;
+                                  c->done = true;
+                              }, &ctx);
+        if (rc != ZOK)
+            return rc;
+        pump_until([&] { return ctx.done; }, "creating " + path);
+        return ctx.rc;
+    }
+    int remove(const std::string& path)
+    {
+        struct ctx_t { bool done = false; int rc = 0; } ctx;
+        int rc = zoo_adelete(zh_, path.c_str(), -1,
+                             [](int r, const void* d) {
+                                 auto* c = static_cast<ctx_t*>(const_cast<void*>(d));
+                                 c->rc = r;
+                                 c->done = true;
+                             }, &ctx);
+        if (rc != ZOK)
+            return rc;
+        pump_until([&] { return ctx.done; }, "deleting " + path);
+        return ctx.rc;
+    }
+    int children(const std::string& path, std::vector<std::string>& out)
+    {
+        struct ctx_t { bool done = false; int rc = 0; std::vector<std::string>* out; } ctx{false, 0, &out};
+        int rc = zoo_aget_children2(zh_, path.c_str(), 0,
+                                    [](int r, const String_vector* v, const Stat*, const void* d) {
+                                        auto* c = static_cast<ctx_t*>(const_cast<void*>(d));
+                                        c->rc = r;
+                                        c->done = true;
+                                        if (r == ZOK && v)
+                                            for (std::int32_t i = 0; i < v->count; ++i)
+                                                c->out->emplace_back(v->data[i]);
+                                    }, &ctx);
+        if (rc != ZOK)
+            return rc;
+        pump_until([&] { return ctx.done; }, "listing " + path);
+        return ctx.rc;
+    }
+
+    // One measured cycle: each request waits for the previous one's completion.
+    void cycle(const std::string& prefix, const std::string& parent)
+    {
+        cycle_ctx c;
+        check(zoo_acreate2(zh_, prefix.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL,
+                           &raw_client::on_created, &c), "zoo_acreate2");
+        pump_until([&] { return c.done; }, "waiting for a create");
+        check(c.rc, "create");
+
+        c.done = false;
+        check(zoo_aget_children2(zh_, parent.c_str(), 0, &raw_client::on_children, &c), "zoo_aget_children2");
+        pump_until([&] { return c.done; }, "waiting for get_children");
+        check(c.rc, "get_children");
+        if (c.count != 1)
+            throw bench_error(fmt::format("raw: {} has {} children, expected 1", parent, c.count));
+
+        c.done = false;
+        check(zoo_adelete(zh_, c.path.c_str(), -1, &raw_client::on_done, &c), "zoo_adelete");
+        pump_until([&] { return c.done; }, "waiting for a delete");
+        check(c.rc, "delete");
+    }
+
+private:
+    struct cycle_ctx {
+        bool done = false;
+        int rc = 0;
+        std::int32_t count = 0;
+        std::string path;
+    };
+
+    static cycle_ctx& ctx_of(const void* d) { return *static_cast<cycle_ctx*>(const_cast<void*>(d)); }
+    static void on_created(int rc, const char* value, const Stat*, const void* d)
+    {
+        auto& c = ctx_of(d);
+        c.rc = rc;
+        if (rc == ZOK && value)
+            c.path = value;
+        c.done = true;
+    }
+    static void on_children(int rc, const String_vector* v, const Stat*, const void* d)
+    {
+        auto& c = ctx_of(d);
+        c.rc = rc;
+        c.count = (rc == ZOK && v) ? v->count : -1;
+        c.done = true;
+    }
+    static void on_done(int rc, const void* d)
+    {
+        auto& c = ctx_of(d);
+        c.rc = rc;
+        c.done = true;
+    }
+    static void check(int rc, std::string_view what)
+    {
+        if (rc != ZOK)
+            throw bench_error(fmt::format("raw {}: {}", what, zerror(rc)));
+    }
+    static bool bytes_ready(int fd)
+    {
+        int n = 0;
+        return fd >= 0 && ::ioctl(fd, FIONREAD, &n) == 0 && n > 0;
+    }
+    static void watcher(zhandle_t*, int type, int state, const char*, void* ctx)
+    {
+        if (type == ZOO_SESSION_EVENT && ctx)
+            static_cast<raw_client*>(ctx)->state_ = state;
+    }
+
+    zhandle_t* zh_ = nullptr;
+    int state_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+// The phases
+
+struct run_plan {
+    std::string parent;  // /zkcoro-bench/cycle-<pid>
+    std::string prefix;  // parent + "/n-"
+    clock_type::duration phase_budget{};  // a phase stops after this long (the idle session must live)
+    bool run_raw = true, run_zkcoro = true;
+};
+
+// Runs up to `count` raw cycles (fewer if the phase outlasts its budget); returns how many.
+long raw_phase(raw_client& raw, const run_plan& plan, long count, series* out)
+{
+    double cpu0 = cpu_us();
+    auto start = clock_type::now();
+    long n = 0;
+    while (n < count) {
+        auto t0 = clock_type::now();
+        raw.cycle(plan.prefix, plan.parent);
+        auto t1 = clock_type::now();
+        ++n;
+        if (out)
+            out->ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
+        if (t1 - start > plan.phase_budget)
+            break;
+    }
+    if (out) {
+        out->cpu_us += cpu_us() - cpu0;
+        ++out->phases;
+    }
+    return n;
+}
+
+asio::awaitable<long> zkcoro_phase(zkcoro::client& c, const run_plan& plan, long count, series* out)
+{
+    double cpu0 = cpu_us();
+    auto start = clock_type::now();
+    long n = 0;
+    while (n < count) {
+        auto t0 = clock_type::now();
+        auto created = co_await c.async_create(plan.prefix, "", zkcoro::create_mode::ephemeral_sequential);
+        auto listed = co_await c.async_get_children(plan.parent);
+        if (listed.children.size() != 1)
+            throw bench_error(fmt::format("zkcoro: {} has {} children, expected 1", plan.parent,
+                                          listed.children.size()));
+        co_await c.async_remove(created.path);
+        auto t1 = clock_type::now();
+        ++n;
+        if (out)
+            out->ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
+        if (t1 - start > plan.phase_budget)
+            break;
+        if (t1 > g_deadline)
+            throw bench_error("time limit exceeded while running zkcoro cycles");
+    }
+    if (out) {
+        out->cpu_us += cpu_us() - cpu0;
+        ++out->phases;
+    }
+    co_return n;
+}
+
+struct results {
+    series raw, zk;
+    long warmup_cycles = 0;
+    long rounds = 0;
+    long per_round = 0;
+    int raw_timeout_ms = 0, zk_timeout_ms = 0;
+    run_plan plan;
+};
+
+// Alternates raw and zkcoro phases until each has done `total` cycles; each round has at most
+// `per_round` cycles of each, and the first implementation alternates from round to round (ABBA).
+asio::awaitable<long> alternate(raw_client* raw, zkcoro::client& zc, const run_plan& plan, long total,
+                                long per_round, series* raw_out, series* zk_out, std::string_view what)
+{
+    long raw_done = raw ? 0 : total, zk_done = plan.run_zkcoro ? 0 : total, round = 0;
+    // Every phase makes at least one cycle, so this ends after at most 2 * total rounds.
+    while (raw_done < total || zk_done < total) {
+        if (round > 2 * total)
+            throw bench_error(fmt::format("{}: no progress after {} rounds", what, round));
+        check_deadline(what);
+        bool raw_first = round % 2 == 0;
+        for (int half = 0; half < 2; ++half) {
+            if ((half == 0) == raw_first) {
+                if (raw_done < total)
+                    raw_done += raw_phase(*raw, plan, std::min(per_round, total - raw_done), raw_out);
+            } else if (zk_done < total) {
+                zk_done += co_await zkcoro_phase(zc, plan, std::min(per_round, total - zk_done), zk_out);
+            }
+        }
+        ++round;
+    }
+    co_return round;
+}
+
+// Setup and cleanup go through a session of their own, so that neither measured client has
+// work outside its phases (and --only can leave one out).
+void make_parent(const options& o, const std::string& parent)
+{
+    raw_client admin(o.connect, 30000);
+    admin.connect("setup");
+    // The common root may vanish under us if another run deletes it: retry a few times.
+    for (int attempt = 0;; ++attempt) {
+        int rc = admin.create("/zkcoro-bench", 0);
+        if (rc != ZOK && rc != ZNODEEXISTS)
+            throw bench_error(fmt::format("creating /zkcoro-bench: {}", zerror(rc)));
+        rc = admin.create(parent, 0);
+        if (rc == ZOK || rc == ZNODEEXISTS)
+            return;
+        if (rc != ZNONODE || attempt >= 5)
+            throw bench_error(fmt::format("creating {}: {}", parent, zerror(rc)));
+    }
+}
+
+void remove_parent(const options& o, const std::string& parent)
+{
+    raw_client admin(o.connect, 30000);
+    admin.connect("cleanup");
+    std::vector<std::string> kids;  // none unless a cycle failed half-way
+    if (admin.children(parent, kids) == ZOK)
+        for (auto& k : kids)
+            admin.remove(parent + "/" + k);
+    int rc = admin.remove(parent);
+    if (rc != ZOK && rc != ZNONODE)
+        std::fprintf(stderr, "warning: could not delete %s: %s\n", parent.c_str(), zerror(rc));
+    // The common root goes too, unless another run still uses it.
+    rc = admin.remove("/zkcoro-bench");
+    if (rc != ZOK && rc != ZNONODE && rc != ZNOTEMPTY)
+        std::fprintf(stderr, "warning: could not delete /zkcoro-bench: %s\n", zerror(rc));
+}
+
+asio::awaitable<void> run_bench(const options& o, results& res)
+{
+    auto ex = co_await asio::this_coro::executor;
+
+    run_plan& plan = res.plan;
+    plan.parent = fmt::format("/zkcoro-bench/cycle-{}", ::getpid());
+    plan.prefix = plan.parent + "/n-";
+    plan.run_raw = o.run_raw;
+    plan.run_zkcoro = o.run_zkcoro;
+
+    zkcoro::client_config cfg;
+    cfg.connect_string = o.connect;
+    cfg.session_timeout = 30s;  // the server clamps it to [2, 20] x tickTime
+    cfg.connect_timeout = connect_timeout;
+    cfg.log = [](zkcoro::log_level l, std::string_view m) {
+        std::fprintf(stderr, "zkcoro %.*s: %.*s\n", static_cast<int>(zkcoro::to_string(l).size()),
+                     zkcoro::to_string(l).data(), static_cast<int>(m.size()), m.data());
+    };
+    cfg.log_threshold = zkcoro::log_level::warn;
+    zkcoro::client zc(ex, std::move(cfg));
+    std::optional<raw_client> raw;
+
+    std::exception_ptr failure;
+    bool made_parent = false;
+    try {
+        make_parent(o, plan.parent);
+        made_parent = true;
+
+        int timeout_ms = 1'000'000;
+        if (o.run_raw) {
+            raw.emplace(o.connect, 30000);
+            raw->connect("raw");
+            res.raw_timeout_ms = raw->session_timeout_ms();
+            timeout_ms = std::min(timeout_ms, res.raw_timeout_ms);
+        }
+        if (o.run_zkcoro) {
+            co_await zc.async_connect();
+            res.zk_timeout_ms = static_cast<int>(zc.session_timeout().count());
+            timeout_ms = std::min(timeout_ms, res.zk_timeout_ms);
+        }
+
+        // The idle session's client must not miss its ping (due a third of the timeout after its
+        // last request) and the rounds alternate ABBA, so an idle spell lasts up to two phases:
+        // keep each phase within an eighth of the timeout.
+        plan.phase_budget = std::min<clock_type::duration>(500ms, std::chrono::milliseconds(timeout_ms) / 8);
+
+        // Warm-up, which also sizes the rounds.
+        series raw_warm, zk_warm;
+        long warm_per_round = std::max<long>(1, std::min<long>(o.warmup, 100));
+        raw_client* rawp = raw ? &*raw : nullptr;
+        if (o.warmup > 0)
+            co_await alternate(rawp, zc, plan, o.warmup, warm_per_round, &raw_warm, &zk_warm, "warming up");
+        res.warmup_cycles = o.warmup;
+
+        long per_round = (o.cycles + o.rounds - 1) / o.rounds;
+        double slowest_ns = std::max({raw_warm.mean_us(), zk_warm.mean_us(), 1.0}) * 1e3;
+        double budget_ns =
+            static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(plan.phase_budget).count());
+        long fits = static_cast<long>(budget_ns / 2 / slowest_ns);  // half the budget: margin
+        per_round = std::max<long>(1, std::min(per_round, fits));
+        res.per_round = per_round;
+        res.raw.ns.reserve(static_cast<std::size_t>(o.cycles));
+        res.zk.ns.reserve(static_cast<std::size_t>(o.cycles));
+        res.rounds = co_await alternate(rawp, zc, plan, o.cycles, per_round, &res.raw, &res.zk, "measuring");
+    } catch (...) {
+        failure = std::current_exception();
+    }
+
+    // Cleanup, with a little time of its own if the limit was what failed. Both sessions end
+    // first, so that their ephemeral nodes are gone.
+    g_deadline = std::max(g_deadline, clock_type::now() + 5s);
+    try {
+        co_await zc.async_close();
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "warning: closing the zkcoro client: %s\n", e.what());
+    }
+    raw.reset();
+    if (made_parent) {
+        try {
+            remove_parent(o, plan.parent);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "warning: cleanup: %s\n", e.what());
+        }
+    }
+    if (failure)
+        std::rethrow_exception(failure);
+}
+
+void report(const options& o, const results& r)
+{
+    const auto& p = r.plan;
+    fmt::print("zkcoro cycle benchmark: create(ephemeral_sequential) + get_children + delete, one request at a time\n");
+    fmt::print("server {}  parent {}  session timeouts: raw {} ms, zkcoro {} ms\n", o.connect, p.parent,
+               r.raw_timeout_ms, r.zk_timeout_ms);
+    fmt::print("warm-up {} cycles per impl; measured {} cycles per impl in {} rounds of <= {} per impl "
+               "(phase budget {} ms)\n\n",
+               r.warmup_cycles, o.cycles, r.rounds, r.per_round,
+               std::chrono::duration_cast<std::chrono::milliseconds>(p.phase_budget).count());
+
+    fmt::print("{:<8} {:>8} {:>10} {:>10} {:>10} {:>10} {:>14}\n", "impl", "cycles", "p50 us", "p99 us",
+               "mean us", "cycles/s", "CPU us/cycle");
+    auto row = [](std::string_view name, const series& s) {
+        fmt::print("{:<8} {:>8} {:>10.1f} {:>10.1f} {:>10.1f} {:>10.1f} {:>14.1f}\n", name, s.ns.size(),
+                   s.percentile_us(50), s.percentile_us(99), s.mean_us(), s.per_s(), s.cpu_per_cycle_us());
+    };
+    if (p.run_raw)
+        row("raw", r.raw);
+    if (p.run_zkcoro)
+        row("zkcoro", r.zk);
+    auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
+    if (p.run_raw && p.run_zkcoro)
+        fmt::print("\nzkcoro/raw: p50 {:.3f}  mean {:.3f}  p99 {:.3f}  CPU per cycle {:.3f}\n",
+               ratio(r.zk.percentile_us(50), r.raw.percentile_us(50)), ratio(r.zk.mean_us(), r.raw.mean_us()),
+               ratio(r.zk.percentile_us(99), r.raw.percentile_us(99)),
+               ratio(r.zk.cpu_per_cycle_us(), r.raw.cpu_per_cycle_us()));
+    fmt::print("(ops_per_s below counts cycles; each cycle is 3 requests)\n");
+    auto result = [](std::string_view name, const series& s) {
+        fmt::print("RESULT impl={} workload=cycle ops_per_s={:.1f} p50_us={:.1f} p99_us={:.1f} mean_us={:.1f} "
+                   "cpu_us_per_cycle={:.1f}\n",
+                   name, s.per_s(), s.percentile_us(50), s.percentile_us(99), s.mean_us(),
+                   s.cpu_per_cycle_us());
+    };
+    if (p.run_raw)
+        result("raw", r.raw);
+    if (p.run_zkcoro)
+        result("zkcoro", r.zk);
+    std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+    options o;
+    try {
+        o = parse_options(argc, argv);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "zkcoro-cycle-bench: %s\n", e.what());
+        return 2;
+    }
+    zoo_set_debug_level(ZOO_LOG_LEVEL_WARN);
+
+    auto start = clock_type::now();
+    g_deadline = start + std::chrono::seconds(o.time_limit);
+    watchdog dog(g_deadline + 15s);
+
+    results res;
+    std::exception_ptr failure;
+    try {
+        asio::io_context ioc(1);
+        asio::co_spawn(ioc, run_bench(o, res), [&](std::exception_ptr e) { failure = e; });
+        ioc.run();
+    } catch (...) {
+        failure = std::current_exception();
+    }
+    if (failure) {
+        try {
+            std::rethrow_exception(failure);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "zkcoro-cycle-bench: %s\n", e.what());
+        } catch (...) {
+            std::fprintf(stderr, "zkcoro-cycle-bench: unknown error\n");
+        }
+        return 1;
+    }
+    report(o, res);
+    return 0;
+}
