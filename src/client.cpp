@@ -99,17 +99,29 @@ client::client(executor_type ex, client_config cfg)
 {
 }
 
-client::client(client&&) noexcept = default;
+client::client(std::shared_ptr<detail::client_impl> impl, bool owning) noexcept
+    : impl_(std::move(impl)), owning_(owning)
+{
+}
+
+client::client(client&& other) noexcept : impl_(std::move(other.impl_)), owning_(other.owning_) {}
+
 client& client::operator=(client&& other) noexcept
 {
     if (this != &other) {
-        close();
+        if (owning_)
+            close();
         impl_ = std::move(other.impl_);
+        owning_ = other.owning_;
     }
     return *this;
 }
 
-client::~client() { close(); }
+client::~client()
+{
+    if (owning_)
+        close();
+}
 
 client::executor_type client::get_executor() const noexcept { return impl_->executor; }
 
@@ -131,6 +143,11 @@ std::chrono::steady_clock::time_point client::last_heard() const noexcept
 {
     return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(impl_->last_heard_ns.load()));
 }
+client::counters client::stats() const noexcept
+{
+    return {impl_->requests_sent.load(), impl_->watch_events.load()};
+}
+
 void client::log(log_level level, std::string_view message) const { impl_->log(level, std::string(message)); }
 
 void client::start(op_connect, detail::any_handler<void(error_code)> h)

@@ -128,6 +128,11 @@ public:
     }
 
     const asio::any_io_executor& io_executor() const noexcept { return io_ex_; }
+    // The caller's cancellation slot, for operations that hand it on (e.g. to co_spawn).
+    asio::cancellation_slot cancellation_slot() const noexcept
+    {
+        return asio::get_associated_cancellation_slot(handler_);
+    }
 
 private:
     handler_type handler_;
@@ -184,6 +189,8 @@ public:
     std::atomic<std::int64_t> last_heard_ns{0};
     std::atomic<std::int64_t> negotiated_timeout_ms{0};
     std::atomic<std::uint64_t> generation_atomic{0};
+    std::atomic<std::uint64_t> requests_sent{0};
+    std::atomic<std::uint64_t> watch_events{0};
 
     session_credentials credentials() const;
     std::string connected_server() const;
@@ -247,6 +254,11 @@ private:
     std::vector<std::string> cleanup_paths_;
 
     std::vector<ACL> acl_entries_;
+};
+
+// Makes handles that share a client's session without owning it.
+struct client_access {
+    static client share(client& c) { return client(c.impl_, false); }
 };
 
 // Converts the C library's Stat.

@@ -257,11 +257,22 @@ public:
     // When the client last received anything from the server (a reply, event or ping).
     std::chrono::steady_clock::time_point last_heard() const noexcept;
 
+    // Counters since the client was made: requests sent and watch events received. For tests
+    // and metrics (e.g. proving that a lock release woke exactly one waiter).
+    struct counters {
+        std::uint64_t requests = 0;
+        std::uint64_t watch_events = 0;
+    };
+    counters stats() const noexcept;
+
     // Log through the client's sink (used by recipes built on the client).
     void log(log_level level, std::string_view message) const;
 
 private:
     friend struct detail::client_access;
+    // A second handle on the same session, for recipes: it does not close the session when
+    // destroyed.
+    client(std::shared_ptr<detail::client_impl> impl, bool owning) noexcept;
 
     struct op_connect {};
     struct op_close {};
@@ -299,6 +310,7 @@ private:
     };
 
     std::shared_ptr<detail::client_impl> impl_;
+    bool owning_ = true;
 };
 
 }  // namespace zkcoro

@@ -5,8 +5,11 @@
 #include <zkcoro/client.hpp>
 #include <zkcoro/client_config.hpp>
 #include <zkcoro/error.hpp>
+#include <zkcoro/guard.hpp>
+#include <zkcoro/mutex.hpp>
 #include <zkcoro/path.hpp>
 #include <zkcoro/types.hpp>
+#include <zkcoro/this_task.hpp>
 #include <zkcoro/watch.hpp>
 
 #endif

@@ -1,0 +1,102 @@
+// zkcoro::guard: a lock held, as a lease that can be lost.
+#ifndef ZKCORO_GUARD_HPP
+#define ZKCORO_GUARD_HPP
+
+#include <zkcoro/detail/config.hpp>
+#include <zkcoro/this_task.hpp>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace zkcoro {
+
+namespace detail {
+struct hold;
+ZKCORO_API void async_wait_lost_impl(std::shared_ptr<hold> h, any_handler<void(error_code)> handler);
+}  // namespace detail
+
+// One acquisition of a lock. The lock is a lease: ZooKeeper ends it when the session ends, so a
+// guard can be lost while held (see lost_policy). Fencing tokens protect what a lost holder
+// might still touch.
+//
+// Destroying a guard that was not released releases it in the background (never blocks).
+//
+// \par Thread safety
+// Distinct objects: safe. Shared objects: unsafe. lost(), fencing_token(), node_path() and
+// session_id() may be called from any thread.
+class ZKCORO_API guard {
+public:
+    guard() = default;
+    guard(std::shared_ptr<detail::hold> h, owner_id owner) noexcept;
+    guard(guard&&) noexcept;
+    guard& operator=(guard&&) noexcept;
+    guard(const guard&) = delete;
+    guard& operator=(const guard&) = delete;
+    ~guard();
+
+    // True until released (a lost guard stays valid until released; its release is a no-op).
+    bool valid() const noexcept { return hold_ != nullptr; }
+    explicit operator bool() const noexcept { return valid(); }
+
+    // Strictly increasing across every grant of this lock, across processes: the lock node's
+    // czxid (ZooKeeper's global transaction id of its creation). Reentrant acquisitions by one
+    // task share the grant and its token.
+    std::int64_t fencing_token() const noexcept;
+    // The lock node, e.g. "/locks/orders/_c_<uuid>-lock-0000000042".
+    const std::string& node_path() const noexcept;
+    // The session that owns the lock node.
+    std::int64_t session_id() const noexcept;
+    // The task (or explicit owner) holding it.
+    owner_id owner() const noexcept { return owner_; }
+
+    // True once the lock is lost: the session may have expired, has expired, or the node is gone.
+    bool lost() const noexcept;
+
+    // A cancellation slot that receives terminal cancellation when the lock is lost: bind the
+    // critical section's operations to it, e.g.
+    //   co_await write(..., asio::bind_cancellation_slot(g.lost_slot(), asio::use_awaitable));
+    // The signal is emitted on the client's executor: bind it only to operations whose handlers
+    // run there (or on a strand of it). One slot per guard: each call returns the same slot.
+    asio::cancellation_slot lost_slot() noexcept;
+
+    // Completes with client_errc::lock_lost when the lock is lost, or with
+    // asio::error::operation_aborted when it is released first.
+    // Handler signature: void(error_code). Cancellation: terminal, partial.
+    template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(error_code)) CompletionToken = detail::default_token>
+    auto async_wait_lost(CompletionToken&& token = {})
+    {
+        return asio::async_initiate<CompletionToken, void(error_code)>(
+            [](auto handler, std::shared_ptr<detail::hold> h) {
+                detail::async_wait_lost_impl(std::move(h), std::move(handler));
+            },
+            token, hold_);
+    }
+
+    // Releases this acquisition, from the task that acquired it. The lock node is deleted when
+    // the task's last acquisition is released (retried until it is gone). Errors:
+    // client_errc::not_owner from another task (nothing changes); releasing a lost lock succeeds.
+    asio::awaitable<void> release();
+
+    // Like release(), with an explicit owner and any completion token.
+    // Handler signature: void(error_code).
+    template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(error_code)) CompletionToken = detail::default_token>
+    auto async_release(owner_id owner, CompletionToken&& token = {})
+    {
+        return asio::async_initiate<CompletionToken, void(error_code)>(
+            [this](auto handler, owner_id o) { release_with(o, std::move(handler)); }, token, owner);
+    }
+
+private:
+    void release_with(owner_id o, detail::any_handler<void(error_code)> handler);
+
+    std::shared_ptr<detail::hold> hold_;
+    owner_id owner_ = 0;
+};
+
+}  // namespace zkcoro
+
+#endif

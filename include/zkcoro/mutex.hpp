@@ -1,0 +1,136 @@
+// zkcoro::mutex: a reentrant distributed mutex on Curator's InterProcessMutex layout.
+#ifndef ZKCORO_MUTEX_HPP
+#define ZKCORO_MUTEX_HPP
+
+#include <zkcoro/client.hpp>
+#include <zkcoro/detail/config.hpp>
+#include <zkcoro/guard.hpp>
+#include <zkcoro/this_task.hpp>
+
+#include <boost/asio/awaitable.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zkcoro {
+
+// When a held lock counts as lost.
+enum class lost_policy {
+    // When the session may have expired on the server: the connection is not back by the last
+    // moment the client heard from the server + the session timeout - a safety margin; at once on
+    // an expiry notice or when our node is found gone. A failover the session survives keeps the
+    // lock. The default.
+    deadline,
+    // At the first disconnection (safe, but every failover loses the lock).
+    suspended,
+    // Only on the expiry notice. UNSAFE: another holder may already have the lock while we still
+    // believe we hold it (for up to the session timeout during a partition).
+    expired,
+};
+
+struct mutex_options {
+    // Stored in the lock node. Empty: "<host>:<pid>".
+    std::string data;
+    lost_policy policy = lost_policy::deadline;
+    // For lost_policy::deadline: how long before the possible expiry the lock counts as lost.
+    // Zero: a fifth of the negotiated session timeout.
+    std::chrono::milliseconds safety_margin{0};
+};
+
+// One node in a lock's queue.
+struct participant {
+    std::string name;             // e.g. "_c_<uuid>-lock-0000000042"
+    std::string path;             // full path
+    std::string data;             // what the holder stored (Curator: its IP address)
+    std::int64_t session_id = 0;  // the node's ephemeral owner
+    std::int64_t ctime = 0;       // creation time, ms since the epoch (server clock)
+    std::int64_t czxid = 0;
+};
+
+namespace detail {
+struct mutex_state;
+}
+
+// A reentrant mutex shared by every process that uses the same path, zkcoro's or Curator's
+// InterProcessMutex: ephemeral-sequential nodes `<path>/_c_<uuid>-lock-<seq>`; the lowest
+// sequence holds; each waiter watches only its predecessor.
+//
+// Reentrancy is per task (one co_spawn'd coroutine chain) and per mutex object: the same task
+// acquiring N times holds one node and needs N releases. Two tasks on one thread are different
+// owners; a task that moves between threads stays one owner.
+//
+// The client must outlive the mutex and its guards' releases.
+//
+// \par Thread safety
+// Distinct objects: safe. Shared objects: safe (any task on any thread may acquire).
+class ZKCORO_API mutex {
+public:
+    mutex(client& c, std::string path, mutex_options opts = {});
+    mutex(const mutex&) = delete;
+    mutex& operator=(const mutex&) = delete;
+    ~mutex();
+
+    const std::string& path() const noexcept;
+
+    // Waits until the current task holds the lock. Throws boost::system::system_error on failure
+    // (session lost, invalid path, cancellation).
+    asio::awaitable<guard> acquire();
+
+    // Waits at most `timeout`; an empty optional when the time ran out (not an error).
+    asio::awaitable<std::optional<guard>> acquire(std::chrono::steady_clock::duration timeout);
+
+    // acquire with a zero wait: one round trip, then an answer.
+    asio::awaitable<std::optional<guard>> try_acquire();
+
+    // The operation behind acquire, for any completion token and an explicit owner.
+    // timeout: duration::max() waits forever. Handler: void(error_code, std::optional<guard>).
+    // Per-operation cancellation: terminal and partial; our node is deleted, nobody else is woken.
+    // Errors: invalid_path, session_expired/closed (the session ended while waiting), ZooKeeper's
+    // ZNOAUTH..., operation_aborted.
+    template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(error_code, std::optional<guard>))
+                  CompletionToken = detail::default_token>
+    auto async_acquire(owner_id owner, std::chrono::steady_clock::duration timeout,
+                       CompletionToken&& token = {})
+    {
+        return asio::async_initiate<CompletionToken, void(error_code, std::optional<guard>)>(
+            [this](auto handler, owner_id o, std::chrono::steady_clock::duration t) {
+                start_acquire(o, t, std::move(handler));
+            },
+            token, owner, timeout);
+    }
+
+    // The queue, holder first, Curator's nodes included, like Curator's getParticipantNodes.
+    // Handler: void(error_code, std::vector<participant>).
+    template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(error_code, std::vector<participant>))
+                  CompletionToken = detail::default_token>
+    auto async_participants(CompletionToken&& token = {})
+    {
+        return asio::async_initiate<CompletionToken, void(error_code, std::vector<participant>)>(
+            [this](auto handler) { start_participants(std::move(handler)); }, token);
+    }
+
+    // How many acquisitions `owner` holds on this object (0: none).
+    std::size_t hold_count(owner_id owner) const;
+
+private:
+    void start_acquire(owner_id o, std::chrono::steady_clock::duration t,
+                       detail::any_handler<void(error_code, std::optional<guard>)> handler);
+    void start_participants(detail::any_handler<void(error_code, std::vector<participant>)> handler);
+
+    std::shared_ptr<detail::mutex_state> state_;
+};
+
+// Sorting rule of Curator's lock recipes: the text after the last occurrence of `marker`
+// ("lock-"), or the whole name when the marker is absent. Compared byte-wise.
+ZKCORO_API std::string_view sequence_key(std::string_view name, std::string_view marker) noexcept;
+
+// Sorts child names by sequence_key (stable: equal keys keep their order).
+ZKCORO_API void sort_by_sequence(std::vector<std::string>& names, std::string_view marker);
+
+}  // namespace zkcoro
+
+#endif

@@ -1,0 +1,630 @@
+// The lock queue engine (Curator's LockInternals protocol) and the reentrant mutex on it.
+//
+// Acquire: create our ephemeral-sequential node with a protected name (_c_<uuid>-) and list the
+// parent in the same round trip (ZooKeeper runs one session's requests in order, so the listing
+// includes our node); hold if we sort first, else leave a watch on the node just before ours and
+// wait. When that predecessor was the head of the listing, its deletion makes us the head: no
+// further round trip. Timeout, cancellation and errors delete our node from a task that does not
+// share the caller's (possibly cancelled) cancellation slot.
+#include "client_impl.hpp"
+
+#include <zkcoro/detail/session_fsm.hpp>
+#include <zkcoro/mutex.hpp>
+#include <zkcoro/path.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/experimental/parallel_group.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/uuid/random_generator.hpp>
+#include <boost/uuid/uuid_io.hpp>
+
+#include <fmt/format.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <mutex>
+#include <unordered_map>
+
+namespace zkcoro {
+
+std::string_view sequence_key(std::string_view name, std::string_view marker) noexcept
+{
+    auto pos = name.rfind(marker);
+    return pos == std::string_view::npos ? name : name.substr(pos + marker.size());
+}
+
+void sort_by_sequence(std::vector<std::string>& names, std::string_view marker)
+{
+    std::stable_sort(names.begin(), names.end(), [marker](const std::string& a, const std::string& b) {
+        return sequence_key(a, marker) < sequence_key(b, marker);
+    });
+}
+
+namespace detail {
+
+using namespace std::chrono_literals;
+using asio::awaitable;
+using clock = std::chrono::steady_clock;
+constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+
+struct mutex_state {
+    mutex_state(client& c, std::string p, mutex_options o)
+        : zk(client_access::share(c)), path(std::move(p)), opts(std::move(o))
+    {
+        data = opts.data.empty() ? default_data() : opts.data;
+    }
+
+    static std::string default_data()
+    {
+        char host[256] = {};
+        ::gethostname(host, sizeof host - 1);
+        return fmt::format("{}:{}", host, ::getpid());
+    }
+
+    client zk;
+    std::string path;
+    mutex_options opts;
+    std::string data;
+    error_code path_error;
+    std::mutex m;
+    std::unordered_map<owner_id, std::shared_ptr<hold>> holds;  // guarded by m
+};
+
+struct hold {
+    std::shared_ptr<mutex_state> state;
+    std::string node;
+    std::int64_t czxid = 0;
+    std::int64_t session_id = 0;
+    std::uint64_t generation = 0;
+    owner_id owner = 0;
+    std::atomic<bool> lost{false};
+    // Guarded by state->m.
+    std::size_t count = 1;
+    bool released = false;
+    std::vector<std::shared_ptr<op_state<>>> lost_waiters;
+    // Used on the client's executor only.
+    asio::cancellation_signal lost_signal;
+    asio::cancellation_signal monitor_stop;
+};
+
+namespace {
+
+bool cancelled(const asio::cancellation_state& cs) { return cs.cancelled() != asio::cancellation_type::none; }
+
+bool is_zk(const error_code& ec, int code) { return ec == make_zk_error(code); }
+
+// Waits until the client is connected, at most until `deadline`. False on timeout, session end
+// or cancellation.
+awaitable<bool> wait_connected(client& zk, clock::time_point deadline)
+{
+    auto ex = co_await asio::this_coro::executor;
+    for (int i = 0; i < 1000; ++i) {
+        auto s = zk.state();
+        if (s == session_state::connected)
+            co_return true;
+        if (s == session_state::closed || clock::now() >= deadline)
+            co_return false;
+        asio::steady_timer t(ex, deadline);
+        [[maybe_unused]] auto [order, ec1, st, ec2] = co_await asio::experimental::make_parallel_group(
+                                         zk.async_wait_state(s, asio::deferred), t.async_wait(asio::deferred))
+                                         .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
+        if (cancelled(co_await asio::this_coro::cancellation_state))
+            co_return false;
+    }
+    co_return false;
+}
+
+// Deletes a node until it is gone: retried across connection losses; a lost session took the
+// ephemeral node with it. Bounded in attempts.
+awaitable<error_code> guaranteed_delete(client zk, std::string node)
+{
+    for (int attempt = 0; attempt < 100; ++attempt) {
+        auto [ec] = co_await zk.async_remove(node, -1, use_tuple);
+        if (!ec || is_zk(ec, ZNONODE) || is_session_lost(ec))
+            co_return error_code{};
+        if (!is_retriable(ec))
+            co_return ec;
+        if (!co_await wait_connected(zk, clock::now() + 60s))
+            co_return zk.state() == session_state::closed ? error_code{} : ec;
+    }
+    co_return make_zk_error(ZOPERATIONTIMEOUT);
+}
+
+// Finds the child a create with protected name prefix `prefix` made, if any, and checks that the
+// current session owns it; a node left by an earlier session is deleted.
+awaitable<std::tuple<error_code, std::string, zkcoro::stat>> find_protected(client& zk, const std::string& parent,
+                                                                            const std::string& prefix)
+{
+    auto [ec, ch] = co_await zk.async_get_children(parent, use_tuple);
+    if (is_zk(ec, ZNONODE))
+        co_return std::tuple{error_code{}, std::string{}, zkcoro::stat{}};
+    if (ec)
+        co_return std::tuple{ec, std::string{}, zkcoro::stat{}};
+    for (auto& name : ch.children) {
+        if (name.rfind(prefix, 0) != 0)
+            continue;
+        auto path = join_path(parent, name);
+        auto [ec2, ex] = co_await zk.async_exists(path, use_tuple);
+        if (ec2)
+            co_return std::tuple{ec2, std::string{}, zkcoro::stat{}};
+        if (!ex.stat)
+            break;
+        if (ex.stat->ephemeral_owner != zk.session().id) {
+            co_await guaranteed_delete(client_access::share(zk), path);
+            break;
+        }
+        co_return std::tuple{error_code{}, path, *ex.stat};
+    }
+    co_return std::tuple{error_code{}, std::string{}, zkcoro::stat{}};
+}
+
+// Removes what an unfinished acquire left: the node we know, or the one our protected name made.
+awaitable<void> abandon(client zk, std::string parent, std::string prefix, std::string node)
+{
+    if (node.empty()) {
+        for (int attempt = 0; attempt < 20 && node.empty(); ++attempt) {
+            auto [ec, path, st] = co_await find_protected(zk, parent, prefix);
+            if (!ec)
+                break;
+            if (!is_retriable(ec) || !co_await wait_connected(zk, clock::now() + 60s))
+                co_return;
+        }
+        // A find before the create's reply would miss it: the client layer deletes an abandoned
+        // create's node itself when the reply comes.
+        auto [ec, path, st] = co_await find_protected(zk, parent, prefix);
+        node = path;
+    }
+    if (!node.empty())
+        co_await guaranteed_delete(std::move(zk), node);
+}
+
+// Creates the parents of `path` (and `path` itself) as container nodes where missing.
+awaitable<error_code> ensure_path(client& zk, const std::string& path)
+{
+    std::vector<std::string> chain;
+    for (std::string p = path; p != "/"; p = std::string(parent_path(p)))
+        chain.push_back(p);
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+        auto [ec, r] = co_await zk.async_create(*it, "", create_mode::container, use_tuple);
+        if (ec && !is_zk(ec, ZNODEEXISTS))
+            co_return ec;
+    }
+    co_return error_code{};
+}
+
+void fire_lost(const std::shared_ptr<hold>& h, std::string_view why)
+{
+    if (h->lost.exchange(true))
+        return;
+    std::vector<std::shared_ptr<op_state<>>> waiters;
+    {
+        std::lock_guard lk(h->state->m);
+        auto it = h->state->holds.find(h->owner);
+        if (it != h->state->holds.end() && it->second == h)
+            h->state->holds.erase(it);
+        waiters = std::move(h->lost_waiters);
+        h->lost_waiters.clear();
+    }
+    h->state->zk.log(log_level::warn, fmt::format("lock {} lost: {}", h->node, why));
+    h->lost_signal.emit(asio::cancellation_type::terminal);
+    for (auto& w : waiters)
+        w->complete(client_errc::lock_lost);
+    // The session may come back with our node still there: it must not block everyone else.
+    asio::co_spawn(h->state->zk.get_executor(), guaranteed_delete(client_access::share(h->state->zk), h->node), asio::detached);
+}
+
+// Watches the session of a held lock and applies the lost policy. Runs on the client's
+// executor until the lock is released (monitor_stop) or lost.
+awaitable<void> monitor(std::shared_ptr<hold> h)
+{
+    co_await asio::this_coro::throw_if_cancelled(false);
+    auto& zk = h->state->zk;
+    auto ex = co_await asio::this_coro::executor;
+    bool was_suspended = false;
+    for (int i = 0; i < 1000000 && !h->lost; ++i) {
+        auto s = zk.state();
+        if (zk.session_generation() != h->generation || s == session_state::expired ||
+            s == session_state::closed || (s == session_state::connecting && zk.session_generation() != 0)) {
+            fire_lost(h, "the session expired or was closed");
+            co_return;
+        }
+        if (s == session_state::suspended) {
+            was_suspended = true;
+            if (h->state->opts.policy == lost_policy::suspended) {
+                fire_lost(h, "the connection was lost (policy: suspended)");
+                co_return;
+            }
+            if (h->state->opts.policy == lost_policy::deadline) {
+                auto timeout = zk.session_timeout();
+                auto margin = h->state->opts.safety_margin.count() > 0 ? h->state->opts.safety_margin : timeout / 5;
+                asio::steady_timer t(ex, may_expire_at(zk.last_heard(), timeout, margin));
+                auto [order, ec1, st, ec2] =
+                    co_await asio::experimental::make_parallel_group(zk.async_wait_state(s, asio::deferred),
+                                                                     t.async_wait(asio::deferred))
+                        .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
+                if (cancelled(co_await asio::this_coro::cancellation_state))
+                    co_return;
+                if (order[0] == 1 && !ec2) {
+                    fire_lost(h, "the session may have expired: not reconnected in time (policy: deadline)");
+                    co_return;
+                }
+                continue;
+            }
+        }
+        if (s == session_state::connected && was_suspended) {
+            was_suspended = false;
+            // Back on the same session: make sure our node survived.
+            auto [ec, r] = co_await zk.async_exists(h->node, use_tuple);
+            if (cancelled(co_await asio::this_coro::cancellation_state))
+                co_return;
+            if (!ec && (!r.stat || r.stat->ephemeral_owner != h->session_id)) {
+                fire_lost(h, "the lock node is gone");
+                co_return;
+            }
+            continue;
+        }
+        auto [ec, next] = co_await zk.async_wait_state(s, use_tuple);
+        if (ec)
+            co_return;
+    }
+}
+
+using acquire_result = std::tuple<error_code, std::optional<guard>>;
+
+awaitable<acquire_result> acquire_coro(std::shared_ptr<mutex_state> s, owner_id owner, clock::time_point deadline)
+{
+    co_await asio::this_coro::throw_if_cancelled(false);
+    co_await asio::this_coro::reset_cancellation_state(asio::enable_partial_cancellation());
+    auto ex = co_await asio::this_coro::executor;
+    auto& zk = s->zk;
+    if (owner == 0)
+        co_return acquire_result{client_errc::invalid_argument, std::nullopt};
+    if (s->path_error)
+        co_return acquire_result{s->path_error, std::nullopt};
+    {
+        std::lock_guard lk(s->m);
+        auto it = s->holds.find(owner);
+        if (it != s->holds.end() && !it->second->released && !it->second->lost) {
+            ++it->second->count;
+            co_return acquire_result{error_code{}, guard(it->second, owner)};
+        }
+    }
+
+    const std::string prefix = "_c_" + boost::uuids::to_string(boost::uuids::random_generator()()) + "-";
+    const std::string create_path = join_path(s->path, prefix + "lock-");
+    std::string node;
+    zkcoro::stat node_stat;
+    auto give_up = [&](error_code ec) -> acquire_result {
+        asio::co_spawn(ex, abandon(client_access::share(zk), s->path, prefix, node), asio::detached);
+        return acquire_result{ec, std::nullopt};
+    };
+
+    std::vector<std::string> children;
+    bool have_children = false;
+    for (int round = 0; round < 10000; ++round) {
+        if (cancelled(co_await asio::this_coro::cancellation_state))
+            co_return give_up(asio::error::operation_aborted);
+        if (node.empty()) {
+            // Create and list in one round trip.
+            auto [order, cr_ec, cr, ch_ec, ch] =
+                co_await asio::experimental::make_parallel_group(
+                    zk.async_create(create_path, s->data, create_mode::ephemeral_sequential, asio::deferred),
+                    zk.async_get_children(s->path, asio::deferred))
+                    .async_wait(asio::experimental::wait_for_all(), asio::use_awaitable);
+            if (cancelled(co_await asio::this_coro::cancellation_state))
+                co_return give_up(asio::error::operation_aborted);
+            if (is_zk(cr_ec, ZNONODE)) {
+                if (auto ec = co_await ensure_path(zk, s->path); ec && !is_retriable(ec))
+                    co_return give_up(ec);
+                continue;
+            }
+            if (is_retriable(cr_ec)) {
+                // The create may or may not have happened: find it by its protected name.
+                if (!co_await wait_connected(zk, deadline))
+                    co_return give_up(clock::now() >= deadline ? error_code{} : make_error_code(client_errc::session_expired));
+                auto [fe, path, st] = co_await find_protected(zk, s->path, prefix);
+                if (!fe && !path.empty()) {
+                    node = path;
+                    node_stat = st;
+                }
+                continue;
+            }
+            if (cr_ec)
+                co_return give_up(cr_ec);
+            node = cr.path;
+            node_stat = cr.stat;
+            have_children = !ch_ec;
+            children = std::move(ch.children);
+        }
+        if (!have_children) {
+            auto [ec, ch] = co_await zk.async_get_children(s->path, use_tuple);
+            if (cancelled(co_await asio::this_coro::cancellation_state))
+                co_return give_up(asio::error::operation_aborted);
+            if (is_retriable(ec)) {
+                if (!co_await wait_connected(zk, deadline))
+                    co_return give_up(error_code{});
+                continue;
+            }
+            if (ec)
+                co_return give_up(ec);
+            children = std::move(ch.children);
+        }
+        have_children = false;
+        sort_by_sequence(children, "lock-");
+        auto our_name = node_name(node);
+        auto it = std::find(children.begin(), children.end(), our_name);
+        if (it == children.end()) {
+            // Our node is gone: the session was lost. Start over with a new node.
+            zk.log(log_level::warn, fmt::format("lock node {} vanished while waiting; starting over", node));
+            node.clear();
+            if (clock::now() >= deadline)
+                co_return give_up(error_code{});
+            continue;
+        }
+        auto index = static_cast<std::size_t>(it - children.begin());
+        if (index == 0)
+            break;
+        if (clock::now() >= deadline)
+            co_return give_up(error_code{});
+        const bool predecessor_is_head = index == 1;
+        auto predecessor = join_path(s->path, children[index - 1]);
+        auto [gd_ec, gd] = co_await zk.async_get_data(predecessor, leave_watch, use_tuple);
+        if (cancelled(co_await asio::this_coro::cancellation_state))
+            co_return give_up(asio::error::operation_aborted);
+        if (is_zk(gd_ec, ZNONODE))
+            continue;
+        if (is_retriable(gd_ec)) {
+            if (!co_await wait_connected(zk, deadline))
+                co_return give_up(error_code{});
+            continue;
+        }
+        if (gd_ec)
+            co_return give_up(gd_ec);
+        asio::steady_timer timer(ex, deadline);
+        auto [order, w_ec, ev, t_ec] =
+            co_await asio::experimental::make_parallel_group(gd.watch.async_wait(asio::deferred),
+                                                             timer.async_wait(asio::deferred))
+                .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
+        if (cancelled(co_await asio::this_coro::cancellation_state))
+            co_return give_up(asio::error::operation_aborted);
+        if (order[0] == 1)
+            co_return give_up(error_code{});
+        if (w_ec) {
+            // The session ended while we waited: our node went with it.
+            if (is_session_lost(w_ec)) {
+                node.clear();
+                if (zk.state() == session_state::closed)
+                    co_return give_up(w_ec);
+                continue;
+            }
+            co_return give_up(w_ec);
+        }
+        if (ev.type == watch_event_type::deleted && predecessor_is_head)
+            break;  // the head is gone and we were next: nothing sorts before us any more
+    }
+    if (node.empty())
+        co_return give_up(make_zk_error(ZOPERATIONTIMEOUT));
+
+    auto h = std::make_shared<hold>();
+    h->state = s;
+    h->node = node;
+    h->czxid = node_stat.czxid;
+    h->session_id = node_stat.ephemeral_owner;
+    h->generation = zk.session_generation();
+    h->owner = owner;
+    {
+        std::lock_guard lk(s->m);
+        s->holds[owner] = h;
+    }
+    asio::co_spawn(ex, monitor(h), asio::bind_cancellation_slot(h->monitor_stop.slot(), asio::detached));
+    co_return acquire_result{error_code{}, guard(h, owner)};
+}
+
+awaitable<std::tuple<error_code, std::vector<participant>>> participants_coro(std::shared_ptr<mutex_state> s)
+{
+    using result = std::tuple<error_code, std::vector<participant>>;
+    if (s->path_error)
+        co_return result{s->path_error, {}};
+    auto [ec, ch] = co_await s->zk.async_get_children(s->path, use_tuple);
+    if (is_zk(ec, ZNONODE))
+        co_return result{};
+    if (ec)
+        co_return result{ec, {}};
+    sort_by_sequence(ch.children, "lock-");
+    std::vector<participant> out;
+    for (auto& name : ch.children) {
+        auto path = join_path(s->path, name);
+        auto [dec, d] = co_await s->zk.async_get_data(path, use_tuple);
+        if (is_zk(dec, ZNONODE))
+            continue;
+        if (dec)
+            co_return result{dec, {}};
+        out.push_back({name, path, std::move(d.data), d.stat.ephemeral_owner, d.stat.ctime, d.stat.czxid});
+    }
+    co_return result{error_code{}, std::move(out)};
+}
+
+}  // namespace
+
+// Completes a guard's wait for loss (or release).
+void async_wait_lost_impl(std::shared_ptr<hold> h, any_handler<void(error_code)> handler)
+{
+    auto ex = h ? h->state->zk.get_executor() : asio::any_io_executor(asio::system_executor());
+    auto op = std::make_shared<op_state<>>(std::move(handler), ex);
+    if (!h)
+        return void(op->complete(client_errc::invalid_argument));
+    {
+        std::lock_guard lk(h->state->m);
+        if (!h->lost && !h->released) {
+            op->bind_cancellation();
+            h->lost_waiters.push_back(op);
+            return;
+        }
+    }
+    op->complete(h->lost ? make_error_code(client_errc::lock_lost) : make_error_code(asio::error::operation_aborted));
+}
+
+}  // namespace detail
+
+// ---------------------------------------------------------------------------------------------
+// guard
+
+guard::guard(std::shared_ptr<detail::hold> h, owner_id owner) noexcept : hold_(std::move(h)), owner_(owner) {}
+guard::guard(guard&& o) noexcept : hold_(std::move(o.hold_)), owner_(o.owner_) {}
+guard& guard::operator=(guard&& o) noexcept
+{
+    if (this != &o) {
+        if (hold_)
+            release_with(owner_, [](error_code) {});
+        hold_ = std::move(o.hold_);
+        owner_ = o.owner_;
+    }
+    return *this;
+}
+
+guard::~guard()
+{
+    if (hold_)
+        release_with(owner_, [](error_code) {});
+}
+
+std::int64_t guard::fencing_token() const noexcept { return hold_ ? hold_->czxid : 0; }
+const std::string& guard::node_path() const noexcept
+{
+    static const std::string empty;
+    return hold_ ? hold_->node : empty;
+}
+std::int64_t guard::session_id() const noexcept { return hold_ ? hold_->session_id : 0; }
+bool guard::lost() const noexcept { return hold_ && hold_->lost; }
+asio::cancellation_slot guard::lost_slot() noexcept
+{
+    return hold_ ? hold_->lost_signal.slot() : asio::cancellation_slot();
+}
+
+asio::awaitable<void> guard::release()
+{
+    auto me = co_await this_task::id();
+    co_await async_release(me, asio::use_awaitable);
+}
+
+void guard::release_with(owner_id o, detail::any_handler<void(error_code)> handler)
+{
+    using detail::op_state;
+    if (!hold_) {
+        auto op = std::make_shared<op_state<>>(std::move(handler), asio::any_io_executor(asio::system_executor()));
+        return void(op->complete(client_errc::invalid_argument));
+    }
+    auto h = hold_;
+    auto& s = *h->state;
+    auto op = std::make_shared<op_state<>>(std::move(handler), s.zk.get_executor());
+    if (o != h->owner)
+        return void(op->complete(client_errc::not_owner));
+    hold_.reset();
+    std::vector<std::shared_ptr<op_state<>>> waiters;
+    bool last = false;
+    {
+        std::lock_guard lk(s.m);
+        if (h->count > 0 && --h->count == 0 && !h->released) {
+            h->released = true;
+            last = true;
+            auto it = s.holds.find(h->owner);
+            if (it != s.holds.end() && it->second == h)
+                s.holds.erase(it);
+            waiters = std::move(h->lost_waiters);
+            h->lost_waiters.clear();
+        }
+    }
+    if (!last || h->lost)
+        return void(op->complete({}));
+    for (auto& w : waiters)
+        w->complete(asio::error::operation_aborted);
+    // Stop the monitor (on the executor it runs on), then delete the node, retried until gone.
+    asio::co_spawn(
+        s.zk.get_executor(),
+        [h]() -> asio::awaitable<error_code> {
+            h->monitor_stop.emit(asio::cancellation_type::terminal);
+            co_return co_await detail::guaranteed_delete(detail::client_access::share(h->state->zk), h->node);
+        },
+        [op](std::exception_ptr, error_code ec) { op->complete(ec); });
+}
+
+// ---------------------------------------------------------------------------------------------
+// mutex
+
+mutex::mutex(client& c, std::string path, mutex_options opts)
+    : state_(std::make_shared<detail::mutex_state>(c, std::move(path), std::move(opts)))
+{
+    if (auto p = check_path(state_->path); !p.ok()) {
+        state_->path_error = p.ec;
+        c.log(log_level::warn, "mutex: " + p.describe(state_->path));
+    }
+}
+
+mutex::~mutex() = default;
+
+const std::string& mutex::path() const noexcept { return state_->path; }
+
+std::size_t mutex::hold_count(owner_id owner) const
+{
+    std::lock_guard lk(state_->m);
+    auto it = state_->holds.find(owner);
+    return it == state_->holds.end() ? 0 : it->second->count;
+}
+
+asio::awaitable<guard> mutex::acquire()
+{
+    auto me = co_await this_task::id();
+    auto g = co_await async_acquire(me, std::chrono::steady_clock::duration::max(), asio::use_awaitable);
+    co_return std::move(*g);
+}
+
+asio::awaitable<std::optional<guard>> mutex::acquire(std::chrono::steady_clock::duration timeout)
+{
+    auto me = co_await this_task::id();
+    co_return co_await async_acquire(me, timeout, asio::use_awaitable);
+}
+
+asio::awaitable<std::optional<guard>> mutex::try_acquire()
+{
+    return acquire(std::chrono::steady_clock::duration::zero());
+}
+
+void mutex::start_acquire(owner_id o, std::chrono::steady_clock::duration t,
+                          detail::any_handler<void(error_code, std::optional<guard>)> handler)
+{
+    auto now = std::chrono::steady_clock::now();
+    auto deadline = t >= std::chrono::steady_clock::time_point::max() - now ? std::chrono::steady_clock::time_point::max()
+                                                                           : now + std::max(t, std::chrono::steady_clock::duration::zero());
+    auto op = std::make_shared<detail::op_state<std::optional<guard>>>(std::move(handler), state_->zk.get_executor());
+    auto slot = op->cancellation_slot();
+    auto done = [op](std::exception_ptr e, detail::acquire_result r) {
+        if (e)
+            return void(op->complete(make_zk_error(ZSYSTEMERROR), std::nullopt));
+        op->complete(std::get<0>(r), std::move(std::get<1>(r)));
+    };
+    if (slot.is_connected())
+        asio::co_spawn(state_->zk.get_executor(), detail::acquire_coro(state_, o, deadline),
+                       asio::bind_cancellation_slot(slot, std::move(done)));
+    else
+        asio::co_spawn(state_->zk.get_executor(), detail::acquire_coro(state_, o, deadline), std::move(done));
+}
+
+void mutex::start_participants(detail::any_handler<void(error_code, std::vector<participant>)> handler)
+{
+    auto op = std::make_shared<detail::op_state<std::vector<participant>>>(std::move(handler), state_->zk.get_executor());
+    asio::co_spawn(state_->zk.get_executor(), detail::participants_coro(state_),
+                   [op](std::exception_ptr e, std::tuple<error_code, std::vector<participant>> r) {
+                       if (e)
+                           return void(op->complete(make_zk_error(ZSYSTEMERROR), std::vector<participant>{}));
+                       op->complete(std::get<0>(r), std::move(std::get<1>(r)));
+                   });
+}
+
+}  // namespace zkcoro
