@@ -1,0 +1,493 @@
+// The reentrant mutex against a real ZooKeeper: exclusion, reentrancy per task, timeouts and
+// cancellation without orphans, fencing, participants, the lost policies, no herd.
+#include "common.hpp"
+
+#include <tcp_proxy.hpp>
+
+#include <zookeeper/zookeeper.h>
+
+#include <set>
+#include <thread>
+
+using namespace zktest;
+using namespace zkcoro;
+using asio::awaitable;
+
+namespace {
+
+awaitable<std::vector<std::string>> children_of(client& c, const std::string& path)
+{
+    auto [ec, r] = co_await c.async_get_children(path, asio::as_tuple(asio::use_awaitable));
+    co_return ec ? std::vector<std::string>{} : r.children;
+}
+
+}  // namespace
+
+// One holder at a time, Curator's node name, and nothing left after release.
+TEST_CASE("acquire and release")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client c(ioc.get_executor(), test_config());
+        co_await c.async_connect();
+        auto path = unique_path("mutex") + "/deep/lock";
+        mutex m(c, path);
+        auto g = co_await m.acquire();
+        CHECK(g.valid());
+        CHECK(g.session_id() == c.session().id);
+        CHECK(g.fencing_token() > 0);
+        CHECK(g.node_path().rfind(path + "/_c_", 0) == 0);
+        // _c_ + 36-character UUID + "-lock-" + 10 digits
+        CHECK(node_name(g.node_path()).size() == 3 + 36 + 6 + 10);
+        CHECK(node_name(g.node_path()).substr(39, 6) == "-lock-");
+        auto d = co_await c.async_get_data(g.node_path());
+        CHECK(d.data.find(':') != std::string::npos);  // host:pid
+        auto parts = co_await m.async_participants();
+        REQUIRE(parts.size() == 1);
+        CHECK(parts[0].path == g.node_path());
+        CHECK(parts[0].session_id == c.session().id);
+        co_await g.release();
+        CHECK_FALSE(g.valid());
+        CHECK((co_await children_of(c, path)).empty());
+    });
+}
+
+// 20 tasks, 5 rounds each, one io_context: never two inside, every round done.
+TEST_CASE("mutual exclusion among tasks of one process")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client c(ioc.get_executor(), test_config());
+        co_await c.async_connect();
+        mutex m(c, unique_path("excl"));
+        int inside = 0, max_inside = 0, done = 0;
+        std::int64_t last_token = 0;
+        bool tokens_increase = true;
+        auto ex = co_await asio::this_coro::executor;
+        for (int t = 0; t < 20; ++t)
+            asio::co_spawn(ex, [&]() -> awaitable<void> {
+                for (int i = 0; i < 5; ++i) {
+                    auto g = co_await m.acquire();
+                    max_inside = std::max(max_inside, ++inside);
+                    tokens_increase = tokens_increase && g.fencing_token() > last_token;
+                    last_token = g.fencing_token();
+                    asio::steady_timer pause(ex, 1ms);
+                    co_await pause.async_wait(asio::use_awaitable);
+                    --inside;
+                    co_await g.release();
+                    ++done;
+                }
+            }, asio::detached);
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return done == 100; }, 60000ms));
+        CHECK(max_inside == 1);
+        CHECK(tokens_increase);
+    }, 90s);
+}
+
+// The same task: one node, N acquisitions, N releases. Another task: not_owner, and it cannot
+// take the lock while the first holds it (two tasks on one thread are different owners).
+TEST_CASE("reentrancy is per task")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client c(ioc.get_executor(), test_config());
+        co_await c.async_connect();
+        auto path = unique_path("reent");
+        mutex m(c, path);
+        auto me = co_await this_task::id();
+        auto g1 = co_await m.acquire();
+        auto g2 = co_await m.acquire();
+        auto g3 = co_await m.acquire();
+        CHECK(g1.node_path() == g2.node_path());
+        CHECK(g2.node_path() == g3.node_path());
+        CHECK(g1.fencing_token() == g3.fencing_token());
+        CHECK(m.hold_count(me) == 3);
+        CHECK((co_await children_of(c, path)).size() == 1);
+
+        // Another task on the same thread.
+        bool other_done = false;
+        error_code other_release;
+        bool other_got_it = true;
+        asio::co_spawn(co_await asio::this_coro::executor, [&]() -> awaitable<void> {
+            auto [ec] = co_await g1.async_release(co_await this_task::id(), asio::as_tuple(asio::use_awaitable));
+            other_release = ec;
+            auto g = co_await m.try_acquire();
+            other_got_it = g.has_value();
+            other_done = true;
+        }, asio::detached);
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return other_done; }));
+        CHECK(other_release == client_errc::not_owner);
+        CHECK_FALSE(other_got_it);
+        CHECK(g1.valid());
+        CHECK(m.hold_count(me) == 3);
+
+        co_await g3.release();
+        co_await g2.release();
+        CHECK((co_await children_of(c, path)).size() == 1);
+        co_await g1.release();
+        CHECK(m.hold_count(me) == 0);
+        CHECK((co_await children_of(c, path)).empty());
+    });
+}
+
+// One task hopping between the threads of a 4-thread io_context stays one owner.
+TEST_CASE("a task that moves between threads is one owner")
+{
+    asio::io_context ioc(4);
+    asio::io_context setup;
+    client c(ioc.get_executor(), test_config());
+    auto path = unique_path("hop");
+    mutex m(c, path);
+    std::atomic<bool> finished{false};
+    std::set<std::thread::id> threads;
+    std::size_t nodes = 0, count = 0;
+    asio::co_spawn(ioc, [&]() -> awaitable<void> {
+        co_await c.async_connect();
+        std::vector<guard> gs;
+        for (int i = 0; i < 20; ++i) {
+            gs.push_back(co_await m.acquire());
+            threads.insert(std::this_thread::get_id());
+            // A timer completes on whichever pool thread runs the reactor: a likely hop.
+            asio::steady_timer hop(co_await asio::this_coro::executor, 2ms);
+            co_await hop.async_wait(asio::use_awaitable);
+        }
+        nodes = (co_await children_of(c, path)).size();
+        count = m.hold_count(co_await this_task::id());
+        for (auto& g : gs)
+            co_await g.release();
+        finished = true;
+    }, asio::detached);
+    std::vector<std::thread> pool;
+    for (int i = 0; i < 4; ++i)
+        pool.emplace_back([&] {
+            for (int k = 0; k < 3000 && !finished; ++k)
+                ioc.run_for(10ms);
+        });
+    for (auto& t : pool)
+        t.join();
+    REQUIRE(finished);
+    CHECK(nodes == 1);
+    CHECK(count == 20);
+    MESSAGE("the task ran on " << threads.size() << " threads");
+    CHECK(threads.size() >= 2);
+}
+
+// Timeout and try_acquire give an empty result, leave no node, and do not disturb the holder.
+TEST_CASE("timeout leaves no node")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client a(ioc.get_executor(), test_config());
+        client b(ioc.get_executor(), test_config());
+        co_await a.async_connect();
+        co_await b.async_connect();
+        auto path = unique_path("timeout");
+        mutex ma(a, path), mb(b, path);
+        auto g = co_await ma.acquire();
+        auto t0 = std::chrono::steady_clock::now();
+        auto r = co_await mb.acquire(300ms);
+        auto waited = std::chrono::steady_clock::now() - t0;
+        CHECK_FALSE(r.has_value());
+        CHECK(waited >= 300ms);
+        CHECK_FALSE((co_await mb.try_acquire()).has_value());
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return (co_await children_of(a, path)).size() == 1; }));
+        CHECK_FALSE(g.lost());
+        co_await g.release();
+        auto g2 = co_await mb.acquire(5s);
+        CHECK(g2.has_value());
+    });
+}
+
+// Cancelling a waiting acquire completes it with operation_aborted, leaves no node, and the
+// next waiter behind it is not woken by mistake (it still waits for the real holder).
+TEST_CASE("cancellation leaves no node and wakes nobody")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client a(ioc.get_executor(), test_config());
+        client b(ioc.get_executor(), test_config());
+        client w(ioc.get_executor(), test_config());
+        co_await a.async_connect();
+        co_await b.async_connect();
+        co_await w.async_connect();
+        auto path = unique_path("cancel");
+        mutex ma(a, path), mb(b, path), mw(w, path);
+        auto g = co_await ma.acquire();
+        asio::cancellation_signal sig;
+        error_code b_ec;
+        bool b_done = false;
+        mb.async_acquire(1, std::chrono::hours(1), asio::bind_cancellation_slot(sig.slot(), [&](error_code ec, std::optional<guard>) {
+            b_ec = ec;
+            b_done = true;
+        }));
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return (co_await children_of(a, path)).size() == 2; }));
+        bool w_done = false;
+        std::optional<guard> w_guard;
+        mw.async_acquire(2, std::chrono::hours(1), [&](error_code, std::optional<guard> r) {
+            w_guard = std::move(r);
+            w_done = true;
+        });
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return (co_await children_of(a, path)).size() == 3; }));
+        auto before = w.stats().watch_events;
+        sig.emit(asio::cancellation_type::terminal);
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return b_done; }));
+        CHECK(b_ec == asio::error::operation_aborted);
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return (co_await children_of(a, path)).size() == 2; }));
+        // The waiter behind b was woken by b's deletion (its predecessor) but must not hold.
+        CHECK_FALSE(w_done);
+        MESSAGE("watch events at w: " << (w.stats().watch_events - before));
+        co_await g.release();
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return w_done; }));
+        CHECK(w_guard.has_value());
+    });
+}
+
+// 50 waiters in 50 sessions: a release wakes exactly one of them.
+TEST_CASE("no herd: one release wakes one waiter")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        constexpr int n = 50;
+        auto path = unique_path("herd");
+        client holder(ioc.get_executor(), test_config());
+        co_await holder.async_connect();
+        mutex mh(holder, path);
+        auto g = co_await mh.acquire();
+        std::vector<std::unique_ptr<client>> clients;
+        std::vector<std::unique_ptr<mutex>> mutexes;
+        int acquired = 0;
+        std::vector<guard> guards;
+        for (int i = 0; i < n; ++i) {
+            clients.push_back(std::make_unique<client>(ioc.get_executor(), test_config()));
+            co_await clients.back()->async_connect();
+            mutexes.push_back(std::make_unique<mutex>(*clients.back(), path));
+        }
+        for (int i = 0; i < n; ++i)
+            mutexes[i]->async_acquire(100 + i, std::chrono::minutes(1), [&](error_code ec, std::optional<guard> r) {
+                if (!ec && r) {
+                    ++acquired;
+                    guards.push_back(std::move(*r));
+                }
+            });
+        CHECK(co_await eventually([&]() -> awaitable<bool> {
+            co_return (co_await children_of(holder, path)).size() == n + 1;
+        }, 20000ms));
+        std::uint64_t before = 0;
+        for (auto& c : clients)
+            before += c->stats().watch_events;
+        co_await g.release();
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return acquired == 1; }));
+        // Give any stray wake-up time to show.
+        asio::steady_timer t(co_await asio::this_coro::executor, 300ms);
+        co_await t.async_wait(asio::use_awaitable);
+        std::uint64_t after = 0;
+        for (auto& c : clients)
+            after += c->stats().watch_events;
+        CHECK(after - before == 1);
+        CHECK(acquired == 1);
+        for (auto& c : clients)
+            c->close();
+    }, 90s);
+}
+
+// Fencing tokens strictly increase across grants in several sessions.
+TEST_CASE("fencing tokens increase across sessions")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client a(ioc.get_executor(), test_config());
+        client b(ioc.get_executor(), test_config());
+        co_await a.async_connect();
+        co_await b.async_connect();
+        auto path = unique_path("fence");
+        mutex ma(a, path), mb(b, path);
+        std::int64_t last = 0;
+        for (int i = 0; i < 10; ++i) {
+            auto& m = (i % 2) ? mb : ma;
+            auto g = co_await m.acquire();
+            CHECK(g.fencing_token() > last);
+            last = g.fencing_token();
+            co_await g.release();
+        }
+    });
+}
+
+// A guard destroyed without release frees the lock in the background.
+TEST_CASE("dropping a guard releases")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client a(ioc.get_executor(), test_config());
+        co_await a.async_connect();
+        auto path = unique_path("drop");
+        mutex m(a, path);
+        {
+            auto g = co_await m.acquire();
+        }
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return (co_await children_of(a, path)).empty(); }));
+        auto g2 = co_await m.try_acquire();
+        CHECK(g2.has_value());
+    });
+}
+
+// Policy deadline: a cut shorter than the deadline keeps the lock; no signal.
+TEST_CASE("lost policy deadline: a short cut keeps the lock")
+{
+    tcp_proxy proxy("127.0.0.1", shared_server().port());
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client c(ioc.get_executor(), test_config(proxy.address(), 4000ms));
+        co_await c.async_connect();
+        auto path = unique_path("short-cut");
+        mutex m(c, path);
+        auto g = co_await m.acquire();
+        proxy.set_blackhole(true);
+        CHECK(co_await wait_for_state(c, session_state::suspended, 5000ms));
+        proxy.set_blackhole(false);
+        CHECK(co_await wait_for_state(c, session_state::connected, 5000ms));
+        asio::steady_timer t(co_await asio::this_coro::executor, 200ms);
+        co_await t.async_wait(asio::use_awaitable);
+        CHECK_FALSE(g.lost());
+        CHECK((co_await c.async_exists(g.node_path())).stat.has_value());
+        co_await g.release();
+    });
+}
+
+// Policy deadline: a long partition fires the lost signal before another session can acquire.
+TEST_CASE("lost policy deadline: a long partition loses the lock before anyone else gets it")
+{
+    tcp_proxy proxy("127.0.0.1", shared_server().port());
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client c(ioc.get_executor(), test_config(proxy.address(), 2000ms));
+        client other(ioc.get_executor(), test_config(server_address(), 2000ms));
+        co_await c.async_connect();
+        co_await other.async_connect();
+        auto path = unique_path("partition");
+        mutex m(c, path), mo(other, path);
+        auto g = co_await m.acquire();
+        std::chrono::steady_clock::time_point lost_at{}, acquired_at{};
+        g.async_wait_lost([&](error_code ec) {
+            if (ec == client_errc::lock_lost)
+                lost_at = std::chrono::steady_clock::now();
+        });
+        mo.async_acquire(7, std::chrono::seconds(20), [&](error_code, std::optional<guard> r) {
+            if (r)
+                acquired_at = std::chrono::steady_clock::now();
+        });
+        proxy.set_blackhole(true);
+        CHECK(co_await eventually([&]() -> awaitable<bool> {
+            co_return acquired_at != std::chrono::steady_clock::time_point{};
+        }, 15000ms));
+        REQUIRE(lost_at != std::chrono::steady_clock::time_point{});
+        CHECK(g.lost());
+        CHECK(lost_at < acquired_at);
+        MESSAGE("lost " << std::chrono::duration_cast<std::chrono::milliseconds>(acquired_at - lost_at).count()
+                        << " ms before the other session acquired");
+        proxy.set_blackhole(false);
+        // Releasing a lost lock is a successful no-op.
+        auto [ec] = co_await g.async_release(co_await this_task::id(), asio::as_tuple(asio::use_awaitable));
+        CHECK_FALSE(ec);
+    });
+}
+
+// Policy suspended: the signal fires at the first disconnection.
+TEST_CASE("lost policy suspended fires at the disconnection")
+{
+    tcp_proxy proxy("127.0.0.1", shared_server().port());
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client c(ioc.get_executor(), test_config(proxy.address(), 4000ms));
+        co_await c.async_connect();
+        mutex_options o;
+        o.policy = lost_policy::suspended;
+        mutex m(c, unique_path("suspended"), o);
+        auto g = co_await m.acquire();
+        bool fired = false;
+        asio::steady_timer never(co_await asio::this_coro::executor, std::chrono::hours(1));
+        never.async_wait(asio::bind_cancellation_slot(g.lost_slot(), [&](boost::system::error_code ec) {
+            fired = ec == asio::error::operation_aborted;
+        }));
+        proxy.cut();
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return fired; }));
+        CHECK(g.lost());
+    });
+}
+
+// Connection lost while the create is in flight: the protected name finds our node; exactly
+// one node of ours, and the acquire succeeds.
+TEST_CASE("connection loss during create: no orphan, no double entry")
+{
+    tcp_proxy proxy("127.0.0.1", shared_server().port());
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client c(ioc.get_executor(), test_config(proxy.address(), 4000ms));
+        client observer(ioc.get_executor(), test_config());
+        co_await c.async_connect();
+        co_await observer.async_connect();
+        auto path = unique_path("create-loss");
+        co_await observer.async_create(path, "", create_mode::persistent);
+        mutex m(c, path);
+        for (int round = 0; round < 5; ++round) {
+            // Replies are delayed; the cut lands after the create reached the server.
+            proxy.set_delay(150ms);
+            std::optional<guard> g;
+            error_code ec;
+            bool done = false;
+            m.async_acquire(50 + round, 10s, [&](error_code e, std::optional<guard> r) {
+                ec = e;
+                g = std::move(r);
+                done = true;
+            });
+            asio::steady_timer t(co_await asio::this_coro::executor, 100ms);
+            co_await t.async_wait(asio::use_awaitable);
+            proxy.cut();
+            proxy.set_delay(0ms);
+            CHECK(co_await eventually([&]() -> awaitable<bool> { co_return done; }, 15000ms));
+            CHECK_FALSE(ec);
+            REQUIRE(g.has_value());
+            auto ch = co_await children_of(observer, path);
+            CHECK(ch.size() == 1);
+            co_await g->async_release(50 + round, asio::use_awaitable);
+            CHECK(co_await eventually([&]() -> awaitable<bool> { co_return (co_await children_of(observer, path)).empty(); }));
+        }
+    }, 120s);
+}
+
+// Expiry while holding: the lost signal fires (every policy, expired included).
+TEST_CASE("session expiry loses the lock")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client c(ioc.get_executor(), test_config(server_address(), 2000ms));
+        co_await c.async_connect();
+        mutex_options o;
+        o.policy = lost_policy::expired;
+        mutex m(c, unique_path("expiry"), o);
+        auto g = co_await m.acquire();
+        REQUIRE(co_await expire_session(c));
+        auto [ec] = co_await g.async_wait_lost(asio::as_tuple(asio::use_awaitable));
+        CHECK(ec == client_errc::lock_lost);
+        CHECK(g.lost());
+        // After loss the same task can take the lock again, on the new session.
+        CHECK(co_await wait_for_state(c, session_state::connected));
+        auto g2 = co_await m.acquire(5s);
+        REQUIRE(g2.has_value());
+        CHECK(g2->node_path() != g.node_path());
+        CHECK(g2->fencing_token() > g.fencing_token());
+    });
+}
+
+// Bad input: an invalid lock path is refused with its error.
+TEST_CASE("invalid lock path")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client c(ioc.get_executor(), test_config());
+        co_await c.async_connect();
+        mutex m(c, "locks/no-slash");
+        auto [ec, g] = co_await m.async_acquire(1, 1s, asio::as_tuple(asio::use_awaitable));
+        CHECK(ec == client_errc::invalid_path);
+        CHECK_FALSE(g.has_value());
+    });
+}
