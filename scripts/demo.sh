@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 [ -f build/build.ninja ] || meson setup build --buildtype=debugoptimized
 ninja -C build
-exec ./build/tests/support/zkcoro-with-server -- ./build/examples/01_basics
+exec ./build/tests/support/zkcoro-with-server -- ./build/examples/02_mutex_demo
