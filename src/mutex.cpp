@@ -29,6 +29,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <deque>
+#include <functional>
 #include <mutex>
 #include <unordered_map>
 
@@ -54,6 +56,49 @@ using asio::awaitable;
 using clock = std::chrono::steady_clock;
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
+// The decision a recipe makes from the sorted queue: hold, or watch one node.
+struct queue_decision {
+    bool holds = false;
+    std::size_t watch_index = 0;  // the node to watch when not holding
+    bool deletion_grants = false; // that node's deletion makes us a holder with no re-read
+};
+using queue_rule = std::function<queue_decision(const std::vector<std::string>& sorted, std::size_t ours)>;
+
+// The mutex rule: the first in the queue holds; the others watch the node just before them.
+queue_decision mutex_rule(const std::vector<std::string>&, std::size_t ours)
+{
+    if (ours == 0)
+        return {true, 0, false};
+    return {false, ours - 1, ours == 1};
+}
+
+// What the engine got: our node in the queue, holding.
+struct queued_node {
+    std::string path;
+    zkcoro::stat stat;
+};
+
+struct hold;
+struct local_waiter;
+
+// The one znode this process holds (or queues with) on the path, shared by the in-process
+// handoff: several tasks hold it one after another without touching ZooKeeper.
+struct node_state {
+    std::string node;
+    std::int64_t czxid = 0;
+    std::int64_t session_id = 0;
+    std::uint64_t generation = 0;
+    std::atomic<bool> lost{false};
+    int handoffs = 0;                // guarded by mutex_state::m
+    std::shared_ptr<hold> current;   // guarded by mutex_state::m
+    asio::cancellation_signal monitor_stop;  // client's executor only
+};
+
+// In-process handoffs of one node before it goes back to the end of ZooKeeper's queue, so that
+// other processes get their turn. Fencing tokens are czxid * 64 + handoff number.
+constexpr int max_handoffs = 63;
+constexpr std::int64_t token_scale = 64;
+
 struct mutex_state {
     mutex_state(client& c, std::string p, mutex_options o)
         : zk(client_access::share(c)), path(std::move(p)), opts(std::move(o))
@@ -74,24 +119,34 @@ struct mutex_state {
     std::string data;
     error_code path_error;
     std::mutex m;
-    std::unordered_map<owner_id, std::shared_ptr<hold>> holds;  // guarded by m
+    // Guarded by m.
+    std::unordered_map<owner_id, std::shared_ptr<hold>> holds;
+    bool active = false;                  // a task of ours is in ZooKeeper's queue or holds
+    std::deque<std::shared_ptr<local_waiter>> queue;  // tasks waiting behind it, FIFO
+    std::uint64_t handoffs_total = 0;
 };
 
 struct hold {
     std::shared_ptr<mutex_state> state;
-    std::string node;
-    std::int64_t czxid = 0;
-    std::int64_t session_id = 0;
-    std::uint64_t generation = 0;
+    std::shared_ptr<node_state> ns;
+    std::int64_t token = 0;
     owner_id owner = 0;
     std::atomic<bool> lost{false};
     // Guarded by state->m.
     std::size_t count = 1;
     bool released = false;
     std::vector<std::shared_ptr<op_state<>>> lost_waiters;
-    // Used on the client's executor only.
+    // Emitted on the client's executor.
     asio::cancellation_signal lost_signal;
-    asio::cancellation_signal monitor_stop;
+};
+
+// A task of this process waiting for the in-process handoff.
+struct local_waiter {
+    enum class status { waiting, granted, promoted, abandoned };
+    owner_id owner = 0;
+    status st = status::waiting;          // guarded by mutex_state::m
+    std::shared_ptr<hold> grant;          // set with granted
+    std::shared_ptr<op_state<>> wake;     // completes when st leaves waiting
 };
 
 namespace {
@@ -199,60 +254,92 @@ awaitable<error_code> ensure_path(client& zk, const std::string& path)
     co_return error_code{};
 }
 
-void fire_lost(const std::shared_ptr<hold>& h, std::string_view why)
+// Passes the "our task is in ZooKeeper's queue" role to the first local waiter, or clears it.
+// Returns the waiter to wake (outside the lock). Lock held.
+std::shared_ptr<op_state<>> promote_next(mutex_state& s)
 {
-    if (h->lost.exchange(true))
-        return;
-    std::vector<std::shared_ptr<op_state<>>> waiters;
-    {
-        std::lock_guard lk(h->state->m);
-        auto it = h->state->holds.find(h->owner);
-        if (it != h->state->holds.end() && it->second == h)
-            h->state->holds.erase(it);
-        waiters = std::move(h->lost_waiters);
-        h->lost_waiters.clear();
+    while (!s.queue.empty()) {
+        auto w = s.queue.front();
+        s.queue.pop_front();
+        if (w->st != local_waiter::status::waiting)
+            continue;
+        w->st = local_waiter::status::promoted;
+        return w->wake;
     }
-    h->state->zk.log(log_level::warn, fmt::format("lock {} lost: {}", h->node, why));
-    h->lost_signal.emit(asio::cancellation_type::terminal);
-    for (auto& w : waiters)
-        w->complete(client_errc::lock_lost);
-    // The session may come back with our node still there: it must not block everyone else.
-    asio::co_spawn(h->state->zk.get_executor(), guaranteed_delete(client_access::share(h->state->zk), h->node), asio::detached);
+    s.active = false;
+    return nullptr;
 }
 
-// Watches the session of a held lock and applies the lost policy. Runs on the client's
-// executor until the lock is released (monitor_stop) or lost.
-awaitable<void> monitor(std::shared_ptr<hold> h)
+void wake(const std::shared_ptr<op_state<>>& w)
+{
+    if (w)
+        w->complete({});
+}
+
+// The node is lost: its holder's guard reports it, the node is deleted (the session may come
+// back), and the next local waiter queues anew.
+void fire_lost(const std::shared_ptr<mutex_state>& s, const std::shared_ptr<node_state>& ns, std::string_view why)
+{
+    if (ns->lost.exchange(true))
+        return;
+    std::shared_ptr<hold> h;
+    std::vector<std::shared_ptr<op_state<>>> waiters;
+    std::shared_ptr<op_state<>> next;
+    {
+        std::lock_guard lk(s->m);
+        h = std::move(ns->current);
+        if (h) {
+            h->lost = true;
+            auto it = s->holds.find(h->owner);
+            if (it != s->holds.end() && it->second == h)
+                s->holds.erase(it);
+            waiters = std::move(h->lost_waiters);
+            h->lost_waiters.clear();
+            next = promote_next(*s);
+        }
+    }
+    s->zk.log(log_level::warn, fmt::format("lock {} lost: {}", ns->node, why));
+    if (h)
+        h->lost_signal.emit(asio::cancellation_type::terminal);
+    for (auto& w : waiters)
+        w->complete(client_errc::lock_lost);
+    wake(next);
+    asio::co_spawn(s->zk.get_executor(), guaranteed_delete(client_access::share(s->zk), ns->node), asio::detached);
+}
+
+// Watches the session of a held node and applies the lost policy. Runs on the client's executor
+// until the node is released (monitor_stop) or lost.
+awaitable<void> monitor(std::shared_ptr<mutex_state> st, std::shared_ptr<node_state> ns)
 {
     co_await asio::this_coro::throw_if_cancelled(false);
-    auto& zk = h->state->zk;
+    auto& zk = st->zk;
     auto ex = co_await asio::this_coro::executor;
     bool was_suspended = false;
-    for (int i = 0; i < 1000000 && !h->lost; ++i) {
+    for (int i = 0; i < 1000000 && !ns->lost; ++i) {
         auto s = zk.state();
-        if (zk.session_generation() != h->generation || s == session_state::expired ||
-            s == session_state::closed || (s == session_state::connecting && zk.session_generation() != 0)) {
-            fire_lost(h, "the session expired or was closed");
+        if (zk.session_generation() != ns->generation || s == session_state::expired ||
+            s == session_state::closed || s == session_state::connecting) {
+            fire_lost(st, ns, "the session expired or was closed");
             co_return;
         }
         if (s == session_state::suspended) {
             was_suspended = true;
-            if (h->state->opts.policy == lost_policy::suspended) {
-                fire_lost(h, "the connection was lost (policy: suspended)");
+            if (st->opts.policy == lost_policy::suspended) {
+                fire_lost(st, ns, "the connection was lost (policy: suspended)");
                 co_return;
             }
-            if (h->state->opts.policy == lost_policy::deadline) {
+            if (st->opts.policy == lost_policy::deadline) {
                 auto timeout = zk.session_timeout();
-                auto margin = h->state->opts.safety_margin.count() > 0 ? h->state->opts.safety_margin : timeout / 5;
+                auto margin = st->opts.safety_margin.count() > 0 ? st->opts.safety_margin : timeout / 5;
                 asio::steady_timer t(ex, may_expire_at(zk.last_heard(), timeout, margin));
-                auto [order, ec1, st, ec2] =
+                auto [order, ec1, next, ec2] =
                     co_await asio::experimental::make_parallel_group(zk.async_wait_state(s, asio::deferred),
                                                                      t.async_wait(asio::deferred))
                         .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
                 if (cancelled(co_await asio::this_coro::cancellation_state))
                     co_return;
                 if (order[0] == 1 && !ec2) {
-                    fire_lost(h, "the session may have expired: not reconnected in time (policy: deadline)");
+                    fire_lost(st, ns, "the session may have expired: not reconnected in time (policy: deadline)");
                     co_return;
                 }
                 continue;
@@ -261,11 +348,11 @@ awaitable<void> monitor(std::shared_ptr<hold> h)
         if (s == session_state::connected && was_suspended) {
             was_suspended = false;
             // Back on the same session: make sure our node survived.
-            auto [ec, r] = co_await zk.async_exists(h->node, use_tuple);
+            auto [ec, r] = co_await zk.async_exists(ns->node, use_tuple);
             if (cancelled(co_await asio::this_coro::cancellation_state))
                 co_return;
-            if (!ec && (!r.stat || r.stat->ephemeral_owner != h->session_id)) {
-                fire_lost(h, "the lock node is gone");
+            if (!ec && (!r.stat || r.stat->ephemeral_owner != ns->session_id)) {
+                fire_lost(st, ns, "the lock node is gone");
                 co_return;
             }
             continue;
@@ -276,34 +363,22 @@ awaitable<void> monitor(std::shared_ptr<hold> h)
     }
 }
 
-using acquire_result = std::tuple<error_code, std::optional<guard>>;
+using engine_result = std::tuple<error_code, std::optional<queued_node>>;
 
-awaitable<acquire_result> acquire_coro(std::shared_ptr<mutex_state> s, owner_id owner, clock::time_point deadline)
+// The lock queue engine: enters ZooKeeper's queue under `path` with a protected
+// ephemeral-sequential node named `base_name`, and waits until `rule` says we hold. An empty
+// result with no error: the deadline passed. On any unsuccessful end our node is deleted.
+awaitable<engine_result> queue_acquire(client& zk, std::string path, std::string base_name, std::string marker,
+                                       std::string data, queue_rule rule, clock::time_point deadline)
 {
-    co_await asio::this_coro::throw_if_cancelled(false);
-    co_await asio::this_coro::reset_cancellation_state(asio::enable_partial_cancellation());
     auto ex = co_await asio::this_coro::executor;
-    auto& zk = s->zk;
-    if (owner == 0)
-        co_return acquire_result{client_errc::invalid_argument, std::nullopt};
-    if (s->path_error)
-        co_return acquire_result{s->path_error, std::nullopt};
-    {
-        std::lock_guard lk(s->m);
-        auto it = s->holds.find(owner);
-        if (it != s->holds.end() && !it->second->released && !it->second->lost) {
-            ++it->second->count;
-            co_return acquire_result{error_code{}, guard(it->second, owner)};
-        }
-    }
-
     const std::string prefix = "_c_" + boost::uuids::to_string(boost::uuids::random_generator()()) + "-";
-    const std::string create_path = join_path(s->path, prefix + "lock-");
+    const std::string create_path = join_path(path, prefix + base_name);
     std::string node;
     zkcoro::stat node_stat;
-    auto give_up = [&](error_code ec) -> acquire_result {
-        asio::co_spawn(ex, abandon(client_access::share(zk), s->path, prefix, node), asio::detached);
-        return acquire_result{ec, std::nullopt};
+    auto give_up = [&](error_code ec) -> engine_result {
+        asio::co_spawn(ex, abandon(client_access::share(zk), path, prefix, node), asio::detached);
+        return engine_result{ec, std::nullopt};
     };
 
     std::vector<std::string> children;
@@ -315,23 +390,24 @@ awaitable<acquire_result> acquire_coro(std::shared_ptr<mutex_state> s, owner_id 
             // Create and list in one round trip.
             auto [order, cr_ec, cr, ch_ec, ch] =
                 co_await asio::experimental::make_parallel_group(
-                    zk.async_create(create_path, s->data, create_mode::ephemeral_sequential, asio::deferred),
-                    zk.async_get_children(s->path, asio::deferred))
+                    zk.async_create(create_path, data, create_mode::ephemeral_sequential, asio::deferred),
+                    zk.async_get_children(path, asio::deferred))
                     .async_wait(asio::experimental::wait_for_all(), asio::use_awaitable);
             if (cancelled(co_await asio::this_coro::cancellation_state))
                 co_return give_up(asio::error::operation_aborted);
             if (is_zk(cr_ec, ZNONODE)) {
-                if (auto ec = co_await ensure_path(zk, s->path); ec && !is_retriable(ec))
+                if (auto ec = co_await ensure_path(zk, path); ec && !is_retriable(ec))
                     co_return give_up(ec);
                 continue;
             }
             if (is_retriable(cr_ec)) {
                 // The create may or may not have happened: find it by its protected name.
                 if (!co_await wait_connected(zk, deadline))
-                    co_return give_up(clock::now() >= deadline ? error_code{} : make_error_code(client_errc::session_expired));
-                auto [fe, path, st] = co_await find_protected(zk, s->path, prefix);
-                if (!fe && !path.empty()) {
-                    node = path;
+                    co_return give_up(clock::now() >= deadline ? error_code{}
+                                                               : make_error_code(client_errc::session_expired));
+                auto [fe, found, st] = co_await find_protected(zk, path, prefix);
+                if (!fe && !found.empty()) {
+                    node = found;
                     node_stat = st;
                 }
                 continue;
@@ -344,7 +420,7 @@ awaitable<acquire_result> acquire_coro(std::shared_ptr<mutex_state> s, owner_id 
             children = std::move(ch.children);
         }
         if (!have_children) {
-            auto [ec, ch] = co_await zk.async_get_children(s->path, use_tuple);
+            auto [ec, ch] = co_await zk.async_get_children(path, use_tuple);
             if (cancelled(co_await asio::this_coro::cancellation_state))
                 co_return give_up(asio::error::operation_aborted);
             if (is_retriable(ec)) {
@@ -357,7 +433,7 @@ awaitable<acquire_result> acquire_coro(std::shared_ptr<mutex_state> s, owner_id 
             children = std::move(ch.children);
         }
         have_children = false;
-        sort_by_sequence(children, "lock-");
+        sort_by_sequence(children, marker);
         auto our_name = node_name(node);
         auto it = std::find(children.begin(), children.end(), our_name);
         if (it == children.end()) {
@@ -368,14 +444,14 @@ awaitable<acquire_result> acquire_coro(std::shared_ptr<mutex_state> s, owner_id 
                 co_return give_up(error_code{});
             continue;
         }
-        auto index = static_cast<std::size_t>(it - children.begin());
-        if (index == 0)
-            break;
+        auto decision = rule(children, static_cast<std::size_t>(it - children.begin()));
+        if (decision.holds)
+            co_return engine_result{error_code{}, queued_node{node, node_stat}};
         if (clock::now() >= deadline)
             co_return give_up(error_code{});
-        const bool predecessor_is_head = index == 1;
-        auto predecessor = join_path(s->path, children[index - 1]);
-        auto [gd_ec, gd] = co_await zk.async_get_data(predecessor, leave_watch, use_tuple);
+        auto watched = join_path(path, children[decision.watch_index]);
+        // A get_data watch: an exists watch on a node that vanished meanwhile would stay behind.
+        auto [gd_ec, gd] = co_await zk.async_get_data(watched, leave_watch, use_tuple);
         if (cancelled(co_await asio::this_coro::cancellation_state))
             co_return give_up(asio::error::operation_aborted);
         if (is_zk(gd_ec, ZNONODE))
@@ -406,24 +482,131 @@ awaitable<acquire_result> acquire_coro(std::shared_ptr<mutex_state> s, owner_id 
             }
             co_return give_up(w_ec);
         }
-        if (ev.type == watch_event_type::deleted && predecessor_is_head)
-            break;  // the head is gone and we were next: nothing sorts before us any more
+        if (ev.type == watch_event_type::deleted && decision.deletion_grants)
+            co_return engine_result{error_code{}, queued_node{node, node_stat}};
     }
-    if (node.empty())
-        co_return give_up(make_zk_error(ZOPERATIONTIMEOUT));
+    co_return give_up(make_zk_error(ZOPERATIONTIMEOUT));
+}
 
+using acquire_result = std::tuple<error_code, std::optional<guard>>;
+
+// Waits for a local waiter's turn (grant or promotion), the deadline, or cancellation.
+awaitable<void> wait_local(const std::shared_ptr<mutex_state>& s, const std::shared_ptr<local_waiter>& w,
+                           clock::time_point deadline)
+{
+    auto ex = co_await asio::this_coro::executor;
+    asio::steady_timer timer(ex, deadline);
+    auto wait_turn = asio::async_initiate<decltype(asio::deferred), void(error_code)>(
+        [s, w, ex](auto handler) {
+            auto op = std::make_shared<op_state<>>(std::move(handler), ex);
+            std::lock_guard lk(s->m);
+            if (w->st != local_waiter::status::waiting)
+                return void(op->complete({}));
+            op->bind_cancellation();
+            w->wake = op;
+        },
+        asio::deferred);
+    co_await asio::experimental::make_parallel_group(std::move(wait_turn), timer.async_wait(asio::deferred))
+        .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
+}
+
+std::shared_ptr<hold> make_hold(const std::shared_ptr<mutex_state>& s, const std::shared_ptr<node_state>& ns,
+                                owner_id owner)
+{
     auto h = std::make_shared<hold>();
     h->state = s;
-    h->node = node;
-    h->czxid = node_stat.czxid;
-    h->session_id = node_stat.ephemeral_owner;
-    h->generation = zk.session_generation();
+    h->ns = ns;
     h->owner = owner;
+    h->token = ns->czxid * token_scale + ns->handoffs;
+    return h;
+}
+
+awaitable<acquire_result> acquire_coro(std::shared_ptr<mutex_state> s, owner_id owner, clock::time_point deadline)
+{
+    co_await asio::this_coro::throw_if_cancelled(false);
+    co_await asio::this_coro::reset_cancellation_state(asio::enable_partial_cancellation());
+    auto ex = co_await asio::this_coro::executor;
+    if (owner == 0)
+        co_return acquire_result{client_errc::invalid_argument, std::nullopt};
+    if (s->path_error)
+        co_return acquire_result{s->path_error, std::nullopt};
+    std::shared_ptr<local_waiter> w;
     {
         std::lock_guard lk(s->m);
+        auto it = s->holds.find(owner);
+        if (it != s->holds.end() && !it->second->released && !it->second->lost) {
+            ++it->second->count;
+            co_return acquire_result{error_code{}, guard(it->second, owner)};
+        }
+        if (s->active && s->opts.local_handoff) {
+            w = std::make_shared<local_waiter>();
+            w->owner = owner;
+            s->queue.push_back(w);
+        } else {
+            s->active = true;
+        }
+    }
+
+    if (w) {
+        // Behind another task of ours: wait for it to hand the lock over in memory.
+        co_await wait_local(s, w, deadline);
+        bool aborted = cancelled(co_await asio::this_coro::cancellation_state);
+        std::shared_ptr<hold> granted;
+        {
+            std::lock_guard lk(s->m);
+            if (w->st == local_waiter::status::granted) {
+                granted = w->grant;
+            } else if (w->st == local_waiter::status::waiting) {
+                // Timed out or cancelled while still queued.
+                w->st = local_waiter::status::abandoned;
+                std::erase(s->queue, w);
+                co_return acquire_result{aborted ? make_error_code(asio::error::operation_aborted) : error_code{},
+                                         std::nullopt};
+            }
+        }
+        if (granted) {
+            guard g(granted, owner);
+            if (aborted) {
+                // Granted and cancelled at the same moment: pass it on.
+                co_return acquire_result{asio::error::operation_aborted, std::nullopt};
+            }
+            co_return acquire_result{error_code{}, std::move(g)};
+        }
+        // Promoted: we are now the task of ours in ZooKeeper's queue.
+        if (aborted || clock::now() >= deadline) {
+            std::shared_ptr<op_state<>> next;
+            {
+                std::lock_guard lk(s->m);
+                next = promote_next(*s);
+            }
+            wake(next);
+            co_return acquire_result{aborted ? make_error_code(asio::error::operation_aborted) : error_code{},
+                                     std::nullopt};
+        }
+    }
+
+    auto [ec, queued] = co_await queue_acquire(s->zk, s->path, "lock-", "lock-", s->data, mutex_rule, deadline);
+    if (ec || !queued) {
+        std::shared_ptr<op_state<>> next;
+        {
+            std::lock_guard lk(s->m);
+            next = promote_next(*s);
+        }
+        wake(next);
+        co_return acquire_result{ec, std::nullopt};
+    }
+    auto ns = std::make_shared<node_state>();
+    ns->node = queued->path;
+    ns->czxid = queued->stat.czxid;
+    ns->session_id = queued->stat.ephemeral_owner;
+    ns->generation = s->zk.session_generation();
+    auto h = make_hold(s, ns, owner);
+    {
+        std::lock_guard lk(s->m);
+        ns->current = h;
         s->holds[owner] = h;
     }
-    asio::co_spawn(ex, monitor(h), asio::bind_cancellation_slot(h->monitor_stop.slot(), asio::detached));
+    asio::co_spawn(ex, monitor(s, ns), asio::bind_cancellation_slot(ns->monitor_stop.slot(), asio::detached));
     co_return acquire_result{error_code{}, guard(h, owner)};
 }
 
@@ -495,13 +678,13 @@ guard::~guard()
         release_with(owner_, [](error_code) {});
 }
 
-std::int64_t guard::fencing_token() const noexcept { return hold_ ? hold_->czxid : 0; }
+std::int64_t guard::fencing_token() const noexcept { return hold_ ? hold_->token : 0; }
 const std::string& guard::node_path() const noexcept
 {
     static const std::string empty;
-    return hold_ ? hold_->node : empty;
+    return hold_ ? hold_->ns->node : empty;
 }
-std::int64_t guard::session_id() const noexcept { return hold_ ? hold_->session_id : 0; }
+std::int64_t guard::session_id() const noexcept { return hold_ ? hold_->ns->session_id : 0; }
 bool guard::lost() const noexcept { return hold_ && hold_->lost; }
 asio::cancellation_slot guard::lost_slot() noexcept
 {
@@ -528,7 +711,10 @@ void guard::release_with(owner_id o, detail::any_handler<void(error_code)> handl
         return void(op->complete(client_errc::not_owner));
     hold_.reset();
     std::vector<std::shared_ptr<op_state<>>> waiters;
+    std::shared_ptr<op_state<>> next;
+    auto ns = h->ns;
     bool last = false;
+    bool handed = false;
     {
         std::lock_guard lk(s.m);
         if (h->count > 0 && --h->count == 0 && !h->released) {
@@ -539,18 +725,46 @@ void guard::release_with(owner_id o, detail::any_handler<void(error_code)> handl
                 s.holds.erase(it);
             waiters = std::move(h->lost_waiters);
             h->lost_waiters.clear();
+            if (!h->lost && ns->current == h) {
+                ns->current = nullptr;
+                // Hand over in memory to the next task of ours, unless the batch is used up.
+                while (!s.queue.empty() && ns->handoffs < detail::max_handoffs) {
+                    auto w = s.queue.front();
+                    s.queue.pop_front();
+                    if (w->st != detail::local_waiter::status::waiting)
+                        continue;
+                    ++ns->handoffs;
+                    ++s.handoffs_total;
+                    auto h2 = detail::make_hold(h->state, ns, w->owner);
+                    ns->current = h2;
+                    s.holds[w->owner] = h2;
+                    w->grant = h2;
+                    w->st = detail::local_waiter::status::granted;
+                    next = w->wake;
+                    break;
+                }
+                handed = ns->current != nullptr;
+                if (!handed)
+                    next = detail::promote_next(s);
+            }
         }
     }
-    if (!last || h->lost)
-        return void(op->complete({}));
     for (auto& w : waiters)
         w->complete(asio::error::operation_aborted);
+    if (!last || h->lost)
+        return void(op->complete({}));
+    if (handed) {
+        // Handed over: the node stays.
+        detail::wake(next);
+        return void(op->complete({}));
+    }
+    detail::wake(next);
     // Stop the monitor (on the executor it runs on), then delete the node, retried until gone.
     asio::co_spawn(
         s.zk.get_executor(),
-        [h]() -> asio::awaitable<error_code> {
-            h->monitor_stop.emit(asio::cancellation_type::terminal);
-            co_return co_await detail::guaranteed_delete(detail::client_access::share(h->state->zk), h->node);
+        [ns, zk = detail::client_access::share(s.zk)]() mutable -> asio::awaitable<error_code> {
+            ns->monitor_stop.emit(asio::cancellation_type::terminal);
+            co_return co_await detail::guaranteed_delete(std::move(zk), ns->node);
         },
         [op](std::exception_ptr, error_code ec) { op->complete(ec); });
 }
@@ -570,6 +784,12 @@ mutex::mutex(client& c, std::string path, mutex_options opts)
 mutex::~mutex() = default;
 
 const std::string& mutex::path() const noexcept { return state_->path; }
+
+std::uint64_t mutex::local_handoffs() const
+{
+    std::lock_guard lk(state_->m);
+    return state_->handoffs_total;
+}
 
 std::size_t mutex::hold_count(owner_id owner) const
 {

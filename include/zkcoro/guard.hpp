@@ -43,8 +43,9 @@ public:
     explicit operator bool() const noexcept { return valid(); }
 
     // Strictly increasing across every grant of this lock, across processes: the lock node's
-    // czxid (ZooKeeper's global transaction id of its creation). Reentrant acquisitions by one
-    // task share the grant and its token.
+    // czxid (ZooKeeper's global transaction id of its creation, never its sequence number) x 64
+    // + the number of in-process handoffs of that node (at most 63). Reentrant acquisitions by
+    // one task share the grant and its token.
     std::int64_t fencing_token() const noexcept;
     // The lock node, e.g. "/locks/orders/_c_<uuid>-lock-0000000042".
     const std::string& node_path() const noexcept;

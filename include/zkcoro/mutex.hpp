@@ -39,6 +39,11 @@ struct mutex_options {
     // For lost_policy::deadline: how long before the possible expiry the lock counts as lost.
     // Zero: a fifth of the negotiated session timeout.
     std::chrono::milliseconds safety_margin{0};
+    // Tasks of this process waiting on this mutex object share one znode: a release hands the
+    // lock to the next of them in memory (FIFO), with no request to ZooKeeper. After 63 such
+    // handoffs the node goes back to the end of ZooKeeper's queue so other processes get their
+    // turn. Off: every task queues in ZooKeeper with a node of its own (Curator's behaviour).
+    bool local_handoff = true;
 };
 
 // One node in a lock's queue.
@@ -112,6 +117,9 @@ public:
         return asio::async_initiate<CompletionToken, void(error_code, std::vector<participant>)>(
             [this](auto handler) { start_participants(std::move(handler)); }, token);
     }
+
+    // How many times the lock passed between tasks of this object in memory.
+    std::uint64_t local_handoffs() const;
 
     // How many acquisitions `owner` holds on this object (0: none).
     std::size_t hold_count(owner_id owner) const;

@@ -491,3 +491,148 @@ TEST_CASE("invalid lock path")
         CHECK_FALSE(g.has_value());
     });
 }
+
+// Fast path 1: an uncontended acquire is one round trip of two pipelined requests (create and
+// list); release is one delete.
+TEST_CASE("fast path: create and list in one round trip")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client c(ioc.get_executor(), test_config());
+        co_await c.async_connect();
+        auto path = unique_path("fast1");
+        co_await c.async_create(path, "", create_mode::persistent);
+        mutex m(c, path);
+        auto before = c.stats().requests;
+        auto g = co_await m.acquire();
+        CHECK(c.stats().requests - before == 2);
+        co_await g.release();
+        CHECK(c.stats().requests - before == 3);
+        co_await c.async_remove(path);
+    });
+}
+
+// Fast path 2: a waiter whose predecessor was the head acquires on the deletion event with no
+// further request.
+TEST_CASE("fast path: the head's deletion grants with no re-read")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client a(ioc.get_executor(), test_config());
+        client b(ioc.get_executor(), test_config());
+        co_await a.async_connect();
+        co_await b.async_connect();
+        auto path = unique_path("fast2");
+        mutex ma(a, path), mb(b, path);
+        auto g = co_await ma.acquire();
+        std::optional<guard> gb;
+        mb.async_acquire(9, 10s, [&](error_code, std::optional<guard> r) { gb = std::move(r); });
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return (co_await children_of(a, path)).size() == 2; }));
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return b.stats().requests >= 3; }));
+        auto before = b.stats().requests;  // create, list, get_data with watch
+        co_await g.release();
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return gb.has_value(); }));
+        CHECK(b.stats().requests == before);
+    });
+}
+
+// Fast path 3: tasks of one process share one znode and pass the lock in memory, first come
+// first served; fencing tokens still increase.
+TEST_CASE("fast path: in-process handoff, FIFO, one znode")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client c(ioc.get_executor(), test_config());
+        co_await c.async_connect();
+        auto path = unique_path("fast3");
+        mutex m(c, path);
+        auto ex = co_await asio::this_coro::executor;
+        auto first = co_await m.acquire();
+        std::vector<int> order;
+        std::vector<std::int64_t> tokens{first.fencing_token()};
+        int done = 0;
+        for (int t = 0; t < 10; ++t) {
+            asio::co_spawn(ex, [&, t]() -> awaitable<void> {
+                auto g = co_await m.acquire();
+                order.push_back(t);
+                tokens.push_back(g.fencing_token());
+                co_await g.release();
+                ++done;
+            }, asio::detached);
+            // Let task t queue before task t+1 starts.
+            co_await asio::post(ex, asio::use_awaitable);
+        }
+        CHECK((co_await children_of(c, path)).size() == 1);
+        co_await first.release();
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return done == 10; }));
+        CHECK(order == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+        CHECK(m.local_handoffs() == 10);
+        CHECK(std::is_sorted(tokens.begin(), tokens.end()));
+        CHECK(std::adjacent_find(tokens.begin(), tokens.end()) == tokens.end());
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return (co_await children_of(c, path)).empty(); }));
+    });
+}
+
+// The in-process handoff is bounded: another process waiting gets its turn while this one's
+// tasks keep asking.
+TEST_CASE("in-process handoff lets other processes in")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client a(ioc.get_executor(), test_config());
+        client b(ioc.get_executor(), test_config());
+        co_await a.async_connect();
+        co_await b.async_connect();
+        auto path = unique_path("fair");
+        mutex ma(a, path), mb(b, path);
+        auto ex = co_await asio::this_coro::executor;
+        bool stop = false;
+        int a_grants = 0, running = 0;
+        for (int t = 0; t < 8; ++t)
+            asio::co_spawn(ex, [&]() -> awaitable<void> {
+                ++running;
+                for (int i = 0; i < 2000 && !stop; ++i) {
+                    auto g = co_await ma.acquire();
+                    ++a_grants;
+                    co_await g.release();
+                }
+                --running;
+            }, asio::detached);
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return a_grants > 20; }));
+        auto g = co_await mb.acquire(10s);
+        int a_grants_when_b_got_it = a_grants;
+        stop = true;
+        CHECK(g.has_value());
+        CHECK_FALSE(a_grants_when_b_got_it >= 8 * 2000);
+        if (g)
+            co_await g->release();
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return running == 0; }, 20000ms));
+    }, 60s);
+}
+
+// With local_handoff off, every task queues with a node of its own (Curator's behaviour).
+TEST_CASE("local handoff can be turned off")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client c(ioc.get_executor(), test_config());
+        co_await c.async_connect();
+        auto path = unique_path("nohandoff");
+        mutex_options o;
+        o.local_handoff = false;
+        mutex m(c, path, o);
+        auto ex = co_await asio::this_coro::executor;
+        auto first = co_await m.acquire();
+        int done = 0;
+        for (int t = 0; t < 5; ++t)
+            asio::co_spawn(ex, [&]() -> awaitable<void> {
+                auto g = co_await m.acquire();
+                co_await g.release();
+                ++done;
+            }, asio::detached);
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return (co_await children_of(c, path)).size() == 6; }));
+        co_await first.release();
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return done == 5; }));
+        CHECK(m.local_handoffs() == 0);
+    });
+}

@@ -39,7 +39,10 @@ TEST_CASE("task ids: stable per task, distinct across tasks")
             auto first = co_await zkcoro::this_task::id();
             bool same = true;
             for (int hop = 0; hop < 50; ++hop) {
-                co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
+                // A timer completes on whichever pool thread runs the reactor (a post would stay
+                // in the posting thread's private queue).
+                asio::steady_timer pause(co_await asio::this_coro::executor, std::chrono::microseconds(500));
+                co_await pause.async_wait(asio::use_awaitable);
                 {
                     std::lock_guard lk(m);
                     threads_seen.insert(std::this_thread::get_id());

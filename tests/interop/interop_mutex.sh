@@ -1,0 +1,273 @@
+#!/bin/bash
+# Interop test of zkcoro::mutex against Apache Curator's InterProcessMutex on one ZooKeeper.
+#
+#   zkcoro-with-server -- bash tests/interop/interop_mutex.sh BUILD_DIR
+#
+# Needs ZK_CONNECT (zkcoro-with-server sets it), BUILD_DIR/tests/interop/{zkcoro-holder,
+# interval-check}, and javac/java with Debian's Curator jars (see build.sh).
+#
+# 1. Mixed contention: 2 CuratorHolder processes and 2 zkcoro-holder processes (one of them with
+#    two tasks) contend on ONE path for ~4 s, holding ~15 ms, all logging into one file;
+#    interval-check must find no overlap and every process/task must have acquired.
+# 2. Participants order: a zkcoro-holder holds the lock once for a long time, a CuratorHolder and
+#    another zkcoro-holder queue behind it; once the three nodes exist, Curator's
+#    getParticipantNodes and zkcoro's async_participants must print identical lists, holder
+#    first. The three holds are then checked for overlap too.
+# 3. negative_control.sh: the checker detects overlaps on different paths and passes on one.
+#
+# Every wait is bounded; only processes started here are ended (by PID). Exit 0 only if every
+# check passed; 1 on a failed check; 2 on bad usage or setup trouble.
+set -euo pipefail
+
+if [ $# -ne 1 ]; then
+    echo "usage: zkcoro-with-server -- bash $0 BUILD_DIR" >&2
+    exit 2
+fi
+build=$(cd "$1" && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+connect=${ZK_CONNECT:-}
+if [ -z "$connect" ]; then
+    echo "$0: ZK_CONNECT is not set: run me under zkcoro-with-server" >&2
+    exit 2
+fi
+holder="$build/tests/interop/zkcoro-holder"
+check="$build/tests/interop/interval-check"
+java_bin=${JAVA:-java}
+for p in "$holder" "$check"; do
+    if [ ! -x "$p" ]; then
+        echo "$0: missing $p (build it with ninja -C $build)" >&2
+        exit 2
+    fi
+done
+duration_ms=${DURATION_MS:-4000}
+hold_ms=${HOLD_MS:-15}
+long_hold_ms=${LONG_HOLD_MS:-6000}
+
+t_start=$(date +%s%N)
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/zkcoro-interop.XXXXXX")
+started=()  # PIDs of background processes started here and not yet reaped
+
+cleanup() {
+    local pid
+    for pid in "${started[@]}"; do
+        if kill -0 "$pid" 2>/dev/null; then
+            kill -TERM "$pid" 2>/dev/null || true
+        fi
+    done
+    for pid in "${started[@]}"; do
+        wait_pid "$pid" 5 >/dev/null 2>&1 || true
+    done
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+forget() {  # forget PID: drop it from started[] once reaped
+    local keep=() p
+    for p in "${started[@]}"; do
+        [ "$p" = "$1" ] || keep+=("$p")
+    done
+    started=("${keep[@]+"${keep[@]}"}")
+}
+
+# wait_pid PID SECONDS: waits at most SECONDS for PID to end (TERM, then KILL after it),
+# reaps it and returns its exit status (124 when it had to be ended).
+wait_pid() {
+    local pid=$1 limit=$2 rc=0 timed_out=0
+    local deadline=$(( $(date +%s%N) + limit * 1000000000 ))
+    while kill -0 "$pid" 2>/dev/null; do
+        if [ "$(date +%s%N)" -ge "$deadline" ]; then
+            timed_out=1
+            echo "$0: process $pid still running after ${limit}s: ending it" >&2
+            kill -TERM "$pid" 2>/dev/null || true
+            for _ in $(seq 1 30); do
+                kill -0 "$pid" 2>/dev/null || break
+                sleep 0.1
+            done
+            kill -KILL "$pid" 2>/dev/null || true
+            break
+        fi
+        sleep 0.05
+    done
+    wait "$pid" || rc=$?
+    forget "$pid"
+    [ "$timed_out" -eq 0 ] || rc=124
+    return "$rc"
+}
+
+failures=0
+fail() {
+    echo "FAIL: $*"
+    failures=$((failures + 1))
+}
+elapsed() {
+    echo "$(( ($(date +%s%N) - t_start) / 1000000 )) ms"
+}
+
+# start_curator NAME ARGS...: CuratorHolder in the background, output in $tmp/NAME.{out,err}
+start_curator() {
+    local name=$1
+    shift
+    "$java_bin" -cp "$cp" CuratorHolder --connect "$connect" --recipe mutex "$@" \
+        >"$tmp/$name.out" 2>"$tmp/$name.err" &
+    pids[$name]=$!
+    started+=("$!")
+}
+# start_zkcoro NAME ARGS...: zkcoro-holder in the background
+start_zkcoro() {
+    local name=$1
+    shift
+    "$holder" --connect "$connect" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
+    pids[$name]=$!
+    started+=("$!")
+}
+# finish NAME SECONDS: waits for NAME; fails unless it exited 0 having acquired at least once.
+finish() {
+    local name=$1 rc=0
+    wait_pid "${pids[$name]}" "$2" || rc=$?
+    local acquired
+    acquired=$(sed -n 's/^acquired=//p' "$tmp/$name.out" | tail -n 1)
+    echo "  $name: exit $rc, acquired=${acquired:-?}"
+    if [ "$rc" -ne 0 ] || [ -z "$acquired" ] || [ "$acquired" -lt 1 ]; then
+        fail "$name (exit $rc, acquired=${acquired:-none}); its stderr:"
+        sed 's/^/    /' "$tmp/$name.err"
+        return 1
+    fi
+    return 0
+}
+# zk_participants PATH: zkcoro's participants list (bounded); empty output on failure
+zk_participants() {
+    timeout 30 "$holder" --participants --connect "$connect" --path "$1" 2>>"$tmp/participants.err" || true
+}
+
+declare -A pids
+run_id="$(date +%s)-$$"
+base="/zkcoro-interop/mutex-$run_id"
+
+echo "== interop_mutex: ZooKeeper at $connect, work dir $tmp"
+echo "== building CuratorHolder"
+"$here/build.sh" "$tmp/java" >"$tmp/build.log" 2>&1 || {
+    cat "$tmp/build.log" >&2
+    echo "$0: building CuratorHolder failed" >&2
+    exit 2
+}
+cp=$(cat "$tmp/java/classpath.txt")
+
+# ---------------------------------------------------------------------------------------------
+echo "== 1. mixed contention on $base/shared: 2 Curator + 2 zkcoro processes (3 zkcoro tasks)," \
+     "${duration_ms} ms, hold ${hold_ms} ms"
+log1="$tmp/mixed.log"
+: >"$log1"
+common=(--path "$base/shared" --duration-ms "$duration_ms" --hold-ms "$hold_ms" --log "$log1")
+start_curator cur-a "${common[@]}" --id cur-a
+start_curator cur-b "${common[@]}" --id cur-b
+start_zkcoro zk-a "${common[@]}" --id zk-a --tasks 2
+start_zkcoro zk-b "${common[@]}" --id zk-b
+limit=$(( duration_ms / 1000 + 60 ))
+for n in cur-a cur-b zk-a zk-b; do
+    finish "$n" "$limit" || true
+done
+if "$check" --max-print 10 --expect-ids cur-a,cur-b,zk-a.1,zk-a.2,zk-b "$log1" | sed 's/^/  /'; then
+    echo "PASS: mixed contention: no overlap, every process and task acquired ($(elapsed))"
+else
+    fail "mixed contention: interval-check reported overlaps or missing ids"
+fi
+
+# ---------------------------------------------------------------------------------------------
+echo "== 2. participants order on $base/queue: zkcoro holds ${long_hold_ms} ms, Curator and zkcoro queue"
+qpath="$base/queue"
+log2="$tmp/queue.log"
+: >"$log2"
+# One acquisition each (--max-count 1); the waiters' acquire timeout outlasts the long hold so
+# that they never leave the queue while it is compared.
+start_zkcoro q-holder --path "$qpath" --duration-ms 1000 --max-count 1 --hold-ms "$long_hold_ms" \
+    --log "$log2" --id q-holder
+holder_node=""
+for _ in $(seq 1 100); do  # bounded: at most ~100 polls
+    mapfile -t nodes < <(zk_participants "$qpath")
+    if [ "${#nodes[@]}" -ge 1 ]; then
+        holder_node=${nodes[0]}
+        break
+    fi
+    sleep 0.1
+done
+queue_ok=1
+if [ -z "$holder_node" ]; then
+    fail "participants: the long holder's node never appeared"
+    queue_ok=0
+else
+    echo "  holder node: $holder_node"
+    waiter_args=(--path "$qpath" --duration-ms $((long_hold_ms + 10000)) --max-count 1 --hold-ms 10
+                 --acquire-timeout-ms $((long_hold_ms + 10000)) --log "$log2")
+    start_curator q-curator "${waiter_args[@]}" --id q-curator
+    start_zkcoro q-zkcoro "${waiter_args[@]}" --id q-zkcoro
+    nodes=()
+    for _ in $(seq 1 150); do
+        mapfile -t nodes < <(zk_participants "$qpath")
+        [ "${#nodes[@]}" -ge 3 ] && break
+        sleep 0.1
+    done
+    if [ "${#nodes[@]}" -ne 3 ]; then
+        fail "participants: expected 3 nodes in the queue, saw ${#nodes[@]}: ${nodes[*]-}"
+        queue_ok=0
+    else
+        timeout 60 "$java_bin" -cp "$cp" CuratorHolder --participants --connect "$connect" \
+            --path "$qpath" --recipe mutex >"$tmp/curator-participants.txt" 2>"$tmp/curator-participants.err" || {
+            fail "participants: CuratorHolder --participants failed"
+            sed 's/^/    /' "$tmp/curator-participants.err"
+            queue_ok=0
+        }
+        zk_participants "$qpath" >"$tmp/zkcoro-participants.txt"
+        # The queue must not have moved while Curator was asked (the holder still holds).
+        printf '%s\n' "${nodes[@]}" >"$tmp/zkcoro-participants-before.txt"
+        echo "  Curator getParticipantNodes:"
+        sed 's/^/    /' "$tmp/curator-participants.txt"
+        echo "  zkcoro async_participants:"
+        sed 's/^/    /' "$tmp/zkcoro-participants.txt"
+        if [ "$queue_ok" -eq 1 ]; then
+            if ! cmp -s "$tmp/zkcoro-participants-before.txt" "$tmp/zkcoro-participants.txt"; then
+                fail "participants: the queue changed during the comparison (the long hold ended too soon?)"
+                queue_ok=0
+            elif ! cmp -s "$tmp/curator-participants.txt" "$tmp/zkcoro-participants.txt"; then
+                fail "participants: Curator's and zkcoro's lists differ"
+                diff "$tmp/curator-participants.txt" "$tmp/zkcoro-participants.txt" | sed 's/^/    /' || true
+                queue_ok=0
+            elif [ "$(head -n 1 "$tmp/zkcoro-participants.txt")" != "$holder_node" ]; then
+                fail "participants: the holder ($holder_node) is not listed first"
+                queue_ok=0
+            fi
+        fi
+    fi
+fi
+limit=$(( long_hold_ms / 1000 + 60 ))
+for n in q-holder q-curator q-zkcoro; do
+    [ -n "${pids[$n]:-}" ] || continue
+    finish "$n" "$limit" || queue_ok=0
+done
+if [ -n "$holder_node" ]; then
+    if ! "$check" --expect-ids q-holder,q-curator,q-zkcoro "$log2" | sed 's/^/  /'; then
+        fail "participants: the queued holds overlapped or did not all happen"
+        queue_ok=0
+    fi
+fi
+if [ "$queue_ok" -eq 1 ]; then
+    echo "PASS: participants: identical 3-node lists from Curator and zkcoro, holder first," \
+         "then the queue drained without overlap ($(elapsed))"
+fi
+
+# ---------------------------------------------------------------------------------------------
+echo "== 3. negative/positive controls of the checker (negative_control.sh)"
+rc=0
+INTERVAL_CHECK="$check" timeout 120 sh "$here/negative_control.sh" "$connect" "$tmp/java" \
+    >"$tmp/control.out" 2>"$tmp/control.err" || rc=$?
+sed 's/^/  /' "$tmp/control.out"
+if [ "$rc" -eq 0 ]; then
+    echo "PASS: negative_control.sh ($(elapsed))"
+else
+    fail "negative_control.sh exited $rc; its stderr:"
+    sed 's/^/    /' "$tmp/control.err"
+fi
+
+echo "== interop_mutex: $failures failure(s) in $(elapsed)"
+[ "$failures" -eq 0 ]

@@ -1,0 +1,388 @@
+// zkcoro-holder: contends on a lock with zkcoro::mutex and logs every hold, the zkcoro
+// counterpart of CuratorHolder.java, so that the interval checker can prove mutual exclusion
+// between Curator and zkcoro processes (and between tasks of one zkcoro process).
+//
+//   zkcoro-holder --connect HOST:PORT --path /locks/x --duration-ms D --hold-ms H --log FILE
+//                 --id NAME [--recipe mutex] [--tasks N] [--session-timeout-ms 4000]
+//                 [--connection-timeout-ms 3000] [--acquire-timeout-ms 2000] [--max-count 100000]
+//   zkcoro-holder --participants --connect HOST:PORT --path /locks/x [--recipe mutex]
+//
+// Each hold appends one line "<id> X <enter_ns> <exit_ns>" to FILE with a single write(2) on a
+// descriptor opened with O_APPEND, so several holders may share a file. enter_ns is read after
+// acquire() returned, exit_ns before release() is called: the logged interval lies inside the
+// real hold. Both are clock_gettime(CLOCK_MONOTONIC), the clock of Java's System.nanoTime().
+//
+// --tasks N runs N tasks (separate co_spawns, hence separate lock owners) on one zkcoro::mutex
+// object of one client; task k (1..N) logs with id "<id>.<k>". With N = 1 the id is "<id>".
+//
+// stdout: "acquired=<total>" at the end (participants mode: one node path per line, holder
+// first). stderr: per-task counts and warnings. Exit 0 on success, 2 on error or bad usage.
+#include <zkcoro/client.hpp>
+#include <zkcoro/guard.hpp>
+#include <zkcoro/mutex.hpp>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/system/system_error.hpp>
+
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace {
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+
+constexpr std::string_view usage_text =
+    "usage: zkcoro-holder --connect HOST:PORT --path /locks/x --duration-ms D --hold-ms H\n"
+    "         --log FILE --id NAME [--recipe mutex] [--tasks N] [--session-timeout-ms 4000]\n"
+    "         [--connection-timeout-ms 3000] [--acquire-timeout-ms 2000] [--max-count 100000]\n"
+    "       zkcoro-holder --participants --connect HOST:PORT --path /locks/x [--recipe mutex]\n";
+
+struct usage_error : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+struct options {
+    std::string connect;
+    std::string path;
+    std::string log_file;
+    std::string id;
+    long long duration_ms = -1;
+    long long hold_ms = -1;
+    long long session_timeout_ms = 4000;
+    long long connection_timeout_ms = 3000;
+    long long acquire_timeout_ms = 2000;
+    long long max_count = 100000;
+    long long tasks = 1;
+    bool participants = false;
+};
+
+long long number(std::string_view key, std::string_view val, long long min)
+{
+    long long n = 0;
+    auto [ptr, ec] = std::from_chars(val.data(), val.data() + val.size(), n);
+    if (ec != std::errc{} || ptr != val.data() + val.size())
+        throw usage_error(fmt::format("{} needs an integer, got '{}'", key, val));
+    if (n < min || n > 2147483647LL)
+        throw usage_error(fmt::format("{} out of range: {}", key, val));
+    return n;
+}
+
+options parse(int argc, char** argv)
+{
+    options o;
+    std::map<std::string, std::string> v;
+    for (int i = 1; i < argc; ++i) {
+        std::string_view a = argv[i];
+        if (a == "--participants") {
+            o.participants = true;
+            continue;
+        }
+        if (a == "--help" || a == "-h")
+            throw usage_error("help requested");
+        if (!a.starts_with("--"))
+            throw usage_error(fmt::format("unexpected argument: {}", a));
+        std::string key(a);
+        std::string val;
+        if (auto eq = a.find('='); eq != std::string_view::npos && eq > 0) {
+            key = std::string(a.substr(0, eq));
+            val = std::string(a.substr(eq + 1));
+        } else {
+            if (i + 1 >= argc)
+                throw usage_error(fmt::format("missing value for {}", a));
+            val = argv[++i];
+        }
+        v[key] = val;
+    }
+    for (const auto& [k, val] : v) {
+        if (k == "--connect") o.connect = val;
+        else if (k == "--path") o.path = val;
+        else if (k == "--recipe") {
+            if (val != "mutex")
+                throw usage_error(fmt::format("only --recipe mutex is supported, not {}", val));
+        }
+        else if (k == "--duration-ms") o.duration_ms = number(k, val, 0);
+        else if (k == "--hold-ms") o.hold_ms = number(k, val, 0);
+        else if (k == "--log") o.log_file = val;
+        else if (k == "--id") o.id = val;
+        else if (k == "--session-timeout-ms") o.session_timeout_ms = number(k, val, 1);
+        else if (k == "--connection-timeout-ms") o.connection_timeout_ms = number(k, val, 1);
+        else if (k == "--acquire-timeout-ms") o.acquire_timeout_ms = number(k, val, 1);
+        else if (k == "--max-count") o.max_count = number(k, val, 1);
+        else if (k == "--tasks") o.tasks = std::min(number(k, val, 1), 64LL);
+        else throw usage_error(fmt::format("unknown option {}", k));
+    }
+    if (o.connect.empty())
+        throw usage_error("--connect is required");
+    if (o.path.empty() || o.path[0] != '/')
+        throw usage_error("--path /absolute/path is required");
+    if (o.participants)
+        return o;
+    if (o.duration_ms < 0)
+        throw usage_error("--duration-ms is required");
+    if (o.hold_ms < 0)
+        throw usage_error("--hold-ms is required");
+    if (o.log_file.empty())
+        throw usage_error("--log is required");
+    if (o.id.empty() || std::any_of(o.id.begin(), o.id.end(), [](char c) {
+            return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+        }))
+        throw usage_error("--id NAME (non-empty, no whitespace) is required");
+    return o;
+}
+
+std::int64_t monotonic_ns()
+{
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// One line, one write(2): with O_APPEND the line lands whole at the end of the file.
+void append_line(int fd, const std::string& line)
+{
+    for (;;) {
+        const ssize_t n = ::write(fd, line.data(), line.size());
+        if (n == static_cast<ssize_t>(line.size()))
+            return;
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            throw std::runtime_error(fmt::format("write to log failed: {}", std::strerror(errno)));
+        throw std::runtime_error(fmt::format("short write to log ({} of {} bytes)", n, line.size()));
+    }
+}
+
+zkcoro::client_config make_config(const options& o)
+{
+    zkcoro::client_config cfg;
+    cfg.connect_string = o.connect;
+    cfg.session_timeout = std::chrono::milliseconds(o.session_timeout_ms);
+    cfg.connect_timeout = std::chrono::milliseconds(std::max(o.connection_timeout_ms, o.session_timeout_ms));
+    cfg.log_threshold = zkcoro::log_level::warn;
+    cfg.log = [](zkcoro::log_level l, std::string_view m) {
+        fmt::print(stderr, "zkcoro-holder: [{}] {}\n", zkcoro::to_string(l), m);
+    };
+    return cfg;
+}
+
+struct task_result {
+    std::string id;
+    long long count = 0;
+    long long suspect = 0;
+    std::exception_ptr error;
+    bool done = false;
+};
+
+asio::awaitable<void> hold_loop(zkcoro::mutex& m, const options& o, int fd,
+                                std::chrono::steady_clock::time_point deadline, task_result& r)
+{
+    auto ex = co_await asio::this_coro::executor;
+    asio::steady_timer pause(ex);
+    while (r.count < o.max_count) {
+        const auto now = std::chrono::steady_clock::now();
+        if (now >= deadline)
+            break;
+        const auto wait = std::min<std::chrono::steady_clock::duration>(
+            std::chrono::milliseconds(o.acquire_timeout_ms), deadline - now);
+        auto g = co_await m.acquire(wait);
+        if (!g)
+            continue;  // timed out: retry while time remains
+        const std::int64_t enter = monotonic_ns();
+        if (o.hold_ms > 0) {
+            pause.expires_after(std::chrono::milliseconds(o.hold_ms));
+            co_await pause.async_wait(asio::use_awaitable);
+        }
+        const std::int64_t exit = monotonic_ns();
+        // lost() covers "the session may have expired": the hold may not have been exclusive.
+        const bool lost = g->lost();
+        co_await g->release();
+        if (lost) {
+            ++r.suspect;
+            fmt::print(stderr, "zkcoro-holder[{}]: warning: lock lost during hold {}..{} (exclusion not guaranteed for it)\n",
+                       r.id, enter, exit);
+        }
+        append_line(fd, fmt::format("{} X {} {}\n", r.id, enter, exit));
+        ++r.count;
+    }
+}
+
+int run_holder(const options& o)
+{
+    const int fd = ::open(o.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        fmt::print(stderr, "zkcoro-holder: cannot open {}: {}\n", o.log_file, std::strerror(errno));
+        return 2;
+    }
+
+    asio::io_context ioc;
+    zkcoro::client c(ioc.get_executor(), make_config(o));
+    zkcoro::mutex m(c, o.path);
+    std::vector<task_result> results(static_cast<std::size_t>(o.tasks));
+    for (std::size_t k = 0; k < results.size(); ++k)
+        results[k].id = o.tasks == 1 ? o.id : fmt::format("{}.{}", o.id, k + 1);
+    std::exception_ptr main_error;
+    bool finished = false;
+
+    asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        try {
+            co_await c.async_connect();
+        } catch (...) {
+            main_error = std::current_exception();
+            c.close();
+            co_return;
+        }
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(o.duration_ms);
+        // Woken (cancelled) by the last task to finish.
+        asio::steady_timer all_done(ex, std::chrono::steady_clock::time_point::max());
+        std::size_t running = results.size();
+        for (auto& r : results) {
+            asio::co_spawn(ex, hold_loop(m, o, fd, deadline, r), [&](std::exception_ptr e) {
+                r.error = e;
+                r.done = true;
+                if (--running == 0)
+                    all_done.cancel();
+            });
+        }
+        while (running > 0) {
+            boost::system::error_code ec;
+            co_await all_done.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+        }
+        boost::system::error_code ec;
+        co_await c.async_close(asio::redirect_error(asio::use_awaitable, ec));
+        finished = true;
+    }, [&](std::exception_ptr e) {
+        if (e && !main_error)
+            main_error = e;
+    });
+
+    // Bounded: duration, plus one acquire timeout and one hold, plus the connection, plus slack.
+    const auto budget = std::chrono::milliseconds(o.duration_ms + o.acquire_timeout_ms + o.hold_ms +
+                                                  std::max(o.connection_timeout_ms, o.session_timeout_ms)) +
+                        30s;
+    ioc.run_for(budget);
+    if (!ioc.stopped() && !finished) {
+        fmt::print(stderr, "zkcoro-holder[{}]: did not finish within {} ms\n", o.id,
+                   std::chrono::duration_cast<std::chrono::milliseconds>(budget).count());
+        std::fflush(stderr);
+        std::_Exit(2);
+    }
+    ::close(fd);
+
+    int rc = 0;
+    auto describe = [](const std::exception_ptr& e) -> std::string {
+        try {
+            std::rethrow_exception(e);
+        } catch (const std::exception& x) {
+            return x.what();
+        } catch (...) {
+            return "unknown exception";
+        }
+    };
+    if (main_error) {
+        fmt::print(stderr, "zkcoro-holder[{}]: error: {}\n", o.id, describe(main_error));
+        rc = 2;
+    }
+    long long total = 0;
+    for (const auto& r : results) {
+        total += r.count;
+        if (r.error) {
+            fmt::print(stderr, "zkcoro-holder[{}]: error: {}\n", r.id, describe(r.error));
+            rc = 2;
+        } else if (!r.done && !main_error) {
+            fmt::print(stderr, "zkcoro-holder[{}]: task did not finish\n", r.id);
+            rc = 2;
+        }
+        if (r.suspect > 0)
+            fmt::print(stderr, "zkcoro-holder[{}]: {} hold(s) overlapped a lost lock\n", r.id, r.suspect);
+        if (o.tasks > 1)
+            fmt::print(stderr, "zkcoro-holder[{}]: acquired={}\n", r.id, r.count);
+    }
+    fmt::print("acquired={}\n", total);
+    std::fflush(stdout);
+    return rc;
+}
+
+int run_participants(const options& o)
+{
+    asio::io_context ioc;
+    zkcoro::client c(ioc.get_executor(), make_config(o));
+    zkcoro::mutex m(c, o.path);
+    std::vector<zkcoro::participant> parts;
+    std::exception_ptr error;
+    bool finished = false;
+    asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
+        co_await c.async_connect();
+        parts = co_await m.async_participants();
+        boost::system::error_code ec;
+        co_await c.async_close(asio::redirect_error(asio::use_awaitable, ec));
+        finished = true;
+    }, [&](std::exception_ptr e) {
+        if (e) {
+            error = e;
+            c.close();
+        }
+    });
+    const auto budget = std::chrono::milliseconds(std::max(o.connection_timeout_ms, o.session_timeout_ms)) + 30s;
+    ioc.run_for(budget);
+    if (!ioc.stopped() && !finished && !error) {
+        fmt::print(stderr, "zkcoro-holder: participants did not finish within {} ms\n",
+                   std::chrono::duration_cast<std::chrono::milliseconds>(budget).count());
+        std::fflush(stderr);
+        std::_Exit(2);
+    }
+    if (error) {
+        try {
+            std::rethrow_exception(error);
+        } catch (const std::exception& x) {
+            fmt::print(stderr, "zkcoro-holder: error: {}\n", x.what());
+        } catch (...) {
+            fmt::print(stderr, "zkcoro-holder: error: unknown exception\n");
+        }
+        return 2;
+    }
+    for (const auto& p : parts)
+        fmt::print("{}\n", p.path);
+    std::fflush(stdout);
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+    try {
+        const options o = parse(argc, argv);
+        return o.participants ? run_participants(o) : run_holder(o);
+    } catch (const usage_error& e) {
+        fmt::print(stderr, "zkcoro-holder: {}\n{}", e.what(), usage_text);
+        return 2;
+    } catch (const std::exception& e) {
+        fmt::print(stderr, "zkcoro-holder: error: {}\n", e.what());
+        return 2;
+    }
+}
