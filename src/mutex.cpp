@@ -372,7 +372,9 @@ awaitable<engine_result> queue_acquire(client& zk, std::string path, std::string
                                        std::string data, queue_rule rule, clock::time_point deadline)
 {
     auto ex = co_await asio::this_coro::executor;
-    const std::string prefix = "_c_" + boost::uuids::to_string(boost::uuids::random_generator()()) + "-";
+    // One generator per thread: constructing one seeds a Mersenne twister from the OS each time.
+    thread_local boost::uuids::random_generator uuid_gen;
+    const std::string prefix = "_c_" + boost::uuids::to_string(uuid_gen()) + "-";
     const std::string create_path = join_path(path, prefix + base_name);
     std::string node;
     zkcoro::stat node_stat;

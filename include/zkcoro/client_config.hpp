@@ -43,7 +43,7 @@ struct client_config {
     std::chrono::milliseconds connect_timeout{15000};
 
     // Sent on every connection (e.g. digest auth). Failure ends the client (client_errc::auth_failed).
-    std::vector<auth_info> auth;
+    std::vector<auth_info> auth{};
 
     // ACL given to nodes this client creates. Default: world:anyone, all permissions.
     acl default_acl = open_acl_unsafe();
@@ -53,14 +53,14 @@ struct client_config {
 
     // Where log lines go, the C library's own included. Called on a thread that runs the
     // client's executor, with no zkcoro lock held. Empty: nothing is logged.
-    std::function<void(log_level, std::string_view)> log;
+    std::function<void(log_level, std::string_view)> log{};
 
     // Lines above this level are not produced. The C library's level is process-wide: the most
     // verbose level of all live clients applies to it.
     log_level log_threshold = log_level::warn;
 
     // Re-attach to an existing session instead of creating one (tests, hand-over).
-    std::optional<session_credentials> resume_session;
+    std::optional<session_credentials> resume_session{};
 };
 
 // Checks the values of a configuration: connect string syntax (each host:port, port 1-65535,

@@ -420,3 +420,27 @@ TEST_CASE("reconnect through a proxy after a cut")
         CHECK(d.stat.num_children >= 0);
     });
 }
+
+// A chroot in the connect string: paths are relative to it, in requests, results and events.
+TEST_CASE("chroot")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client root(ioc.get_executor(), test_config());
+        co_await root.async_connect();
+        auto base = unique_path("chroot");
+        co_await root.async_create(base, "", create_mode::persistent);
+        client c(ioc.get_executor(), test_config(server_address() + base));
+        co_await c.async_connect();
+        auto r = co_await c.async_create("/a", "x", create_mode::ephemeral);
+        CHECK(r.path == "/a");
+        CHECK((co_await root.async_get_data(base + "/a")).data == "x");
+        auto w = co_await c.async_exists("/a", leave_watch);
+        co_await root.async_remove(base + "/a");
+        auto ev = co_await w.watch.async_wait();
+        CHECK(ev.path == "/a");
+        CHECK(ev.type == watch_event_type::deleted);
+        co_await c.async_close();
+        co_await root.async_remove(base);
+    });
+}
