@@ -12,6 +12,8 @@
 // Both clients live on the calling thread. The raw one calls the C library without zkcoro's
 // process-wide lock: that is safe here because no other thread calls into the library while the
 // raw client runs (zkcoro only closes handles on a thread of its own, and we wait for that).
+#include "bench_common.hpp"
+
 #include <zkcoro/client.hpp>
 
 #include <boost/asio/awaitable.hpp>
@@ -24,7 +26,6 @@
 
 #include <zookeeper/zookeeper.h>
 
-#include <arpa/inet.h>
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
@@ -33,30 +34,28 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <cmath>
-#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 namespace {
 
 namespace asio = boost::asio;
-using clock_type = std::chrono::steady_clock;
 using namespace std::chrono_literals;
+using zkbench::bench_error;
+using zkbench::check_deadline;
+using zkbench::clock_type;
+using zkbench::connect_timeout;
+using zkbench::g_deadline;
 
-struct bench_error : std::runtime_error {
-    using std::runtime_error::runtime_error;
-};
+constexpr const char* program = "zkcoro-cycle-bench";
 
 // ---------------------------------------------------------------------------------------------
 // Options
@@ -85,135 +84,29 @@ void usage(std::FILE* f)
         f);
 }
 
-long parse_long(std::string_view name, const std::string& v, long lo, long hi)
-{
-    errno = 0;
-    char* end = nullptr;
-    long x = std::strtol(v.c_str(), &end, 10);
-    if (v.empty() || errno != 0 || end == nullptr || *end != '\0' || x < lo || x > hi)
-        throw bench_error(fmt::format("{}: expected an integer in [{}, {}], got \"{}\"", name, lo, hi, v));
-    return x;
-}
-
-// Accepts one loopback "host:port" (127.0.0.0/8, ::1 or localhost); returns it numeric.
-std::string check_loopback(const std::string& s)
-{
-    auto colon = s.rfind(':');
-    if (colon == std::string::npos || colon == 0 || colon + 1 == s.size())
-        throw bench_error(fmt::format("--connect: expected one HOST:PORT, got \"{}\"", s));
-    std::string host = s.substr(0, colon);
-    std::string port = s.substr(colon + 1);
-    parse_long("--connect port", port, 1, 65535);
-    if (host == "localhost")
-        host = "127.0.0.1";
-    if (host.size() > 2 && host.front() == '[' && host.back() == ']')
-        host = host.substr(1, host.size() - 2);
-    in_addr a4{};
-    in6_addr a6{};
-    if (inet_pton(AF_INET, host.c_str(), &a4) == 1) {
-        if ((ntohl(a4.s_addr) >> 24) == 127)
-            return host + ":" + port;
-    } else if (inet_pton(AF_INET6, host.c_str(), &a6) == 1) {
-        if (IN6_IS_ADDR_LOOPBACK(&a6))
-            return "[" + host + "]:" + port;
-    }
-    throw bench_error(fmt::format("--connect: \"{}\" is not a loopback HOST:PORT (this benchmark "
-                                  "runs against a local server only)", s));
-}
-
 options parse_options(int argc, char** argv)
 {
     options o;
-    if (const char* env = std::getenv("ZK_CONNECT"); env && *env)
-        o.connect = env;
-    else
-        o.connect = "127.0.0.1:2181";
-    for (int i = 1; i < argc; ++i) {
-        std::string arg = argv[i];
-        std::string value;
-        bool has_value = false;
-        if (auto eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
-            value = arg.substr(eq + 1);
-            arg.resize(eq);
-            has_value = true;
-        }
-        if (arg == "--help" || arg == "-h") {
-            usage(stdout);
-            std::exit(0);
-        }
-        static constexpr std::string_view known[] = {"--connect", "--cycles", "--rounds", "--warmup",
-                                                     "--time-limit", "--only"};
-        if (std::find(std::begin(known), std::end(known), arg) == std::end(known))
-            throw bench_error(fmt::format("unknown option \"{}\" (see --help)", arg));
-        if (!has_value) {
-            if (i + 1 >= argc)
-                throw bench_error(fmt::format("{}: missing value (see --help)", arg));
-            value = argv[++i];
-        }
-        if (arg == "--connect")
-            o.connect = value;
-        else if (arg == "--cycles")
-            o.cycles = parse_long(arg, value, 1, 10'000'000);
-        else if (arg == "--rounds")
-            o.rounds = parse_long(arg, value, 1, 1'000'000);
-        else if (arg == "--warmup")
-            o.warmup = parse_long(arg, value, 0, 10'000'000);
-        else if (arg == "--time-limit")
-            o.time_limit = parse_long(arg, value, 1, 86'400);
-        else if (value == "raw" || value == "zkcoro") {  // --only
-            o.run_raw = value == "raw";
-            o.run_zkcoro = value == "zkcoro";
-        } else
-            throw bench_error(fmt::format("--only: expected raw or zkcoro, got \"{}\"", value));
-    }
-    o.connect = check_loopback(o.connect);
+    o.connect = zkbench::default_connect();
+    static constexpr zkbench::integer_option<options> integers[] = {
+        {"--cycles", &options::cycles, 1, 10'000'000},
+        {"--rounds", &options::rounds, 1, 1'000'000},
+        {"--warmup", &options::warmup, 0, 10'000'000},
+        {"--time-limit", &options::time_limit, 1, 86'400},
+    };
+    static constexpr std::string_view others[] = {"--only"};
+    zkbench::parse_args(argc, argv, usage, zkbench::help_with_value::usage, o, integers, others,
+                        [&o](const std::string&, const std::string& value) {
+                            if (value != "raw" && value != "zkcoro")
+                                throw bench_error(
+                                    fmt::format("--only: expected raw or zkcoro, got \"{}\"", value));
+                            o.run_raw = value == "raw";
+                            o.run_zkcoro = value == "zkcoro";
+                        });
+    o.connect = zkbench::loopback_only(o.connect, zkbench::bracketed_ipv4::accept);
     o.rounds = std::min(o.rounds, o.cycles);
     return o;
 }
-
-// ---------------------------------------------------------------------------------------------
-// Time limit
-
-clock_type::time_point g_deadline;  // the soft limit: checked by every wait
-
-void check_deadline(std::string_view what)
-{
-    if (clock_type::now() > g_deadline)
-        throw bench_error(fmt::format("time limit exceeded while {}", what));
-}
-
-// Ends the process if the run (cleanup included) outlasts a hard limit: the last resort against
-// a wait that no check reaches (zookeeper_close, io_context::run).
-class watchdog {
-public:
-    explicit watchdog(clock_type::time_point hard_deadline)
-        : thread_([this, hard_deadline] {
-              std::unique_lock lk(m_);
-              if (!cv_.wait_until(lk, hard_deadline, [this] { return stop_; })) {
-                  std::fputs("zkcoro-cycle-bench: hard time limit exceeded, aborting\n", stderr);
-                  std::_Exit(3);
-              }
-          })
-    {
-    }
-    ~watchdog()
-    {
-        {
-            std::lock_guard lk(m_);
-            stop_ = true;
-        }
-        cv_.notify_all();
-        thread_.join();
-    }
-    watchdog(const watchdog&) = delete;
-    watchdog& operator=(const watchdog&) = delete;
-
-private:
-    std::mutex m_;
-    std::condition_variable cv_;
-    bool stop_ = false;
-    std::thread thread_;  // last: started once the members it uses exist
-};
 
 // ---------------------------------------------------------------------------------------------
 // Measurements
@@ -228,31 +121,11 @@ double cpu_us()
     return us(ru.ru_utime) + us(ru.ru_stime);
 }
 
-struct series {
-    std::vector<std::int64_t> ns;  // per-cycle latencies
-    double cpu_us = 0;             // CPU of the measured phases
+// Per-cycle latencies in ns, and the CPU they took.
+struct series : zkbench::latencies {
+    double cpu_us = 0;  // CPU of the measured phases
     long phases = 0;
 
-    double mean_us() const
-    {
-        if (ns.empty())
-            return 0;
-        double sum = 0;
-        for (auto v : ns)
-            sum += static_cast<double>(v);
-        return sum / static_cast<double>(ns.size()) / 1e3;
-    }
-    // Nearest-rank percentile.
-    double percentile_us(double p) const
-    {
-        if (ns.empty())
-            return 0;
-        auto sorted = ns;
-        std::sort(sorted.begin(), sorted.end());
-        auto rank = static_cast<std::size_t>(std::ceil(p / 100.0 * static_cast<double>(sorted.size())));
-        rank = std::clamp<std::size_t>(rank, 1, sorted.size());
-        return static_cast<double>(sorted[rank - 1]) / 1e3;
-    }
     double per_s() const { return ns.empty() ? 0 : 1e6 / mean_us(); }
     double cpu_per_cycle_us() const { return ns.empty() ? 0 : cpu_us / static_cast<double>(ns.size()); }
 };
@@ -261,7 +134,6 @@ struct series {
 // The raw C client
 
 constexpr long max_pump_steps = 1'000'000;  // per wait; a reply normally takes 1 or 2
-constexpr auto connect_timeout = std::chrono::seconds(10);
 
 // The C library with its defaults, as zkcoro uses it: among them, host names re-resolved on every
 // zookeeper_interest call (zoo_set_servers_resolution_delay is not called by either side).
@@ -480,7 +352,7 @@ long raw_phase(raw_client& raw, const run_plan& plan, long count, series* out)
         auto t1 = clock_type::now();
         ++n;
         if (out)
-            out->ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
+            out->add(t1 - t0);
         if (t1 - start > plan.phase_budget)
             break;
     }
@@ -507,7 +379,7 @@ asio::awaitable<long> zkcoro_phase(zkcoro::client& c, const run_plan& plan, long
         auto t1 = clock_type::now();
         ++n;
         if (out)
-            out->ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
+            out->add(t1 - t0);
         if (t1 - start > plan.phase_budget)
             break;
         if (t1 > g_deadline)
@@ -600,16 +472,7 @@ asio::awaitable<void> run_bench(const options& o, results& res)
     plan.run_raw = o.run_raw;
     plan.run_zkcoro = o.run_zkcoro;
 
-    zkcoro::client_config cfg;
-    cfg.connect_string = o.connect;
-    cfg.session_timeout = 30s;  // the server clamps it to [2, 20] x tickTime
-    cfg.connect_timeout = connect_timeout;
-    cfg.log = [](zkcoro::log_level l, std::string_view m) {
-        std::fprintf(stderr, "zkcoro %.*s: %.*s\n", static_cast<int>(zkcoro::to_string(l).size()),
-                     zkcoro::to_string(l).data(), static_cast<int>(m.size()), m.data());
-    };
-    cfg.log_threshold = zkcoro::log_level::warn;
-    zkcoro::client zc(ex, std::move(cfg));
+    zkcoro::client zc(ex, zkbench::client_config(o.connect));
     std::optional<raw_client> raw;
 
     std::exception_ptr failure;
@@ -678,7 +541,8 @@ asio::awaitable<void> run_bench(const options& o, results& res)
         std::rethrow_exception(failure);
 }
 
-void report(const options& o, const results& r)
+// Prints the results; returns the exit status (0).
+int report(const options& o, const results& r)
 {
     const auto& p = r.plan;
     fmt::print("zkcoro cycle benchmark: create(ephemeral_sequential) + get_children + delete, one request at a time\n");
@@ -717,44 +581,13 @@ void report(const options& o, const results& r)
     if (p.run_zkcoro)
         result("zkcoro", r.zk);
     std::fflush(stdout);
+    return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv)
 {
-    options o;
-    try {
-        o = parse_options(argc, argv);
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "zkcoro-cycle-bench: %s\n", e.what());
-        return 2;
-    }
     zoo_set_debug_level(ZOO_LOG_LEVEL_WARN);
-
-    auto start = clock_type::now();
-    g_deadline = start + std::chrono::seconds(o.time_limit);
-    watchdog dog(g_deadline + 15s);
-
-    results res;
-    std::exception_ptr failure;
-    try {
-        asio::io_context ioc(1);
-        asio::co_spawn(ioc, run_bench(o, res), [&](std::exception_ptr e) { failure = e; });
-        ioc.run();
-    } catch (...) {
-        failure = std::current_exception();
-    }
-    if (failure) {
-        try {
-            std::rethrow_exception(failure);
-        } catch (const std::exception& e) {
-            std::fprintf(stderr, "zkcoro-cycle-bench: %s\n", e.what());
-        } catch (...) {
-            std::fprintf(stderr, "zkcoro-cycle-bench: unknown error\n");
-        }
-        return 1;
-    }
-    report(o, res);
-    return 0;
+    return zkbench::bench_main(argc, argv, program, parse_options, 15s, run_bench, report);
 }

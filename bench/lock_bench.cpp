@@ -16,6 +16,8 @@
 // Every loop is bounded in count and by an overall time limit (lock waits use the time left as
 // their timeout), enforced at last by a watchdog thread. Nodes live under
 // /zkcoro-bench/lock-<pid>-<workload> and are deleted afterwards.
+#include "bench_common.hpp"
+
 #include <zkcoro/client.hpp>
 #include <zkcoro/guard.hpp>
 #include <zkcoro/mutex.hpp>
@@ -32,43 +34,35 @@
 
 #include <fmt/format.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
-#include <cmath>
-#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <exception>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 namespace {
 
 namespace asio = boost::asio;
-using clock_type = std::chrono::steady_clock;
 using namespace std::chrono_literals;
+using zkbench::bench_error;
+using zkbench::check_deadline;
+using zkbench::clock_type;
+using zkbench::g_deadline;
+
+constexpr const char* program = "zkcoro-lock-bench";
 
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 // ZooKeeper result codes (zookeeper.h), as zkcoro passes them through.
 constexpr int zk_no_node = -101;
 constexpr int zk_not_empty = -111;
-
-struct bench_error : std::runtime_error {
-    using std::runtime_error::runtime_error;
-};
 
 // ---------------------------------------------------------------------------------------------
 // Options
@@ -96,98 +90,28 @@ void usage(std::FILE* f)
         f);
 }
 
-long parse_long(std::string_view name, const std::string& v, long lo, long hi)
-{
-    errno = 0;
-    char* end = nullptr;
-    long x = std::strtol(v.c_str(), &end, 10);
-    if (v.empty() || errno != 0 || end == nullptr || *end != '\0' || x < lo || x > hi)
-        throw bench_error(fmt::format("{}: expected an integer in [{}, {}], got \"{}\"", name, lo, hi, v));
-    return x;
-}
-
-// One loopback HOST:PORT (127.0.0.0/8, ::1, localhost), returned in numeric form.
-std::string loopback_only(const std::string& s)
-{
-    auto colon = s.rfind(':');
-    if (colon == std::string::npos || colon == 0 || colon + 1 == s.size())
-        throw bench_error(fmt::format("--connect: expected one HOST:PORT, got \"{}\"", s));
-    std::string host = s.substr(0, colon);
-    std::string port = s.substr(colon + 1);
-    parse_long("--connect port", port, 1, 65535);
-    if (host == "localhost")
-        host = "127.0.0.1";
-    bool bracketed = host.size() > 2 && host.front() == '[' && host.back() == ']';
-    if (bracketed)
-        host = host.substr(1, host.size() - 2);
-    in_addr v4{};
-    in6_addr v6{};
-    if (!bracketed && inet_pton(AF_INET, host.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127)
-        return host + ":" + port;
-    if (inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6))
-        return "[" + host + "]:" + port;
-    throw bench_error(fmt::format("--connect: \"{}\" is not a loopback HOST:PORT (this benchmark runs "
-                                  "against a local server only)", s));
-}
-
 options parse_options(int argc, char** argv)
 {
     options o;
-    const char* env = std::getenv("ZK_CONNECT");
-    o.connect = (env && *env) ? env : "127.0.0.1:2181";
-    for (int i = 1; i < argc; ++i) {
-        std::string arg = argv[i];
-        if (arg == "--help" || arg == "-h") {
-            usage(stdout);
-            std::exit(0);
-        }
-        std::string value;
-        bool inline_value = false;
-        if (auto eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
-            value = arg.substr(eq + 1);
-            arg.resize(eq);
-            inline_value = true;
-        }
-        static constexpr std::string_view known[] = {"--connect", "--cycles", "--warmup", "--tasks",
-                                                     "--per-task", "--time-limit"};
-        if (std::find(std::begin(known), std::end(known), arg) == std::end(known))
-            throw bench_error(fmt::format("unknown option \"{}\" (see --help)", arg));
-        if (!inline_value) {
-            if (i + 1 >= argc)
-                throw bench_error(fmt::format("{}: missing value (see --help)", arg));
-            value = argv[++i];
-        }
-        if (arg == "--connect")
-            o.connect = value;
-        else if (arg == "--cycles")
-            o.cycles = parse_long(arg, value, 1, 10'000'000);
-        else if (arg == "--warmup")
-            o.warmup = parse_long(arg, value, 0, 10'000'000);
-        else if (arg == "--tasks")
-            o.tasks = parse_long(arg, value, 1, 100'000);
-        else if (arg == "--per-task")
-            o.per_task = parse_long(arg, value, 1, 10'000'000);
-        else
-            o.time_limit = parse_long(arg, value, 1, 86'400);
-    }
+    o.connect = zkbench::default_connect();
+    static constexpr zkbench::integer_option<options> integers[] = {
+        {"--cycles", &options::cycles, 1, 10'000'000},
+        {"--warmup", &options::warmup, 0, 10'000'000},
+        {"--tasks", &options::tasks, 1, 100'000},
+        {"--per-task", &options::per_task, 1, 10'000'000},
+        {"--time-limit", &options::time_limit, 1, 86'400},
+    };
+    zkbench::parse_args(argc, argv, usage, zkbench::help_with_value::unknown, o, integers);
     if (o.tasks * o.per_task > 100'000'000)
         throw bench_error("--tasks x --per-task: at most 100000000 acquisitions");
     if (o.warmup < 0)
         o.warmup = std::clamp<long>(o.cycles / 10, 5, 200);
-    o.connect = loopback_only(o.connect);
+    o.connect = zkbench::loopback_only(o.connect, zkbench::bracketed_ipv4::reject);
     return o;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Time limit
-
-clock_type::time_point g_deadline;  // soft: every loop checks it
-
-void check_deadline(std::string_view what)
-{
-    if (clock_type::now() > g_deadline)
-        throw bench_error(fmt::format("time limit exceeded while {}", what));
-}
 
 // What is left of the time limit, as a lock-wait timeout (at least 1 ms).
 clock_type::duration time_left()
@@ -195,70 +119,9 @@ clock_type::duration time_left()
     return std::max<clock_type::duration>(g_deadline - clock_type::now(), 1ms);
 }
 
-// Ends the process if the run outlasts a hard limit (a wait no check reaches).
-class watchdog {
-public:
-    explicit watchdog(clock_type::time_point hard)
-        : thread_([this, hard] {
-              std::unique_lock lk(m_);
-              if (!cv_.wait_until(lk, hard, [this] { return stop_; })) {
-                  std::fputs("zkcoro-lock-bench: hard time limit exceeded, aborting\n", stderr);
-                  std::_Exit(3);
-              }
-          })
-    {
-    }
-    ~watchdog()
-    {
-        {
-            std::lock_guard lk(m_);
-            stop_ = true;
-        }
-        cv_.notify_all();
-        thread_.join();
-    }
-    watchdog(const watchdog&) = delete;
-    watchdog& operator=(const watchdog&) = delete;
-
-private:
-    std::mutex m_;
-    std::condition_variable cv_;
-    bool stop_ = false;
-    std::thread thread_;  // last: starts once the members above exist
-};
-
-// ---------------------------------------------------------------------------------------------
-// Statistics
-
-struct stats {
-    std::vector<std::int64_t> ns;  // one latency per operation
-
-    void add(clock_type::duration d) { ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count()); }
-    double mean_us() const
-    {
-        if (ns.empty())
-            return 0;
-        double sum = 0;
-        for (auto v : ns)
-            sum += static_cast<double>(v);
-        return sum / static_cast<double>(ns.size()) / 1e3;
-    }
-    // Nearest-rank percentile.
-    double pct_us(double p) const
-    {
-        if (ns.empty())
-            return 0;
-        auto v = ns;
-        std::sort(v.begin(), v.end());
-        auto rank = static_cast<std::size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
-        rank = std::clamp<std::size_t>(rank, 1, v.size());
-        return static_cast<double>(v[rank - 1]) / 1e3;
-    }
-};
-
 struct workload_result {
     std::string name;
-    stats lat;            // uncontended: per cycle; demo: per acquisition, acquire() call to grant
+    zkbench::latencies lat;  // uncontended: per cycle; demo: per acquisition, acquire() call to grant
     double seconds = 0;   // wall time of the measured part
     long ops = 0;         // cycles or acquisitions
     std::uint64_t requests = 0;  // sent to ZooKeeper during the measured part
@@ -350,7 +213,7 @@ struct demo_state {
     long finished_tasks = 0;
     long acquisitions = 0;
     std::string first_error;
-    stats wait;
+    zkbench::latencies wait;
     asio::steady_timer done_timer;  // cancelled by the last task to finish
 };
 
@@ -467,17 +330,7 @@ struct results {
 asio::awaitable<void> run_bench(const options& o, results& out)
 {
     auto ex = co_await asio::this_coro::executor;
-    zkcoro::client_config cfg;
-    cfg.connect_string = o.connect;
-    cfg.session_timeout = 30s;  // the server clamps it to [2, 20] x tickTime
-    cfg.connect_timeout = 10s;
-    cfg.log = [](zkcoro::log_level l, std::string_view m) {
-        auto level = zkcoro::to_string(l);
-        std::fprintf(stderr, "zkcoro %.*s: %.*s\n", static_cast<int>(level.size()), level.data(),
-                     static_cast<int>(m.size()), m.data());
-    };
-    cfg.log_threshold = zkcoro::log_level::warn;
-    zkcoro::client zk(ex, std::move(cfg));
+    zkcoro::client zk(ex, zkbench::client_config(o.connect));
 
     std::exception_ptr failure;
     std::vector<std::string> used_paths;
@@ -532,7 +385,8 @@ asio::awaitable<void> run_bench(const options& o, results& out)
         std::rethrow_exception(failure);
 }
 
-void report(const options& o, const results& r)
+// Prints the results; the exit status is 1 if a demo check failed.
+int report(const options& o, const results& r)
 {
     fmt::print("zkcoro lock benchmark: zkcoro::mutex acquire + release\n");
     fmt::print("server {}  session timeout {} ms  paths /zkcoro-bench/lock-{}-<workload>\n\n", o.connect,
@@ -541,15 +395,15 @@ void report(const options& o, const results& r)
         if (w.name == "uncontended") {
             fmt::print("uncontended: {} cycles after {} warm-up: p50 {:.1f} us  p99 {:.1f} us  mean {:.1f} us  "
                        "{:.1f} cycles/s; {:.2f} requests/cycle\n",
-                       w.ops, o.warmup, w.lat.pct_us(50), w.lat.pct_us(99), w.lat.mean_us(), w.ops_per_s(),
-                       w.requests_per_op());
+                       w.ops, o.warmup, w.lat.percentile_us(50), w.lat.percentile_us(99), w.lat.mean_us(),
+                       w.ops_per_s(), w.requests_per_op());
         } else {
             fmt::print("{}: {} tasks x {} = {} acquisitions in {:.3f} s: {:.1f} acquisitions/s; wait per "
                        "acquisition p50 {:.1f} us  p99 {:.1f} us; local handoffs {}; {:.2f} requests/acquisition; "
                        "counter ended at {}, max inside {}: {}\n",
-                       w.name, w.tasks, w.per_task, w.ops, w.seconds, w.ops_per_s(), w.lat.pct_us(50),
-                       w.lat.pct_us(99), w.local_handoffs, w.requests_per_op(), w.counter_end, w.max_inside,
-                       w.ok ? "ok" : "FAILED (" + w.failure + ")");
+                       w.name, w.tasks, w.per_task, w.ops, w.seconds, w.ops_per_s(), w.lat.percentile_us(50),
+                       w.lat.percentile_us(99), w.local_handoffs, w.requests_per_op(), w.counter_end,
+                       w.max_inside, w.ok ? "ok" : "FAILED (" + w.failure + ")");
         }
     }
     fmt::print("(uncontended: p50/p99 per acquire+release cycle; demo: p50/p99 of the wait from acquire() "
@@ -558,51 +412,21 @@ void report(const options& o, const results& r)
         if (w.ok)  // a failed demo's figures are not results
             fmt::print("RESULT impl=zkcoro workload={} ops_per_s={:.1f} p50_us={:.1f} p99_us={:.1f} "
                        "mean_us={:.1f} requests_per_op={:.2f}\n",
-                       w.name, w.ops_per_s(), w.lat.pct_us(50), w.lat.pct_us(99), w.lat.mean_us(),
+                       w.name, w.ops_per_s(), w.lat.percentile_us(50), w.lat.percentile_us(99), w.lat.mean_us(),
                        w.requests_per_op());
     std::fflush(stdout);
+    bool all_ok =
+        std::all_of(r.workloads.begin(), r.workloads.end(), [](const workload_result& w) { return w.ok; });
+    if (!all_ok) {
+        std::fprintf(stderr, "%s: a demo check failed\n", program);
+        return 1;
+    }
+    return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv)
 {
-    options o;
-    try {
-        o = parse_options(argc, argv);
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "zkcoro-lock-bench: %s\n", e.what());
-        return 2;
-    }
-
-    g_deadline = clock_type::now() + std::chrono::seconds(o.time_limit);
-    watchdog dog(g_deadline + 20s);
-
-    results res;
-    std::exception_ptr failure;
-    try {
-        asio::io_context ioc(1);
-        asio::co_spawn(ioc, run_bench(o, res), [&failure](std::exception_ptr e) { failure = e; });
-        ioc.run();
-    } catch (...) {
-        failure = std::current_exception();
-    }
-    if (failure) {
-        try {
-            std::rethrow_exception(failure);
-        } catch (const std::exception& e) {
-            std::fprintf(stderr, "zkcoro-lock-bench: %s\n", e.what());
-        } catch (...) {
-            std::fprintf(stderr, "zkcoro-lock-bench: unknown error\n");
-        }
-        return 1;
-    }
-    report(o, res);
-    bool all_ok =
-        std::all_of(res.workloads.begin(), res.workloads.end(), [](const workload_result& w) { return w.ok; });
-    if (!all_ok) {
-        std::fprintf(stderr, "zkcoro-lock-bench: a demo check failed\n");
-        return 1;
-    }
-    return 0;
+    return zkbench::bench_main(argc, argv, program, parse_options, 20s, run_bench, report);
 }

@@ -7,6 +7,7 @@
 // further round trip. Timeout, cancellation and errors delete our node from a task that does not
 // share the caller's (possibly cancelled) cancellation slot.
 #include "client_impl.hpp"
+#include "lock_engine.hpp"
 
 #include <zkcoro/detail/session_fsm.hpp>
 #include <zkcoro/mutex.hpp>
@@ -56,14 +57,6 @@ using asio::awaitable;
 using clock = std::chrono::steady_clock;
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
-// The decision a recipe makes from the sorted queue: hold, or watch one node.
-struct queue_decision {
-    bool holds = false;
-    std::size_t watch_index = 0;  // the node to watch when not holding
-    bool deletion_grants = false; // that node's deletion makes us a holder with no re-read
-};
-using queue_rule = std::function<queue_decision(const std::vector<std::string>& sorted, std::size_t ours)>;
-
 // The mutex rule: the first in the queue holds; the others watch the node just before them.
 queue_decision mutex_rule(const std::vector<std::string>&, std::size_t ours)
 {
@@ -100,10 +93,20 @@ constexpr int max_handoffs = 63;
 constexpr std::int64_t token_scale = 64;
 
 struct mutex_state {
-    mutex_state(client& c, std::string p, mutex_options o)
-        : zk(client_access::share(c)), path(std::move(p)), opts(std::move(o))
+    mutex_state(client& c, std::string p, mutex_options o, recipe_params r)
+        : zk(client_access::share(c)), path(std::move(p)), opts(std::move(o)), recipe(std::move(r))
     {
         data = opts.data.empty() ? default_data() : opts.data;
+        if (!recipe.sort)
+            recipe.sort = [](std::vector<std::string>& names) { sort_by_sequence(names, "lock-"); };
+        if (!recipe.rule)
+            recipe.rule = mutex_rule;
+        if (!recipe.local_handoff_allowed)
+            opts.local_handoff = false;
+        if (auto pc = check_path(path); !pc.ok()) {
+            path_error = pc.ec;
+            zk.log(log_level::warn, "lock: " + pc.describe(path));
+        }
     }
 
     static std::string default_data()
@@ -116,6 +119,7 @@ struct mutex_state {
     client zk;
     std::string path;
     mutex_options opts;
+    recipe_params recipe;
     std::string data;
     error_code path_error;
     std::mutex m;
@@ -368,8 +372,9 @@ using engine_result = std::tuple<error_code, std::optional<queued_node>>;
 // The lock queue engine: enters ZooKeeper's queue under `path` with a protected
 // ephemeral-sequential node named `base_name`, and waits until `rule` says we hold. An empty
 // result with no error: the deadline passed. On any unsuccessful end our node is deleted.
-awaitable<engine_result> queue_acquire(client& zk, std::string path, std::string base_name, std::string marker,
-                                       std::string data, queue_rule rule, clock::time_point deadline)
+awaitable<engine_result> queue_acquire(client& zk, std::string path, std::string base_name,
+                                       std::function<void(std::vector<std::string>&)> sort, std::string data,
+                                       queue_rule rule, clock::time_point deadline)
 {
     auto ex = co_await asio::this_coro::executor;
     // One generator per thread: constructing one seeds a Mersenne twister from the OS each time.
@@ -435,7 +440,7 @@ awaitable<engine_result> queue_acquire(client& zk, std::string path, std::string
             children = std::move(ch.children);
         }
         have_children = false;
-        sort_by_sequence(children, marker);
+        sort(children);
         auto our_name = node_name(node);
         auto it = std::find(children.begin(), children.end(), our_name);
         if (it == children.end()) {
@@ -533,6 +538,16 @@ awaitable<acquire_result> acquire_coro(std::shared_ptr<mutex_state> s, owner_id 
     if (s->path_error)
         co_return acquire_result{s->path_error, std::nullopt};
     std::shared_ptr<local_waiter> w;
+    std::string immediate;
+    // The hooks look at the other side of a read-write lock: call them without our lock held.
+    if (held_count(*s, owner) == 0) {
+        if (s->recipe.precheck)
+            if (auto pe = s->recipe.precheck(owner))
+                co_return acquire_result{pe, std::nullopt};
+        if (s->recipe.immediate_node)
+            if (auto name = s->recipe.immediate_node(owner))
+                immediate = std::move(*name);
+    }
     {
         std::lock_guard lk(s->m);
         auto it = s->holds.find(owner);
@@ -540,7 +555,9 @@ awaitable<acquire_result> acquire_coro(std::shared_ptr<mutex_state> s, owner_id 
             ++it->second->count;
             co_return acquire_result{error_code{}, guard(it->second, owner)};
         }
-        if (s->active && s->opts.local_handoff) {
+        if (!immediate.empty()) {
+            // Granted at once (downgrade): no queueing, no handoff.
+        } else if (s->active && s->opts.local_handoff) {
             w = std::make_shared<local_waiter>();
             w->owner = owner;
             s->queue.push_back(w);
@@ -587,7 +604,26 @@ awaitable<acquire_result> acquire_coro(std::shared_ptr<mutex_state> s, owner_id 
         }
     }
 
-    auto [ec, queued] = co_await queue_acquire(s->zk, s->path, "lock-", "lock-", s->data, mutex_rule, deadline);
+    if (!immediate.empty()) {
+        auto [ec, r] = co_await s->zk.async_create(join_path(s->path, immediate), s->data, create_mode::ephemeral, use_tuple);
+        if (ec)
+            co_return acquire_result{ec, std::nullopt};
+        auto ns = std::make_shared<node_state>();
+        ns->node = r.path;
+        ns->czxid = r.stat.czxid;
+        ns->session_id = r.stat.ephemeral_owner;
+        ns->generation = s->zk.session_generation();
+        auto h = make_hold(s, ns, owner);
+        {
+            std::lock_guard lk(s->m);
+            ns->current = h;
+            s->holds[owner] = h;
+        }
+        asio::co_spawn(ex, monitor(s, ns), asio::bind_cancellation_slot(ns->monitor_stop.slot(), asio::detached));
+        co_return acquire_result{error_code{}, guard(h, owner)};
+    }
+    auto [ec, queued] = co_await queue_acquire(s->zk, s->path, s->recipe.base_name, s->recipe.sort, s->data,
+                                               s->recipe.rule, deadline);
     if (ec || !queued) {
         std::shared_ptr<op_state<>> next;
         {
@@ -622,7 +658,7 @@ awaitable<std::tuple<error_code, std::vector<participant>>> participants_coro(st
         co_return result{};
     if (ec)
         co_return result{ec, {}};
-    sort_by_sequence(ch.children, "lock-");
+    s->recipe.sort(ch.children);
     std::vector<participant> out;
     for (auto& name : ch.children) {
         auto path = join_path(s->path, name);
@@ -654,6 +690,27 @@ void async_wait_lost_impl(std::shared_ptr<hold> h, any_handler<void(error_code)>
         }
     }
     op->complete(h->lost ? make_error_code(client_errc::lock_lost) : make_error_code(asio::error::operation_aborted));
+}
+
+std::shared_ptr<mutex_state> make_mutex_state(client& c, std::string path, mutex_options opts, recipe_params params)
+{
+    return std::make_shared<mutex_state>(c, std::move(path), std::move(opts), std::move(params));
+}
+
+std::optional<std::string> held_node(mutex_state& s, owner_id owner)
+{
+    std::lock_guard lk(s.m);
+    auto it = s.holds.find(owner);
+    if (it == s.holds.end() || it->second->lost || it->second->released)
+        return std::nullopt;
+    return it->second->ns->node;
+}
+
+std::size_t held_count(mutex_state& s, owner_id owner)
+{
+    std::lock_guard lk(s.m);
+    auto it = s.holds.find(owner);
+    return it == s.holds.end() || it->second->lost ? 0 : it->second->count;
 }
 
 }  // namespace detail
@@ -775,13 +832,13 @@ void guard::release_with(owner_id o, detail::any_handler<void(error_code)> handl
 // mutex
 
 mutex::mutex(client& c, std::string path, mutex_options opts)
-    : state_(std::make_shared<detail::mutex_state>(c, std::move(path), std::move(opts)))
+    : state_(detail::make_mutex_state(c, std::move(path), std::move(opts), {}))
 {
-    if (auto p = check_path(state_->path); !p.ok()) {
-        state_->path_error = p.ec;
-        c.log(log_level::warn, "mutex: " + p.describe(state_->path));
-    }
 }
+
+mutex::mutex(std::shared_ptr<detail::mutex_state> state) noexcept : state_(std::move(state)) {}
+
+mutex::mutex(mutex&&) noexcept = default;
 
 mutex::~mutex() = default;
 
@@ -793,12 +850,7 @@ std::uint64_t mutex::local_handoffs() const
     return state_->handoffs_total;
 }
 
-std::size_t mutex::hold_count(owner_id owner) const
-{
-    std::lock_guard lk(state_->m);
-    auto it = state_->holds.find(owner);
-    return it == state_->holds.end() ? 0 : it->second->count;
-}
+std::size_t mutex::hold_count(owner_id owner) const { return detail::held_count(*state_, owner); }
 
 asio::awaitable<guard> mutex::acquire()
 {

@@ -58,6 +58,7 @@ struct participant {
 
 namespace detail {
 struct mutex_state;
+struct mutex_access;
 }
 
 // A reentrant mutex shared by every process that uses the same path, zkcoro's or Curator's
@@ -77,6 +78,7 @@ public:
     mutex(client& c, std::string path, mutex_options opts = {});
     mutex(const mutex&) = delete;
     mutex& operator=(const mutex&) = delete;
+    mutex(mutex&&) noexcept;
     ~mutex();
 
     const std::string& path() const noexcept;
@@ -125,6 +127,9 @@ public:
     std::size_t hold_count(owner_id owner) const;
 
 private:
+    friend struct detail::mutex_access;
+    explicit mutex(std::shared_ptr<detail::mutex_state> state) noexcept;
+
     void start_acquire(owner_id o, std::chrono::steady_clock::duration t,
                        detail::any_handler<void(error_code, std::optional<guard>)> handler);
     void start_participants(detail::any_handler<void(error_code, std::vector<participant>)> handler);

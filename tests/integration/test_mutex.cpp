@@ -21,6 +21,14 @@ awaitable<std::vector<std::string>> children_of(client& c, const std::string& pa
     co_return ec ? std::vector<std::string>{} : r.children;
 }
 
+// Watches the server holds ("Total watches:N" of the wchs four-letter word); -1 if unknown.
+long server_watches()
+{
+    auto text = shared_server().four_letter("wchs");
+    auto pos = text.find("Total watches:");
+    return pos == std::string::npos ? -1 : std::stol(text.substr(pos + 14));
+}
+
 }  // namespace
 
 // One holder at a time, Curator's node name, and nothing left after release.
@@ -256,6 +264,7 @@ TEST_CASE("no herd: one release wakes one waiter")
         std::vector<std::unique_ptr<client>> clients;
         std::vector<std::unique_ptr<mutex>> mutexes;
         int acquired = 0;
+        auto watches_before = server_watches();
         std::vector<guard> guards;
         for (int i = 0; i < n; ++i) {
             clients.push_back(std::make_unique<client>(ioc.get_executor(), test_config()));
@@ -272,6 +281,9 @@ TEST_CASE("no herd: one release wakes one waiter")
         CHECK(co_await eventually([&]() -> awaitable<bool> {
             co_return (co_await children_of(holder, path)).size() == n + 1;
         }, 20000ms));
+        // Every waiter's watch is in place on the server (4lw wchs counts them).
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return server_watches() >= watches_before + n; },
+                                  20000ms));
         std::uint64_t before = 0;
         for (auto& c : clients)
             before += c->stats().watch_events;

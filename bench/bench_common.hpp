@@ -1,0 +1,307 @@
+// What zkcoro-cycle-bench and zkcoro-lock-bench share: option parsing helpers, the loopback
+// check, the time limit and its watchdog, latency statistics, the zkcoro client's settings and
+// the run on one thread. Each benchmark is a single translation unit that includes this once.
+#pragma once
+
+#include <zkcoro/client.hpp>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include <fmt/format.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+namespace zkbench {
+
+using clock_type = std::chrono::steady_clock;
+
+struct bench_error : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Options
+
+// The default server: $ZK_CONNECT if set and not empty, else 127.0.0.1:2181.
+inline std::string default_connect()
+{
+    const char* env = std::getenv("ZK_CONNECT");
+    return (env && *env) ? env : "127.0.0.1:2181";
+}
+
+inline long parse_long(std::string_view name, const std::string& v, long lo, long hi)
+{
+    errno = 0;
+    char* end = nullptr;
+    long x = std::strtol(v.c_str(), &end, 10);
+    if (v.empty() || errno != 0 || end == nullptr || *end != '\0' || x < lo || x > hi)
+        throw bench_error(fmt::format("{}: expected an integer in [{}, {}], got \"{}\"", name, lo, hi, v));
+    return x;
+}
+
+// Whether "[127.0.0.1]:PORT" (an IPv4 address in brackets) counts as loopback.
+enum class bracketed_ipv4 { accept, reject };
+
+// Accepts one loopback HOST:PORT (127.0.0.0/8, ::1, localhost); returns it in numeric form.
+inline std::string loopback_only(const std::string& s, bracketed_ipv4 bracketed_v4)
+{
+    auto colon = s.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == s.size())
+        throw bench_error(fmt::format("--connect: expected one HOST:PORT, got \"{}\"", s));
+    std::string host = s.substr(0, colon);
+    std::string port = s.substr(colon + 1);
+    parse_long("--connect port", port, 1, 65535);
+    if (host == "localhost")
+        host = "127.0.0.1";
+    bool bracketed = host.size() > 2 && host.front() == '[' && host.back() == ']';
+    if (bracketed)
+        host = host.substr(1, host.size() - 2);
+    in_addr v4{};
+    in6_addr v6{};
+    if ((!bracketed || bracketed_v4 == bracketed_ipv4::accept) && inet_pton(AF_INET, host.c_str(), &v4) == 1 &&
+        (ntohl(v4.s_addr) >> 24) == 127)
+        return host + ":" + port;
+    if (inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6))
+        return "[" + host + "]:" + port;
+    throw bench_error(fmt::format("--connect: \"{}\" is not a loopback HOST:PORT (this benchmark runs "
+                                  "against a local server only)", s));
+}
+
+// Whether "--help=..." asks for the usage too, or is an unknown option "--help".
+enum class help_with_value { usage, unknown };
+
+// An option whose value is an integer in [lo, hi], stored in the field it names.
+template <class Options>
+struct integer_option {
+    std::string_view name;
+    long Options::*field;
+    long lo, hi;
+};
+
+// Reads argv[1..] into o as options "--name value" or "--name=value": --connect sets o.connect,
+// each of `integers` its field, and each name in `others` goes to set_other(name, value); any
+// other name is an error. "--help" and "-h" print usage(stdout) and exit 0.
+template <class Options, class SetOther>
+void parse_args(int argc, char** argv, void (*usage)(std::FILE*), help_with_value help_value, Options& o,
+                std::type_identity_t<std::span<const integer_option<Options>>> integers,
+                std::span<const std::string_view> others, SetOther&& set_other)
+{
+    auto integer = [&](const std::string& name) {
+        return std::find_if(integers.begin(), integers.end(), [&](const auto& i) { return i.name == name; });
+    };
+    for (int i = 1; i < argc; ++i) {
+        std::string arg = argv[i];
+        if (arg == "--help" || arg == "-h") {
+            usage(stdout);
+            std::exit(0);
+        }
+        std::string value;
+        bool inline_value = false;
+        if (auto eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+            value = arg.substr(eq + 1);
+            arg.resize(eq);
+            inline_value = true;
+        }
+        if (arg == "--help" && help_value == help_with_value::usage) {
+            usage(stdout);
+            std::exit(0);
+        }
+        if (arg != "--connect" && integer(arg) == integers.end() &&
+            std::find(others.begin(), others.end(), arg) == others.end())
+            throw bench_error(fmt::format("unknown option \"{}\" (see --help)", arg));
+        if (!inline_value) {
+            if (i + 1 >= argc)
+                throw bench_error(fmt::format("{}: missing value (see --help)", arg));
+            value = argv[++i];
+        }
+        if (arg == "--connect")
+            o.connect = value;
+        else if (auto it = integer(arg); it != integers.end())
+            o.*(it->field) = parse_long(arg, value, it->lo, it->hi);
+        else
+            set_other(arg, value);
+    }
+}
+
+// The same with only --connect and integer options.
+template <class Options>
+void parse_args(int argc, char** argv, void (*usage)(std::FILE*), help_with_value help_value, Options& o,
+                std::type_identity_t<std::span<const integer_option<Options>>> integers)
+{
+    parse_args(argc, argv, usage, help_value, o, integers, {}, [](const std::string&, const std::string&) {});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Time limit
+
+inline clock_type::time_point g_deadline;  // the soft limit: every wait and loop checks it
+
+inline void check_deadline(std::string_view what)
+{
+    if (clock_type::now() > g_deadline)
+        throw bench_error(fmt::format("time limit exceeded while {}", what));
+}
+
+// Ends the process (status 3) if the run, cleanup included, outlasts a hard limit: the last
+// resort against a wait that no check reaches.
+class watchdog {
+public:
+    // `program` must outlive the watchdog (a string literal).
+    watchdog(const char* program, clock_type::time_point hard_deadline)
+        : thread_([this, program, hard_deadline] {
+              std::unique_lock lk(m_);
+              if (!cv_.wait_until(lk, hard_deadline, [this] { return stop_; })) {
+                  std::fprintf(stderr, "%s: hard time limit exceeded, aborting\n", program);
+                  std::_Exit(3);
+              }
+          })
+    {
+    }
+    ~watchdog()
+    {
+        {
+            std::lock_guard lk(m_);
+            stop_ = true;
+        }
+        cv_.notify_all();
+        thread_.join();
+    }
+    watchdog(const watchdog&) = delete;
+    watchdog& operator=(const watchdog&) = delete;
+
+private:
+    std::mutex m_;
+    std::condition_variable cv_;
+    bool stop_ = false;
+    std::thread thread_;  // last: started once the members it uses exist
+};
+
+// ---------------------------------------------------------------------------------------------
+// Statistics
+
+struct latencies {
+    std::vector<std::int64_t> ns;  // one latency per operation
+
+    void add(clock_type::duration d) { ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count()); }
+    double mean_us() const
+    {
+        if (ns.empty())
+            return 0;
+        double sum = 0;
+        for (auto v : ns)
+            sum += static_cast<double>(v);
+        return sum / static_cast<double>(ns.size()) / 1e3;
+    }
+    // Nearest-rank percentile.
+    double percentile_us(double p) const
+    {
+        if (ns.empty())
+            return 0;
+        auto sorted = ns;
+        std::sort(sorted.begin(), sorted.end());
+        auto rank = static_cast<std::size_t>(std::ceil(p / 100.0 * static_cast<double>(sorted.size())));
+        rank = std::clamp<std::size_t>(rank, 1, sorted.size());
+        return static_cast<double>(sorted[rank - 1]) / 1e3;
+    }
+};
+
+// ---------------------------------------------------------------------------------------------
+// The zkcoro client and the run
+
+inline constexpr auto connect_timeout = std::chrono::seconds(10);
+
+// A zkcoro client's settings for `connect`: warnings and errors logged to stderr.
+inline zkcoro::client_config client_config(const std::string& connect)
+{
+    zkcoro::client_config cfg;
+    cfg.connect_string = connect;
+    cfg.session_timeout = std::chrono::seconds(30);  // the server clamps it to [2, 20] x tickTime
+    cfg.connect_timeout = connect_timeout;
+    cfg.log = [](zkcoro::log_level l, std::string_view m) {
+        auto level = zkcoro::to_string(l);
+        std::fprintf(stderr, "zkcoro %.*s: %.*s\n", static_cast<int>(level.size()), level.data(),
+                     static_cast<int>(m.size()), m.data());
+    };
+    cfg.log_threshold = zkcoro::log_level::warn;
+    return cfg;
+}
+
+// Runs the coroutine that make_task() returns on an io_context of this thread until it ends;
+// returns its exception, if any.
+template <class MakeTask>
+std::exception_ptr run_on_this_thread(MakeTask&& make_task)
+{
+    std::exception_ptr failure;
+    try {
+        boost::asio::io_context ioc(1);
+        boost::asio::co_spawn(ioc, make_task(), [&failure](std::exception_ptr e) { failure = e; });
+        ioc.run();
+    } catch (...) {
+        failure = std::current_exception();
+    }
+    return failure;
+}
+
+// Prints "<program>: <what went wrong>" to stderr.
+inline void print_failure(const char* program, std::exception_ptr failure)
+{
+    try {
+        std::rethrow_exception(failure);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s: %s\n", program, e.what());
+    } catch (...) {
+        std::fprintf(stderr, "%s: unknown error\n", program);
+    }
+}
+
+// A benchmark's main(): parses the options (exit status 2 on an error), sets the time limit from
+// o.time_limit and a watchdog `hard_grace` after it, runs run(o, results) on this thread (status
+// 1 if it fails), then returns finish(o, results). Errors go to stderr as "<program>: <why>".
+template <class Options, class Results>
+int bench_main(int argc, char** argv, const char* program, Options (*parse)(int, char**),
+               clock_type::duration hard_grace, boost::asio::awaitable<void> (*run)(const Options&, Results&),
+               int (*finish)(const Options&, const Results&))
+{
+    Options o;
+    try {
+        o = parse(argc, argv);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s: %s\n", program, e.what());
+        return 2;
+    }
+
+    g_deadline = clock_type::now() + std::chrono::seconds(o.time_limit);
+    watchdog dog(program, g_deadline + hard_grace);
+
+    Results res;
+    std::exception_ptr failure = run_on_this_thread([&] { return run(o, res); });
+    if (failure) {
+        print_failure(program, failure);
+        return 1;
+    }
+    return finish(o, res);
+}
+
+}  // namespace zkbench

@@ -1,0 +1,58 @@
+// zkcoro::shared_mutex: a read-write lock on Curator's InterProcessReadWriteLock layout.
+#ifndef ZKCORO_SHARED_MUTEX_HPP
+#define ZKCORO_SHARED_MUTEX_HPP
+
+#include <zkcoro/mutex.hpp>
+
+#include <memory>
+#include <string>
+
+namespace zkcoro {
+
+// Readers share, a writer excludes everyone, in arrival order (a waiting writer is not starved
+// by later readers). Nodes: `<path>/_c_<uuid>-__READ__<seq>` and `..._c_<uuid>-__WRIT__<seq>`,
+// one sequence space, so zkcoro and Curator's InterProcessReadWriteLock contend correctly.
+//
+// Both sides are reentrant per task. Downgrade: the task holding the write lock may take the
+// read lock at once (its read node reuses the write node's sequence, as Curator does), then
+// release the write lock and keep reading. Upgrade (read held, write asked) would wait forever
+// behind its own read node: it fails at once with client_errc::upgrade_not_supported.
+//
+// The write side hands over in memory between tasks of this process like mutex does; the read
+// side does not (every reading task has its own node).
+//
+// \par Thread safety
+// Distinct objects: safe. Shared objects: safe.
+class ZKCORO_API shared_mutex {
+public:
+    shared_mutex(client& c, std::string path, mutex_options opts = {});
+
+    // The two sides, usable wherever a mutex is (e.g. in a multi_lock).
+    mutex& reader() noexcept { return *reader_; }
+    mutex& writer() noexcept { return *writer_; }
+
+    asio::awaitable<guard> acquire_read() { return reader_->acquire(); }
+    asio::awaitable<std::optional<guard>> acquire_read(std::chrono::steady_clock::duration timeout)
+    {
+        return reader_->acquire(timeout);
+    }
+    asio::awaitable<guard> acquire_write() { return writer_->acquire(); }
+    asio::awaitable<std::optional<guard>> acquire_write(std::chrono::steady_clock::duration timeout)
+    {
+        return writer_->acquire(timeout);
+    }
+
+    const std::string& path() const noexcept { return writer_->path(); }
+
+private:
+    std::unique_ptr<mutex> reader_;
+    std::unique_ptr<mutex> writer_;
+};
+
+// Queue order of a read-write lock: by the text after the last "__READ__", else after the last
+// "__WRIT__", else the whole name; a write node sorts before a read node of the same sequence.
+ZKCORO_API void sort_read_write(std::vector<std::string>& names);
+
+}  // namespace zkcoro
+
+#endif

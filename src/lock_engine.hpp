@@ -1,0 +1,53 @@
+// The lock queue engine shared by every recipe (internal): what a recipe tells the engine about
+// its nodes, and how recipes build mutex objects on it.
+#ifndef ZKCORO_SRC_LOCK_ENGINE_HPP
+#define ZKCORO_SRC_LOCK_ENGINE_HPP
+
+#include <zkcoro/mutex.hpp>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zkcoro::detail {
+
+// The decision a recipe makes from the sorted queue: hold, or watch one node.
+struct queue_decision {
+    bool holds = false;
+    std::size_t watch_index = 0;   // the node to watch when not holding
+    bool deletion_grants = false;  // that node's deletion makes us a holder with no re-read
+};
+using queue_rule = std::function<queue_decision(const std::vector<std::string>& sorted, std::size_t ours)>;
+
+struct mutex_state;
+
+// What makes a recipe: node names, order, the rule, and hooks for read/write interplay.
+struct recipe_params {
+    std::string base_name = "lock-";
+    // Sorts child names into queue order.
+    std::function<void(std::vector<std::string>&)> sort;
+    queue_rule rule;
+    // Refuses an acquisition before anything is sent (e.g. read-to-write upgrade).
+    std::function<error_code(owner_id)> precheck;
+    // Grants at once with a node of the given name instead of queueing (write-to-read downgrade).
+    std::function<std::optional<std::string>(owner_id)> immediate_node;
+    bool local_handoff_allowed = true;
+};
+
+queue_decision mutex_rule(const std::vector<std::string>& sorted, std::size_t ours);
+
+std::shared_ptr<mutex_state> make_mutex_state(client& c, std::string path, mutex_options opts, recipe_params params);
+
+// The node `owner` holds through this state, if any.
+std::optional<std::string> held_node(mutex_state& s, owner_id owner);
+std::size_t held_count(mutex_state& s, owner_id owner);
+
+struct mutex_access {
+    static mutex make(std::shared_ptr<mutex_state> s) { return mutex(std::move(s)); }
+};
+
+}  // namespace zkcoro::detail
+
+#endif

@@ -1,0 +1,152 @@
+// The read-write lock against a real ZooKeeper.
+#include "common.hpp"
+
+using namespace zktest;
+using namespace zkcoro;
+using asio::awaitable;
+
+namespace {
+
+awaitable<std::vector<std::string>> sorted_children(client& c, const std::string& path)
+{
+    auto r = co_await c.async_get_children(path);
+    sort_read_write(r.children);
+    co_return r.children;
+}
+
+}  // namespace
+
+// Queue order: sequence after the marker; a write node before a read node of the same sequence.
+TEST_CASE("read-write sort order")
+{
+    std::vector<std::string> names{"_c_a-__READ__0000000003", "_c_b-__WRIT__0000000001",
+                                   "_c_c-__READ__0000000001", "_c_d-__READ__0000000000"};
+    sort_read_write(names);
+    CHECK(names == std::vector<std::string>{"_c_d-__READ__0000000000", "_c_b-__WRIT__0000000001",
+                                            "_c_c-__READ__0000000001", "_c_a-__READ__0000000003"});
+}
+
+// Readers share the lock; a writer waits for them and then excludes everyone.
+TEST_CASE("readers overlap, a writer excludes")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client a(ioc.get_executor(), test_config());
+        client b(ioc.get_executor(), test_config());
+        client c(ioc.get_executor(), test_config());
+        co_await a.async_connect();
+        co_await b.async_connect();
+        co_await c.async_connect();
+        auto path = unique_path("rw");
+        shared_mutex ra(a, path), rb(b, path), rc(c, path);
+        auto r1 = co_await ra.acquire_read();
+        auto r2 = co_await rb.acquire_read(2s);
+        CHECK(r2.has_value());  // two readers at once
+        CHECK(node_name(r1.node_path()).find("__READ__") != std::string::npos);
+        CHECK_FALSE((co_await rc.acquire_write(300ms)).has_value());  // blocked by both readers
+        co_await r1.release();
+        CHECK_FALSE((co_await rc.acquire_write(300ms)).has_value());  // b's reader still blocks it
+        co_await r2->release();
+        auto w = co_await rb.acquire_write(2s);
+        REQUIRE(w.has_value());
+        CHECK(node_name(w->node_path()).find("__WRIT__") != std::string::npos);
+        CHECK_FALSE((co_await ra.acquire_read(300ms)).has_value());   // a writer excludes readers
+        CHECK_FALSE((co_await ra.acquire_write(300ms)).has_value());  // and writers
+        co_await w->release();
+        CHECK((co_await ra.acquire_read(2s)).has_value());
+    });
+}
+
+// A waiting writer is not starved: readers that come after it queue behind it.
+TEST_CASE("a waiting writer is served before later readers")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client a(ioc.get_executor(), test_config());
+        client b(ioc.get_executor(), test_config());
+        client c(ioc.get_executor(), test_config());
+        co_await a.async_connect();
+        co_await b.async_connect();
+        co_await c.async_connect();
+        auto path = unique_path("fair");
+        shared_mutex ra(a, path), wb(b, path), rc(c, path);
+        auto r1 = co_await ra.acquire_read();
+        std::vector<std::string> order;
+        std::optional<guard> wg, rg;
+        wb.writer().async_acquire(1, 10s, [&](error_code, std::optional<guard> g) {
+            order.push_back("writer");
+            wg = std::move(g);
+        });
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return (co_await sorted_children(a, path)).size() == 2; }));
+        rc.reader().async_acquire(2, 10s, [&](error_code, std::optional<guard> g) {
+            order.push_back("late reader");
+            rg = std::move(g);
+        });
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return (co_await sorted_children(a, path)).size() == 3; }));
+        CHECK(order.empty());  // the late reader does not join the first reader past the writer
+        co_await r1.release();
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return wg.has_value(); }));
+        CHECK(order == std::vector<std::string>{"writer"});
+        co_await wg->async_release(1, asio::use_awaitable);
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return rg.has_value(); }));
+        CHECK(order == std::vector<std::string>{"writer", "late reader"});
+        co_await rg->async_release(2, asio::use_awaitable);
+    });
+}
+
+// Downgrade: write held, read taken at once, write released, reading goes on and writers wait.
+TEST_CASE("downgrade from write to read")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client a(ioc.get_executor(), test_config());
+        client b(ioc.get_executor(), test_config());
+        co_await a.async_connect();
+        co_await b.async_connect();
+        auto path = unique_path("down");
+        shared_mutex ma(a, path), mb(b, path);
+        auto w = co_await ma.acquire_write();
+        // A writer of another session queues behind our write node.
+        std::optional<guard> other;
+        mb.writer().async_acquire(3, 10s, [&](error_code, std::optional<guard> g) { other = std::move(g); });
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return (co_await sorted_children(a, path)).size() == 2; }));
+        auto r = co_await ma.acquire_read(1s);
+        REQUIRE(r.has_value());
+        // The read node reuses the write node's sequence and sorts right after it.
+        auto kids = co_await sorted_children(a, path);
+        REQUIRE(kids.size() == 3);
+        CHECK(kids[0] == std::string(node_name(w.node_path())));
+        CHECK(kids[1] == std::string(node_name(r->node_path())));
+        co_await w.release();
+        asio::steady_timer t(co_await asio::this_coro::executor, 300ms);
+        co_await t.async_wait(asio::use_awaitable);
+        CHECK_FALSE(other.has_value());  // we still read: the other writer waits
+        co_await r->release();
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return other.has_value(); }));
+        co_await other->async_release(3, asio::use_awaitable);
+    });
+}
+
+// Upgrade fails at once instead of deadlocking, and leaves no node.
+TEST_CASE("upgrade from read to write is refused")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client a(ioc.get_executor(), test_config());
+        co_await a.async_connect();
+        auto path = unique_path("up");
+        shared_mutex m(a, path);
+        auto r = co_await m.acquire_read();
+        auto [ec, g] = co_await m.writer().async_acquire(co_await this_task::id(), 5s, asio::as_tuple(asio::use_awaitable));
+        CHECK(ec == client_errc::upgrade_not_supported);
+        CHECK(ec.message().find("release the read lock first") != std::string::npos);
+        CHECK((co_await sorted_children(a, path)).size() == 1);
+        co_await r.release();
+        // Reentrancy on both sides.
+        auto w1 = co_await m.acquire_write();
+        auto w2 = co_await m.acquire_write();
+        CHECK(w1.node_path() == w2.node_path());
+        co_await w2.release();
+        co_await w1.release();
+    });
+}
