@@ -96,10 +96,11 @@ public:
         auto work = std::exchange(work_, asio::any_completion_executor{});
         // Posted through the client's I/O executor (never inline), then run on the handler's own.
         asio::post(io_ex_, asio::bind_executor(ex_, [h = std::move(h), ec, args = std::make_tuple(Args(std::forward<Vs>(vs))...),
-                        work = std::move(work)]() mutable {
-            // The cancellation handler we installed must not outlive the operation.
+                        work = std::move(work), bound = bound_.load()]() mutable {
+            // The cancellation handler we installed must not outlive the operation. A slot we
+            // handed on (to co_spawn) is its user's to clear, not ours.
             auto slot = asio::get_associated_cancellation_slot(h);
-            if (slot.is_connected())
+            if (bound && slot.is_connected())
                 slot.clear();
             std::apply([&](auto&&... a) { std::move(h)(ec, std::move(a)...); }, std::move(args));
         }));
@@ -116,6 +117,7 @@ public:
         if (!slot.is_connected())
             return;
         std::weak_ptr<op_base> weak = shared_from_this();
+        bound_ = true;
         slot.assign([weak](asio::cancellation_type t) {
             if ((t & (asio::cancellation_type::terminal | asio::cancellation_type::partial)) ==
                 asio::cancellation_type::none)
@@ -136,6 +138,7 @@ public:
 
 private:
     handler_type handler_;
+    std::atomic<bool> bound_{false};
     asio::any_io_executor io_ex_;
     asio::any_completion_executor ex_;
     // Keeps the handler's execution context from running out of work while we are pending.

@@ -18,6 +18,7 @@ struct queue_decision {
     bool holds = false;
     std::size_t watch_index = 0;   // the node to watch when not holding
     bool deletion_grants = false;  // that node's deletion makes us a holder with no re-read
+    bool watch_children = false;   // wait for a change of the children instead (semaphores)
 };
 using queue_rule = std::function<queue_decision(const std::vector<std::string>& sorted, std::size_t ours)>;
 
@@ -34,6 +35,9 @@ struct recipe_params {
     // Grants at once with a node of the given name instead of queueing (write-to-read downgrade).
     std::function<std::optional<std::string>(owner_id)> immediate_node;
     bool local_handoff_allowed = true;
+    // Reentrant per owner (mutexes) or one node per acquisition whose guard anyone may release
+    // (semaphore leases).
+    bool reentrant = true;
 };
 
 queue_decision mutex_rule(const std::vector<std::string>& sorted, std::size_t ours);

@@ -101,7 +101,7 @@ struct mutex_state {
             recipe.sort = [](std::vector<std::string>& names) { sort_by_sequence(names, "lock-"); };
         if (!recipe.rule)
             recipe.rule = mutex_rule;
-        if (!recipe.local_handoff_allowed)
+        if (!recipe.local_handoff_allowed || !recipe.reentrant)
             opts.local_handoff = false;
         if (auto pc = check_path(path); !pc.ok()) {
             path_error = pc.ec;
@@ -390,6 +390,9 @@ awaitable<engine_result> queue_acquire(client& zk, std::string path, std::string
 
     std::vector<std::string> children;
     bool have_children = false;
+    // For rules that wait on the children (semaphores): list with a watch and wait on it.
+    bool list_with_watch = false;
+    zkcoro::watch children_watch;
     for (int round = 0; round < 10000; ++round) {
         if (cancelled(co_await asio::this_coro::cancellation_state))
             co_return give_up(asio::error::operation_aborted);
@@ -427,7 +430,14 @@ awaitable<engine_result> queue_acquire(client& zk, std::string path, std::string
             children = std::move(ch.children);
         }
         if (!have_children) {
-            auto [ec, ch] = co_await zk.async_get_children(path, use_tuple);
+            // (Two statements, not a conditional expression: GCC 12 miscompiles a co_await of a
+            // conditional, destroying the awaitable's frame twice.)
+            error_code ec;
+            children_result ch;
+            if (list_with_watch)
+                std::tie(ec, ch) = co_await zk.async_get_children(path, leave_watch, use_tuple);
+            else
+                std::tie(ec, ch) = co_await zk.async_get_children(path, use_tuple);
             if (cancelled(co_await asio::this_coro::cancellation_state))
                 co_return give_up(asio::error::operation_aborted);
             if (is_retriable(ec)) {
@@ -438,6 +448,7 @@ awaitable<engine_result> queue_acquire(client& zk, std::string path, std::string
             if (ec)
                 co_return give_up(ec);
             children = std::move(ch.children);
+            children_watch = std::move(ch.watch);
         }
         have_children = false;
         sort(children);
@@ -456,23 +467,33 @@ awaitable<engine_result> queue_acquire(client& zk, std::string path, std::string
             co_return engine_result{error_code{}, queued_node{node, node_stat}};
         if (clock::now() >= deadline)
             co_return give_up(error_code{});
-        auto watched = join_path(path, children[decision.watch_index]);
-        // A get_data watch: an exists watch on a node that vanished meanwhile would stay behind.
-        auto [gd_ec, gd] = co_await zk.async_get_data(watched, leave_watch, use_tuple);
-        if (cancelled(co_await asio::this_coro::cancellation_state))
-            co_return give_up(asio::error::operation_aborted);
-        if (is_zk(gd_ec, ZNONODE))
-            continue;
-        if (is_retriable(gd_ec)) {
-            if (!co_await wait_connected(zk, deadline))
-                co_return give_up(error_code{});
-            continue;
+        zkcoro::watch w;
+        if (decision.watch_children) {
+            if (!children_watch.valid()) {
+                list_with_watch = true;
+                continue;
+            }
+            w = std::move(children_watch);
+        } else {
+            auto watched = join_path(path, children[decision.watch_index]);
+            // A get_data watch: an exists watch on a node that vanished meanwhile would stay.
+            auto [gd_ec, gd] = co_await zk.async_get_data(watched, leave_watch, use_tuple);
+            if (cancelled(co_await asio::this_coro::cancellation_state))
+                co_return give_up(asio::error::operation_aborted);
+            if (is_zk(gd_ec, ZNONODE))
+                continue;
+            if (is_retriable(gd_ec)) {
+                if (!co_await wait_connected(zk, deadline))
+                    co_return give_up(error_code{});
+                continue;
+            }
+            if (gd_ec)
+                co_return give_up(gd_ec);
+            w = std::move(gd.watch);
         }
-        if (gd_ec)
-            co_return give_up(gd_ec);
         asio::steady_timer timer(ex, deadline);
         auto [order, w_ec, ev, t_ec] =
-            co_await asio::experimental::make_parallel_group(gd.watch.async_wait(asio::deferred),
+            co_await asio::experimental::make_parallel_group(w.async_wait(asio::deferred),
                                                              timer.async_wait(asio::deferred))
                 .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
         if (cancelled(co_await asio::this_coro::cancellation_state))
@@ -551,7 +572,7 @@ awaitable<acquire_result> acquire_coro(std::shared_ptr<mutex_state> s, owner_id 
     {
         std::lock_guard lk(s->m);
         auto it = s->holds.find(owner);
-        if (it != s->holds.end() && !it->second->released && !it->second->lost) {
+        if (s->recipe.reentrant && it != s->holds.end() && !it->second->released && !it->second->lost) {
             ++it->second->count;
             co_return acquire_result{error_code{}, guard(it->second, owner)};
         }
@@ -617,7 +638,8 @@ awaitable<acquire_result> acquire_coro(std::shared_ptr<mutex_state> s, owner_id 
         {
             std::lock_guard lk(s->m);
             ns->current = h;
-            s->holds[owner] = h;
+            if (s->recipe.reentrant)
+                s->holds[owner] = h;
         }
         asio::co_spawn(ex, monitor(s, ns), asio::bind_cancellation_slot(ns->monitor_stop.slot(), asio::detached));
         co_return acquire_result{error_code{}, guard(h, owner)};
@@ -642,7 +664,8 @@ awaitable<acquire_result> acquire_coro(std::shared_ptr<mutex_state> s, owner_id 
     {
         std::lock_guard lk(s->m);
         ns->current = h;
-        s->holds[owner] = h;
+        if (s->recipe.reentrant)
+            s->holds[owner] = h;
     }
     asio::co_spawn(ex, monitor(s, ns), asio::bind_cancellation_slot(ns->monitor_stop.slot(), asio::detached));
     co_return acquire_result{error_code{}, guard(h, owner)};
@@ -766,7 +789,7 @@ void guard::release_with(owner_id o, detail::any_handler<void(error_code)> handl
     auto h = hold_;
     auto& s = *h->state;
     auto op = std::make_shared<op_state<>>(std::move(handler), s.zk.get_executor());
-    if (o != h->owner)
+    if (s.recipe.reentrant && o != h->owner)
         return void(op->complete(client_errc::not_owner));
     hold_.reset();
     std::vector<std::shared_ptr<op_state<>>> waiters;

@@ -8,6 +8,7 @@
 #include <zkcoro/guard.hpp>
 #include <zkcoro/mutex.hpp>
 #include <zkcoro/path.hpp>
+#include <zkcoro/semaphore.hpp>
 #include <zkcoro/shared_mutex.hpp>
 #include <zkcoro/types.hpp>
 #include <zkcoro/this_task.hpp>

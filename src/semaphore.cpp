@@ -1,0 +1,192 @@
+// The counting semaphore: a mutex at <path>/locks serialises entry, and the lock queue engine
+// waits at <path>/leases until the number of leases is within max_leases.
+#include "client_impl.hpp"
+#include "lock_engine.hpp"
+
+#include <zkcoro/path.hpp>
+#include <zkcoro/semaphore.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <fmt/format.h>
+
+#include <atomic>
+
+namespace zkcoro {
+namespace detail {
+
+namespace {
+using clock = std::chrono::steady_clock;
+constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+}  // namespace
+
+struct semaphore_state {
+    semaphore_state(client& c, std::string p, int max, std::string count, mutex_options opts)
+        : zk(client_access::share(c)),
+          path(std::move(p)),
+          count_path(std::move(count)),
+          max_leases(std::make_shared<std::atomic<int>>(max)),
+          locks(mutex_access::make(make_mutex_state(c, join_path(path, "locks"), opts, {})))
+    {
+        recipe_params lease;
+        lease.base_name = "lease-";
+        lease.sort = [](std::vector<std::string>& names) { sort_by_sequence(names, "lease-"); };
+        // Hold while the number of leases is within the limit; otherwise wait for any change.
+        lease.rule = [max = max_leases](const std::vector<std::string>& sorted, std::size_t) {
+            queue_decision d;
+            d.holds = sorted.size() <= static_cast<std::size_t>(std::max(0, max->load()));
+            d.watch_children = !d.holds;
+            return d;
+        };
+        lease.reentrant = false;
+        leases = std::make_unique<mutex>(mutex_access::make(make_mutex_state(c, join_path(path, "leases"), opts, std::move(lease))));
+    }
+
+    client zk;
+    std::string path;
+    std::string count_path;
+    std::shared_ptr<std::atomic<int>> max_leases;
+    mutex locks;
+    std::unique_ptr<mutex> leases;
+    std::atomic<owner_id> next_owner{1};
+};
+
+namespace {
+
+using lease_result = std::tuple<error_code, std::optional<guard>>;
+using leases_result = std::tuple<error_code, std::optional<std::vector<guard>>>;
+
+clock::duration remaining(clock::time_point deadline)
+{
+    if (deadline == clock::time_point::max())
+        return clock::duration::max();
+    return std::max(clock::duration::zero(), deadline - clock::now());
+}
+
+// One lease: take the entry mutex, queue a lease node until there is room, let the mutex go.
+asio::awaitable<lease_result> acquire_one(std::shared_ptr<semaphore_state> s, clock::time_point deadline)
+{
+    // A fresh owner per acquisition: the entry mutex must not be reentered by a second lease.
+    owner_id owner = (owner_id{1} << (sizeof(owner_id) * 8 - 1)) | s->next_owner++;
+    auto [ec, entry] = co_await s->locks.async_acquire(owner, remaining(deadline), use_tuple);
+    if (ec || !entry)
+        co_return lease_result{ec, std::nullopt};
+    auto [lec, lease] = co_await s->leases->async_acquire(owner, remaining(deadline), use_tuple);
+    co_await entry->async_release(owner, use_tuple);
+    co_return lease_result{lec, std::move(lease)};
+}
+
+asio::awaitable<leases_result> acquire_n(std::shared_ptr<semaphore_state> s, int n, clock::time_point deadline)
+{
+    co_await asio::this_coro::throw_if_cancelled(false);
+    co_await asio::this_coro::reset_cancellation_state(asio::enable_partial_cancellation());
+    if (!s->count_path.empty()) {
+        auto [ec, d] = co_await s->zk.async_get_data(s->count_path, use_tuple);
+        if (ec)
+            co_return leases_result{ec, std::nullopt};
+        if (d.data.size() != 4) {
+            s->zk.log(log_level::error, fmt::format("semaphore: count node {} holds {} bytes, not a 4-byte "
+                                                    "big-endian integer", s->count_path, d.data.size()));
+            co_return leases_result{client_errc::invalid_argument, std::nullopt};
+        }
+        auto b = [&](int i) { return static_cast<std::uint32_t>(static_cast<unsigned char>(d.data[static_cast<std::size_t>(i)])); };
+        s->max_leases->store(static_cast<int>(b(0) << 24 | b(1) << 16 | b(2) << 8 | b(3)));
+    }
+    if (n < 1 || n > s->max_leases->load()) {
+        s->zk.log(log_level::warn, fmt::format("semaphore {}: asked for {} leases of {}", s->path, n, s->max_leases->load()));
+        co_return leases_result{client_errc::invalid_argument, std::nullopt};
+    }
+    std::vector<guard> got;
+    for (int i = 0; i < n; ++i) {
+        auto [ec, lease] = co_await acquire_one(s, deadline);
+        if (ec || !lease)
+            co_return leases_result{ec, std::nullopt};  // the leases taken so far are released
+        got.push_back(std::move(*lease));
+    }
+    co_return leases_result{error_code{}, std::move(got)};
+}
+
+}  // namespace
+}  // namespace detail
+
+semaphore::semaphore(client& c, std::string path, int max_leases, mutex_options opts)
+    : state_(std::make_shared<detail::semaphore_state>(c, std::move(path), max_leases, std::string{}, std::move(opts)))
+{
+}
+
+semaphore::semaphore(client& c, std::string path, shared_count_t, std::string count_path, mutex_options opts)
+    : state_(std::make_shared<detail::semaphore_state>(c, std::move(path), 0, std::move(count_path), std::move(opts)))
+{
+}
+
+semaphore::semaphore(semaphore&&) noexcept = default;
+semaphore::~semaphore() = default;
+
+const std::string& semaphore::path() const noexcept { return state_->path; }
+client::executor_type semaphore::get_executor() const noexcept { return state_->zk.get_executor(); }
+
+asio::awaitable<std::vector<guard>> semaphore::acquire(int n)
+{
+    auto r = co_await async_acquire(n, std::chrono::steady_clock::duration::max(), asio::use_awaitable);
+    co_return std::move(*r);
+}
+
+asio::awaitable<std::optional<std::vector<guard>>> semaphore::acquire(int n, std::chrono::steady_clock::duration timeout)
+{
+    co_return co_await async_acquire(n, timeout, asio::use_awaitable);
+}
+
+void semaphore::start_acquire(int n, std::chrono::steady_clock::duration t,
+                              detail::any_handler<void(error_code, std::optional<std::vector<guard>>)> handler)
+{
+    using result = std::optional<std::vector<guard>>;
+    auto now = std::chrono::steady_clock::now();
+    auto deadline = t >= std::chrono::steady_clock::time_point::max() - now
+                        ? std::chrono::steady_clock::time_point::max()
+                        : now + std::max(t, std::chrono::steady_clock::duration::zero());
+    auto ex = state_->zk.get_executor();
+    auto op = std::make_shared<detail::op_state<result>>(std::move(handler), ex);
+    auto done = [op](std::exception_ptr e, detail::leases_result r) {
+        if (e)
+            return void(op->complete(make_zk_error(ZSYSTEMERROR), std::nullopt));
+        op->complete(std::get<0>(r), std::move(std::get<1>(r)));
+    };
+    auto slot = op->cancellation_slot();
+    if (slot.is_connected())
+        asio::co_spawn(ex, detail::acquire_n(state_, n, deadline), asio::bind_cancellation_slot(slot, std::move(done)));
+    else
+        asio::co_spawn(ex, detail::acquire_n(state_, n, deadline), std::move(done));
+}
+
+semaphore_mutex::semaphore_mutex(client& c, std::string path, mutex_options opts)
+    : sem_(c, std::move(path), 1, std::move(opts))
+{
+}
+
+asio::awaitable<guard> semaphore_mutex::acquire()
+{
+    auto r = co_await async_acquire(0, std::chrono::steady_clock::duration::max(), asio::use_awaitable);
+    co_return std::move(*r);
+}
+
+asio::awaitable<std::optional<guard>> semaphore_mutex::acquire(std::chrono::steady_clock::duration timeout)
+{
+    co_return co_await async_acquire(0, timeout, asio::use_awaitable);
+}
+
+void semaphore_mutex::start_acquire(std::chrono::steady_clock::duration t,
+                                    detail::any_handler<void(error_code, std::optional<guard>)> handler)
+{
+    auto op = std::make_shared<detail::op_state<std::optional<guard>>>(std::move(handler), sem_.get_executor());
+    sem_.async_acquire(1, t, [op](error_code ec, std::optional<std::vector<guard>> leases) {
+        if (ec || !leases)
+            return void(op->complete(ec, std::nullopt));
+        op->complete(ec, std::move(leases->front()));
+    });
+}
+
+}  // namespace zkcoro

@@ -1,0 +1,136 @@
+// The counting semaphore and the semaphore mutex against a real ZooKeeper.
+#include "common.hpp"
+
+using namespace zktest;
+using namespace zkcoro;
+using asio::awaitable;
+
+namespace {
+
+awaitable<std::size_t> lease_count(client& c, const std::string& path)
+{
+    auto [ec, r] = co_await c.async_get_children(path + "/leases", asio::as_tuple(asio::use_awaitable));
+    co_return ec ? 0 : r.children.size();
+}
+
+awaitable<void> release_in_another_task(guard g, bool& released)
+{
+    co_await g.release();
+    released = true;
+}
+
+}  // namespace
+
+// At most max_leases holders at any instant, among tasks in several sessions; all get served.
+TEST_CASE("at most max_leases at once")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        constexpr int sessions = 4, tasks_per_session = 3, rounds = 3;
+        auto path = unique_path("sem");
+        std::vector<std::unique_ptr<client>> clients;
+        std::vector<std::unique_ptr<semaphore>> sems;
+        for (int i = 0; i < sessions; ++i) {
+            clients.push_back(std::make_unique<client>(ioc.get_executor(), test_config()));
+            co_await clients.back()->async_connect();
+            sems.push_back(std::make_unique<semaphore>(*clients.back(), path, 3));
+        }
+        int inside = 0, max_inside = 0, done = 0;
+        auto ex = co_await asio::this_coro::executor;
+        for (int i = 0; i < sessions; ++i)
+            for (int t = 0; t < tasks_per_session; ++t)
+                asio::co_spawn(ex, [&, i]() -> awaitable<void> {
+                    for (int r = 0; r < rounds; ++r) {
+                        auto leases = co_await sems[static_cast<std::size_t>(i)]->acquire(1);
+                        max_inside = std::max(max_inside, ++inside);
+                        asio::steady_timer hold(ex, 5ms);
+                        co_await hold.async_wait(asio::use_awaitable);
+                        --inside;
+                        co_await leases.front().release();
+                        ++done;
+                    }
+                }, asio::detached);
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return done == sessions * tasks_per_session * rounds; },
+                                  60000ms));
+        CHECK(max_inside <= 3);
+        CHECK(max_inside >= 2);  // leases really are shared
+        CHECK(co_await lease_count(*clients[0], path) == 0);
+    }, 90s);
+}
+
+// n leases are all or nothing: a request that cannot be met in time keeps none.
+TEST_CASE("acquire n is all or nothing")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client a(ioc.get_executor(), test_config());
+        client b(ioc.get_executor(), test_config());
+        co_await a.async_connect();
+        co_await b.async_connect();
+        auto path = unique_path("semn");
+        semaphore sa(a, path, 3), sb(b, path, 3);
+        auto two = co_await sa.acquire(2);
+        CHECK(two.size() == 2);
+        CHECK(co_await lease_count(a, path) == 2);
+        auto r = co_await sb.acquire(2, 400ms);
+        CHECK_FALSE(r.has_value());
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return co_await lease_count(a, path) == 2; }));
+        auto one = co_await sb.acquire(1, 2s);
+        REQUIRE(one.has_value());
+        CHECK(co_await lease_count(a, path) == 3);
+        // More than max_leases can never be granted: refused at once.
+        auto [ec, none] = co_await sb.async_acquire(4, 1s, asio::as_tuple(asio::use_awaitable));
+        CHECK(ec == client_errc::invalid_argument);
+        for (auto& g : two)
+            co_await g.release();
+        co_await one->front().release();
+        CHECK(co_await lease_count(a, path) == 0);
+    });
+}
+
+// Max leases from a shared count node (4-byte big-endian, Curator's SharedCount).
+TEST_CASE("max leases from a shared count")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client a(ioc.get_executor(), test_config());
+        co_await a.async_connect();
+        auto path = unique_path("semcount");
+        auto count_path = path + "-count";
+        co_await a.async_create(count_path, std::string("\0\0\0\2", 4), create_mode::persistent);
+        semaphore s(a, path, shared_count, count_path);
+        auto two = co_await s.acquire(2, 2s);
+        REQUIRE(two.has_value());
+        CHECK_FALSE((co_await s.acquire(1, 300ms)).has_value());
+        co_await a.async_set_data(count_path, std::string("\0\0\0\3", 4));
+        CHECK((co_await s.acquire(1, 2s)).has_value());
+        co_await a.async_set_data(count_path, "bad");
+        auto [ec, r] = co_await s.async_acquire(1, 1s, asio::as_tuple(asio::use_awaitable));
+        CHECK(ec == client_errc::invalid_argument);
+    });
+}
+
+// The semaphore mutex: exclusive, not reentrant, and its guard may be released by another task.
+TEST_CASE("semaphore mutex")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client a(ioc.get_executor(), test_config());
+        co_await a.async_connect();
+        auto path = unique_path("semmutex");
+        semaphore_mutex m(a, path);
+        auto g = co_await m.acquire();
+        // Not reentrant: the same task waits like anyone else.
+        CHECK_FALSE((co_await m.acquire(300ms)).has_value());
+        // Another task releases it.
+        bool released = false;
+        // (A function, not a lambda: GCC 12 mishandles by-value captures of a lambda written
+        // inside a coroutine.)
+        asio::co_spawn(co_await asio::this_coro::executor, release_in_another_task(std::move(g), released),
+                       asio::detached);
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return released; }));
+        auto g2 = co_await m.acquire(2s);
+        CHECK(g2.has_value());
+        CHECK(co_await lease_count(a, path) == 1);
+    });
+}
