@@ -866,6 +866,8 @@ mutex::mutex(mutex&&) noexcept = default;
 mutex::~mutex() = default;
 
 const std::string& mutex::path() const noexcept { return state_->path; }
+client::executor_type mutex::get_executor() const noexcept { return state_->zk.get_executor(); }
+bool mutex::is_read_side() const noexcept { return state_->recipe.base_name == "__READ__"; }
 
 std::uint64_t mutex::local_handoffs() const
 {

@@ -82,6 +82,9 @@ public:
     ~mutex();
 
     const std::string& path() const noexcept;
+    client::executor_type get_executor() const noexcept;
+    // True for the read side of a shared_mutex.
+    bool is_read_side() const noexcept;
 
     // Waits until the current task holds the lock. Throws boost::system::system_error on failure
     // (session lost, invalid path, cancellation).

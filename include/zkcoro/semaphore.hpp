@@ -91,6 +91,7 @@ public:
     }
 
     const std::string& path() const noexcept { return sem_.path(); }
+    client::executor_type get_executor() const noexcept { return sem_.get_executor(); }
 
 private:
     void start_acquire(std::chrono::steady_clock::duration t,

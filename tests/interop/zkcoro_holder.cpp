@@ -1,25 +1,36 @@
-// zkcoro-holder: contends on a lock with zkcoro::mutex and logs every hold, the zkcoro
+// zkcoro-holder: contends on a lock with zkcoro's recipes and logs every hold, the zkcoro
 // counterpart of CuratorHolder.java, so that the interval checker can prove mutual exclusion
 // between Curator and zkcoro processes (and between tasks of one zkcoro process).
 //
 //   zkcoro-holder --connect HOST:PORT --path /locks/x --duration-ms D --hold-ms H --log FILE
-//                 --id NAME [--recipe mutex] [--tasks N] [--session-timeout-ms 4000]
-//                 [--connection-timeout-ms 3000] [--acquire-timeout-ms 2000] [--max-count 100000]
+//                 --id NAME [--recipe mutex|read|write|semaphore] [--leases N] [--tasks N]
+//                 [--session-timeout-ms 4000] [--connection-timeout-ms 3000]
+//                 [--acquire-timeout-ms 2000] [--max-count 100000]
 //   zkcoro-holder --participants --connect HOST:PORT --path /locks/x [--recipe mutex]
 //
-// Each hold appends one line "<id> X <enter_ns> <exit_ns>" to FILE with a single write(2) on a
-// descriptor opened with O_APPEND, so several holders may share a file. enter_ns is read after
-// acquire() returned, exit_ns before release() is called: the logged interval lies inside the
-// real hold. Both are clock_gettime(CLOCK_MONOTONIC), the clock of Java's System.nanoTime().
+// Recipes (the default is mutex), each with the log mode of CuratorHolder:
+//   mutex      zkcoro::mutex                        X
+//   read       zkcoro::shared_mutex, read side      R   (Curator's InterProcessReadWriteLock)
+//   write      zkcoro::shared_mutex, write side     W
+//   semaphore  zkcoro::semaphore, --leases N max    S   (Curator's InterProcessSemaphoreV2);
+//              each hold takes one lease
 //
-// --tasks N runs N tasks (separate co_spawns, hence separate lock owners) on one zkcoro::mutex
-// object of one client; task k (1..N) logs with id "<id>.<k>". With N = 1 the id is "<id>".
+// Each hold appends one line "<id> <mode> <enter_ns> <exit_ns>" to FILE with a single write(2)
+// on a descriptor opened with O_APPEND, so several holders may share a file. enter_ns is read
+// after acquire() returned, exit_ns before release() is called: the logged interval lies inside
+// the real hold. Both are clock_gettime(CLOCK_MONOTONIC), the clock of Java's System.nanoTime().
+//
+// --tasks N runs N tasks (separate co_spawns, hence separate lock owners) on one lock object
+// (zkcoro::mutex, zkcoro::shared_mutex or zkcoro::semaphore) of one client; task k (1..N) logs
+// with id "<id>.<k>". With N = 1 the id is "<id>".
 //
 // stdout: "acquired=<total>" at the end (participants mode: one node path per line, holder
 // first). stderr: per-task counts and warnings. Exit 0 on success, 2 on error or bad usage.
 #include <zkcoro/client.hpp>
 #include <zkcoro/guard.hpp>
 #include <zkcoro/mutex.hpp>
+#include <zkcoro/semaphore.hpp>
+#include <zkcoro/shared_mutex.hpp>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
@@ -44,6 +55,7 @@
 #include <cstring>
 #include <exception>
 #include <map>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -57,8 +69,9 @@ using namespace std::chrono_literals;
 
 constexpr std::string_view usage_text =
     "usage: zkcoro-holder --connect HOST:PORT --path /locks/x --duration-ms D --hold-ms H\n"
-    "         --log FILE --id NAME [--recipe mutex] [--tasks N] [--session-timeout-ms 4000]\n"
-    "         [--connection-timeout-ms 3000] [--acquire-timeout-ms 2000] [--max-count 100000]\n"
+    "         --log FILE --id NAME [--recipe mutex|read|write|semaphore] [--leases N]\n"
+    "         [--tasks N] [--session-timeout-ms 4000] [--connection-timeout-ms 3000]\n"
+    "         [--acquire-timeout-ms 2000] [--max-count 100000]\n"
     "       zkcoro-holder --participants --connect HOST:PORT --path /locks/x [--recipe mutex]\n";
 
 struct usage_error : std::runtime_error {
@@ -70,6 +83,8 @@ struct options {
     std::string path;
     std::string log_file;
     std::string id;
+    std::string recipe = "mutex";
+    long long leases = 1;  // semaphore: max leases
     long long duration_ms = -1;
     long long hold_ms = -1;
     long long session_timeout_ms = 4000;
@@ -121,9 +136,11 @@ options parse(int argc, char** argv)
         if (k == "--connect") o.connect = val;
         else if (k == "--path") o.path = val;
         else if (k == "--recipe") {
-            if (val != "mutex")
-                throw usage_error(fmt::format("only --recipe mutex is supported, not {}", val));
+            if (val != "mutex" && val != "read" && val != "write" && val != "semaphore")
+                throw usage_error(fmt::format("--recipe must be mutex, read, write or semaphore, not {}", val));
+            o.recipe = val;
         }
+        else if (k == "--leases") o.leases = number(k, val, 1);
         else if (k == "--duration-ms") o.duration_ms = number(k, val, 0);
         else if (k == "--hold-ms") o.hold_ms = number(k, val, 0);
         else if (k == "--log") o.log_file = val;
@@ -139,8 +156,11 @@ options parse(int argc, char** argv)
         throw usage_error("--connect is required");
     if (o.path.empty() || o.path[0] != '/')
         throw usage_error("--path /absolute/path is required");
-    if (o.participants)
+    if (o.participants) {
+        if (o.recipe != "mutex")
+            throw usage_error("--participants supports --recipe mutex only");
         return o;
+    }
     if (o.duration_ms < 0)
         throw usage_error("--duration-ms is required");
     if (o.hold_ms < 0)
@@ -197,7 +217,38 @@ struct task_result {
     bool done = false;
 };
 
-asio::awaitable<void> hold_loop(zkcoro::mutex& m, const options& o, int fd,
+// What the tasks contend on: a mutex (mutex recipe, or one side of a shared_mutex), or a
+// semaphore of which each hold takes one lease.
+struct lock_target {
+    char mode = 'X';
+    zkcoro::mutex* m = nullptr;
+    zkcoro::semaphore* s = nullptr;
+};
+
+// One acquisition as a list of guards (a mutex: one; a semaphore: its leases). Empty when the
+// time ran out. Separate coroutines rather than a conditional co_await (GCC 12).
+asio::awaitable<std::vector<zkcoro::guard>> acquire_mutex(zkcoro::mutex& m, std::chrono::steady_clock::duration wait)
+{
+    std::vector<zkcoro::guard> out;
+    auto g = co_await m.acquire(wait);
+    if (g)
+        out.push_back(std::move(*g));
+    co_return out;
+}
+
+asio::awaitable<std::vector<zkcoro::guard>> acquire_lease(zkcoro::semaphore& s, std::chrono::steady_clock::duration wait)
+{
+    std::vector<zkcoro::guard> out;
+    auto leases = co_await s.acquire(1, wait);
+    if (leases) {
+        if (leases->size() != 1)
+            throw std::runtime_error(fmt::format("semaphore acquire(1) returned {} leases", leases->size()));
+        out = std::move(*leases);
+    }
+    co_return out;
+}
+
+asio::awaitable<void> hold_loop(lock_target t, const options& o, int fd,
                                 std::chrono::steady_clock::time_point deadline, task_result& r)
 {
     auto ex = co_await asio::this_coro::executor;
@@ -208,8 +259,12 @@ asio::awaitable<void> hold_loop(zkcoro::mutex& m, const options& o, int fd,
             break;
         const auto wait = std::min<std::chrono::steady_clock::duration>(
             std::chrono::milliseconds(o.acquire_timeout_ms), deadline - now);
-        auto g = co_await m.acquire(wait);
-        if (!g)
+        std::vector<zkcoro::guard> guards;
+        if (t.s != nullptr)
+            guards = co_await acquire_lease(*t.s, wait);
+        else
+            guards = co_await acquire_mutex(*t.m, wait);
+        if (guards.empty())
             continue;  // timed out: retry while time remains
         const std::int64_t enter = monotonic_ns();
         if (o.hold_ms > 0) {
@@ -218,14 +273,17 @@ asio::awaitable<void> hold_loop(zkcoro::mutex& m, const options& o, int fd,
         }
         const std::int64_t exit = monotonic_ns();
         // lost() covers "the session may have expired": the hold may not have been exclusive.
-        const bool lost = g->lost();
-        co_await g->release();
+        bool lost = false;
+        for (const auto& g : guards)
+            lost = lost || g.lost();
+        for (auto& g : guards)
+            co_await g.release();
         if (lost) {
             ++r.suspect;
             fmt::print(stderr, "zkcoro-holder[{}]: warning: lock lost during hold {}..{} (exclusion not guaranteed for it)\n",
                        r.id, enter, exit);
         }
-        append_line(fd, fmt::format("{} X {} {}\n", r.id, enter, exit));
+        append_line(fd, fmt::format("{} {} {} {}\n", r.id, t.mode, enter, exit));
         ++r.count;
     }
 }
@@ -240,7 +298,23 @@ int run_holder(const options& o)
 
     asio::io_context ioc;
     zkcoro::client c(ioc.get_executor(), make_config(o));
-    zkcoro::mutex m(c, o.path);
+    // The lock object shared by all tasks, by recipe.
+    std::unique_ptr<zkcoro::mutex> mtx;
+    std::unique_ptr<zkcoro::shared_mutex> rw;
+    std::unique_ptr<zkcoro::semaphore> sem;
+    lock_target target;
+    if (o.recipe == "read" || o.recipe == "write") {
+        rw = std::make_unique<zkcoro::shared_mutex>(c, o.path);
+        target.mode = o.recipe == "read" ? 'R' : 'W';
+        target.m = o.recipe == "read" ? &rw->reader() : &rw->writer();
+    } else if (o.recipe == "semaphore") {
+        sem = std::make_unique<zkcoro::semaphore>(c, o.path, static_cast<int>(o.leases));
+        target.mode = 'S';
+        target.s = sem.get();
+    } else {
+        mtx = std::make_unique<zkcoro::mutex>(c, o.path);
+        target.m = mtx.get();
+    }
     std::vector<task_result> results(static_cast<std::size_t>(o.tasks));
     for (std::size_t k = 0; k < results.size(); ++k)
         results[k].id = o.tasks == 1 ? o.id : fmt::format("{}.{}", o.id, k + 1);
@@ -261,7 +335,7 @@ int run_holder(const options& o)
         asio::steady_timer all_done(ex, std::chrono::steady_clock::time_point::max());
         std::size_t running = results.size();
         for (auto& r : results) {
-            asio::co_spawn(ex, hold_loop(m, o, fd, deadline, r), [&](std::exception_ptr e) {
+            asio::co_spawn(ex, hold_loop(target, o, fd, deadline, r), [&](std::exception_ptr e) {
                 r.error = e;
                 r.done = true;
                 if (--running == 0)

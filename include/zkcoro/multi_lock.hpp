@@ -1,0 +1,99 @@
+// zkcoro::multi_lock: several locks taken all or nothing, in an order that cannot deadlock.
+#ifndef ZKCORO_MULTI_LOCK_HPP
+#define ZKCORO_MULTI_LOCK_HPP
+
+#include <zkcoro/mutex.hpp>
+#include <zkcoro/semaphore.hpp>
+#include <zkcoro/shared_mutex.hpp>
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zkcoro {
+
+// A lock a multi_lock can take: a mutex, either side of a shared_mutex (reader() / writer()), or
+// a semaphore_mutex. Refers to the object, which must outlive the multi_lock.
+class ZKCORO_API lock_ref {
+public:
+    lock_ref(mutex& m);
+    lock_ref(semaphore_mutex& m);
+
+    const std::string& path() const noexcept { return *path_; }
+
+    using start_fn = std::function<void(owner_id, std::chrono::steady_clock::duration,
+                                        detail::any_handler<void(error_code, std::optional<guard>)>)>;
+
+private:
+    friend class multi_lock;
+    const std::string* path_;
+    asio::any_io_executor ex_;
+    int rank_ = 0;  // for one path: the write side before the read side (a downgrade, not an upgrade)
+    start_fn start_;
+};
+
+// What a multi_lock holds: one guard per lock, in acquisition order. Released in reverse order,
+// by release() or when destroyed.
+class ZKCORO_API multi_guard {
+public:
+    multi_guard() = default;
+    explicit multi_guard(std::vector<guard> g, owner_id owner) noexcept : guards_(std::move(g)), owner_(owner) {}
+    multi_guard(multi_guard&&) noexcept = default;
+    multi_guard& operator=(multi_guard&& o) noexcept;
+    ~multi_guard();
+
+    std::vector<guard>& guards() noexcept { return guards_; }
+    // The smallest of the members' fencing tokens is not meaningful across locks: each member's
+    // guard carries its own.
+    bool lost() const noexcept;
+
+    // Releases every member, last acquired first, from the task that acquired them.
+    asio::awaitable<void> release();
+
+private:
+    void release_all() noexcept;
+    std::vector<guard> guards_;
+    owner_id owner_ = 0;
+};
+
+// Takes a set of locks all or nothing within ONE deadline for the whole set. Locks are taken
+// sorted by path (so that two multi-locks over overlapping sets cannot deadlock), and on
+// failure, timeout or cancellation the ones already taken are released in reverse order.
+//
+// \par Thread safety
+// Distinct objects: safe. Shared objects: safe.
+class ZKCORO_API multi_lock {
+public:
+    explicit multi_lock(std::vector<lock_ref> locks);
+
+    asio::awaitable<multi_guard> acquire();
+    // An empty optional when the deadline passed before every lock was held (none is kept).
+    asio::awaitable<std::optional<multi_guard>> acquire(std::chrono::steady_clock::duration timeout);
+
+    // Handler: void(error_code, std::optional<multi_guard>). Cancellation: terminal, partial.
+    template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(error_code, std::optional<multi_guard>))
+                  CompletionToken = detail::default_token>
+    auto async_acquire(owner_id owner, std::chrono::steady_clock::duration timeout, CompletionToken&& token = {})
+    {
+        return asio::async_initiate<CompletionToken, void(error_code, std::optional<multi_guard>)>(
+            [this](auto handler, owner_id o, std::chrono::steady_clock::duration t) {
+                start_acquire(o, t, std::move(handler));
+            },
+            token, owner, timeout);
+    }
+
+    // The locks in the order they are taken.
+    std::vector<std::string> order() const;
+
+private:
+    void start_acquire(owner_id o, std::chrono::steady_clock::duration t,
+                       detail::any_handler<void(error_code, std::optional<multi_guard>)> handler);
+    std::vector<lock_ref> locks_;
+    asio::any_io_executor ex_;
+};
+
+}  // namespace zkcoro
+
+#endif

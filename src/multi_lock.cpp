@@ -1,0 +1,174 @@
+// All-or-nothing acquisition of several locks, sorted by path, with one deadline.
+#include "client_impl.hpp"
+
+#include <zkcoro/multi_lock.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <algorithm>
+
+namespace zkcoro {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+using multi_outcome = std::tuple<error_code, std::optional<multi_guard>>;
+
+clock::duration remaining(clock::time_point deadline)
+{
+    if (deadline == clock::time_point::max())
+        return clock::duration::max();
+    return std::max(clock::duration::zero(), deadline - clock::now());
+}
+
+// Starts one member's acquisition as an awaitable.
+auto acquire_member(const lock_ref::start_fn& start, owner_id owner, clock::duration t)
+{
+    const auto token = asio::as_tuple(asio::use_awaitable);
+    return asio::async_initiate<const decltype(token)&, void(error_code, std::optional<guard>)>(
+        [&start](auto handler, owner_id o, clock::duration d) { start(o, d, std::move(handler)); }, token, owner,
+        t);
+}
+
+}  // namespace
+
+lock_ref::lock_ref(mutex& m) : path_(&m.path()), ex_(m.get_executor()), rank_(m.is_read_side() ? 1 : 0)
+{
+    start_ = [&m](owner_id o, clock::duration t, detail::any_handler<void(error_code, std::optional<guard>)> h) {
+        m.async_acquire(o, t, std::move(h));
+    };
+}
+
+lock_ref::lock_ref(semaphore_mutex& m) : path_(&m.path()), ex_(m.get_executor())
+{
+    start_ = [&m](owner_id o, clock::duration t, detail::any_handler<void(error_code, std::optional<guard>)> h) {
+        m.async_acquire(o, t, std::move(h));
+    };
+}
+
+multi_guard& multi_guard::operator=(multi_guard&& o) noexcept
+{
+    if (this != &o) {
+        release_all();
+        guards_ = std::move(o.guards_);
+        owner_ = o.owner_;
+    }
+    return *this;
+}
+
+multi_guard::~multi_guard() { release_all(); }
+
+void multi_guard::release_all() noexcept
+{
+    // Reverse order; each guard releases in the background as it is destroyed.
+    while (!guards_.empty())
+        guards_.pop_back();
+}
+
+bool multi_guard::lost() const noexcept
+{
+    return std::any_of(guards_.begin(), guards_.end(), [](const guard& g) { return g.lost(); });
+}
+
+asio::awaitable<void> multi_guard::release()
+{
+    error_code first;
+    for (auto it = guards_.rbegin(); it != guards_.rend(); ++it) {
+        auto [ec] = co_await it->async_release(owner_, asio::as_tuple(asio::use_awaitable));
+        if (ec && !first)
+            first = ec;
+    }
+    guards_.clear();
+    if (first)
+        throw boost::system::system_error(first);
+}
+
+multi_lock::multi_lock(std::vector<lock_ref> locks) : locks_(std::move(locks))
+{
+    std::stable_sort(locks_.begin(), locks_.end(), [](const lock_ref& a, const lock_ref& b) {
+        if (a.path() != b.path())
+            return a.path() < b.path();
+        return a.rank_ < b.rank_;
+    });
+    if (!locks_.empty())
+        ex_ = locks_.front().ex_;
+}
+
+std::vector<std::string> multi_lock::order() const
+{
+    std::vector<std::string> r;
+    for (auto& l : locks_)
+        r.push_back(l.path() + (l.rank_ ? " (read)" : ""));
+    return r;
+}
+
+asio::awaitable<multi_guard> multi_lock::acquire()
+{
+    auto me = co_await this_task::id();
+    auto r = co_await async_acquire(me, clock::duration::max(), asio::use_awaitable);
+    co_return std::move(*r);
+}
+
+asio::awaitable<std::optional<multi_guard>> multi_lock::acquire(clock::duration timeout)
+{
+    auto me = co_await this_task::id();
+    co_return co_await async_acquire(me, timeout, asio::use_awaitable);
+}
+
+namespace {
+
+asio::awaitable<multi_outcome> acquire_all(std::vector<lock_ref::start_fn> members, owner_id owner,
+                                          clock::time_point deadline)
+{
+    co_await asio::this_coro::throw_if_cancelled(false);
+    co_await asio::this_coro::reset_cancellation_state(asio::enable_partial_cancellation());
+    std::vector<guard> held;
+    for (auto& start : members) {
+        auto [ec, g] = co_await acquire_member(start, owner, remaining(deadline));
+        if (ec || !g) {
+            // Roll back, last taken first.
+            while (!held.empty()) {
+                co_await held.back().async_release(owner, asio::as_tuple(asio::use_awaitable));
+                held.pop_back();
+            }
+            co_return multi_outcome{ec, std::nullopt};
+        }
+        held.push_back(std::move(*g));
+    }
+    multi_outcome r;
+    std::get<1>(r).emplace(std::move(held), owner);
+    co_return r;
+}
+
+}  // namespace
+
+void multi_lock::start_acquire(owner_id o, clock::duration t,
+                               detail::any_handler<void(error_code, std::optional<multi_guard>)> handler)
+{
+    auto ex = ex_ ? ex_ : asio::any_io_executor(asio::system_executor());
+    auto op = std::make_shared<detail::op_state<std::optional<multi_guard>>>(std::move(handler), ex);
+    if (locks_.empty())
+        return void(op->complete(client_errc::invalid_argument, std::nullopt));
+    auto now = clock::now();
+    auto deadline = t >= clock::time_point::max() - now ? clock::time_point::max()
+                                                         : now + std::max(t, clock::duration::zero());
+    std::vector<lock_ref::start_fn> members;
+    for (auto& l : locks_)
+        members.push_back(l.start_);
+    auto done = [op](std::exception_ptr e, multi_outcome r) {
+        if (e)
+            return void(op->complete(make_zk_error(ZSYSTEMERROR), std::nullopt));
+        op->complete(std::get<0>(r), std::move(std::get<1>(r)));
+    };
+    auto slot = op->cancellation_slot();
+    if (slot.is_connected())
+        asio::co_spawn(ex, acquire_all(std::move(members), o, deadline), asio::bind_cancellation_slot(slot, std::move(done)));
+    else
+        asio::co_spawn(ex, acquire_all(std::move(members), o, deadline), std::move(done));
+}
+
+}  // namespace zkcoro
