@@ -18,6 +18,8 @@
 // /zkcoro-bench/lock-<pid>-<workload> and are deleted afterwards.
 #include "bench_common.hpp"
 
+#include <zkcoro/semaphore.hpp>
+#include <zkcoro/shared_mutex.hpp>
 #include <zkcoro/client.hpp>
 #include <zkcoro/guard.hpp>
 #include <zkcoro/mutex.hpp>
@@ -73,6 +75,7 @@ struct options {
     long warmup = -1;       // uncontended: unmeasured cycles first (-1: cycles / 10 in [5, 200])
     long tasks = 100;       // demo: tasks
     long per_task = 20;     // demo: acquisitions per task
+    long mixed_ms = 3000;   // read-write and semaphore workloads: how long each runs
     long time_limit = 120;  // seconds, for the whole run
 };
 
@@ -80,12 +83,13 @@ void usage(std::FILE* f)
 {
     std::fputs(
         "usage: zkcoro-lock-bench [--connect HOST:PORT] [--cycles N] [--warmup N] [--tasks T]\n"
-        "                         [--per-task K] [--time-limit SECONDS]\n"
+        "                         [--per-task K] [--mixed-ms MS] [--time-limit SECONDS]\n"
         "  --connect     loopback ZooKeeper server (default: $ZK_CONNECT, else 127.0.0.1:2181)\n"
         "  --cycles      uncontended acquire+release cycles measured (default 2000)\n"
         "  --warmup      uncontended cycles before measuring (default cycles/10, in [5, 200])\n"
         "  --tasks       demo: tasks sharing one client and one mutex (default 100)\n"
         "  --per-task    demo: acquisitions per task (default 20)\n"
+        "  --mixed-ms    read-write (8 readers, 2 writers) and semaphore (10 tasks, 3 leases) run time\n"
         "  --time-limit  overall limit in seconds (default 120); exceeding it is an error\n",
         f);
 }
@@ -99,6 +103,7 @@ options parse_options(int argc, char** argv)
         {"--warmup", &options::warmup, 0, 10'000'000},
         {"--tasks", &options::tasks, 1, 100'000},
         {"--per-task", &options::per_task, 1, 10'000'000},
+        {"--mixed-ms", &options::mixed_ms, 10, 600'000},
         {"--time-limit", &options::time_limit, 1, 86'400},
     };
     zkbench::parse_args(argc, argv, usage, zkbench::help_with_value::unknown, o, integers);
@@ -320,6 +325,145 @@ asio::awaitable<void> demo(zkcoro::client& zk, const options& o, bool local_hand
 }
 
 // ---------------------------------------------------------------------------------------------
+// Read-write and semaphore workloads: tasks loop for a fixed time; throughput per kind.
+
+struct mixed_state {
+    explicit mixed_state(asio::any_io_executor ex) : done_timer(ex) {}
+    int readers_inside = 0, writers_inside = 0, leases_inside = 0;
+    int max_readers = 0, max_leases = 0;
+    long violations = 0;
+    long reads = 0, writes = 0, leases = 0;
+    long tasks = 0, finished = 0;
+    std::string first_error;
+    asio::steady_timer done_timer;
+};
+
+asio::awaitable<void> rw_task(std::shared_ptr<mixed_state> st, zkcoro::shared_mutex& rw, bool writer,
+                              clock_type::time_point end)
+{
+    auto ex = co_await asio::this_coro::executor;
+    try {
+        for (long i = 0; i < 1000000 && clock_type::now() < end; ++i) {
+            check_deadline("running the read-write workload");
+            std::optional<zkcoro::guard> g;
+            if (writer)
+                g = co_await rw.acquire_write(time_left());
+            else
+                g = co_await rw.acquire_read(time_left());
+            if (!g)
+                throw bench_error("read-write: acquire timed out (time limit)");
+            if (writer) {
+                if (++st->writers_inside > 1 || st->readers_inside > 0)
+                    ++st->violations;
+            } else {
+                st->max_readers = std::max(st->max_readers, ++st->readers_inside);
+                if (st->writers_inside > 0)
+                    ++st->violations;
+            }
+            co_await asio::post(ex, asio::use_awaitable);
+            (writer ? st->writers_inside : st->readers_inside)--;
+            ++(writer ? st->writes : st->reads);
+            co_await g->release();
+        }
+    } catch (const std::exception& e) {
+        if (st->first_error.empty())
+            st->first_error = e.what();
+    }
+    if (++st->finished == st->tasks)
+        st->done_timer.cancel();
+}
+
+asio::awaitable<void> semaphore_task(std::shared_ptr<mixed_state> st, zkcoro::semaphore& sem, int max_leases,
+                                     clock_type::time_point end)
+{
+    auto ex = co_await asio::this_coro::executor;
+    try {
+        for (long i = 0; i < 1000000 && clock_type::now() < end; ++i) {
+            check_deadline("running the semaphore workload");
+            auto lease = co_await sem.acquire(1, time_left());
+            if (!lease)
+                throw bench_error("semaphore: acquire timed out (time limit)");
+            st->max_leases = std::max(st->max_leases, ++st->leases_inside);
+            if (st->leases_inside > max_leases)
+                ++st->violations;
+            co_await asio::post(ex, asio::use_awaitable);
+            --st->leases_inside;
+            ++st->leases;
+            co_await lease->front().release();
+        }
+    } catch (const std::exception& e) {
+        if (st->first_error.empty())
+            st->first_error = e.what();
+    }
+    if (++st->finished == st->tasks)
+        st->done_timer.cancel();
+}
+
+asio::awaitable<void> wait_tasks(std::shared_ptr<mixed_state> st)
+{
+    const auto give_up = g_deadline + 5s;
+    for (long wakeups = 0; st->finished < st->tasks && wakeups <= st->tasks + 1; ++wakeups) {
+        if (clock_type::now() >= give_up)
+            break;
+        st->done_timer.expires_at(give_up);
+        co_await st->done_timer.async_wait(use_tuple);
+    }
+    if (st->finished < st->tasks)
+        throw bench_error(fmt::format("only {} of {} tasks finished within the time limit", st->finished, st->tasks));
+}
+
+// 8 readers and 2 writers on one read-write lock for `seconds`.
+asio::awaitable<void> read_write(zkcoro::client& zk, const options& o, workload_result& reads, workload_result& writes)
+{
+    auto ex = co_await asio::this_coro::executor;
+    reads.name = "rw_read";
+    writes.name = "rw_write";
+    auto st = std::make_shared<mixed_state>(ex);
+    zkcoro::shared_mutex rw(zk, lock_path("rw"));
+    st->tasks = 10;
+    auto start = clock_type::now();
+    auto end = start + std::chrono::milliseconds(o.mixed_ms);
+    for (int t = 0; t < 10; ++t)
+        asio::co_spawn(ex, rw_task(st, rw, t >= 8, end), asio::detached);
+    co_await wait_tasks(st);
+    double secs = std::chrono::duration<double>(clock_type::now() - start).count();
+    reads.seconds = writes.seconds = secs;
+    reads.ops = st->reads;
+    writes.ops = st->writes;
+    std::string problem = st->first_error;
+    if (st->violations)
+        problem += fmt::format("{}{} exclusion violations", problem.empty() ? "" : "; ", st->violations);
+    if (st->writes == 0 || st->reads == 0)
+        problem += fmt::format("{}a side never acquired", problem.empty() ? "" : "; ");
+    reads.ok = writes.ok = problem.empty();
+    reads.failure = writes.failure = problem;
+    reads.max_inside = st->max_readers;
+}
+
+// 10 tasks, 3 leases, acquire + release for `seconds`.
+asio::awaitable<void> semaphore_load(zkcoro::client& zk, const options& o, workload_result& res)
+{
+    auto ex = co_await asio::this_coro::executor;
+    res.name = "semaphore";
+    auto st = std::make_shared<mixed_state>(ex);
+    zkcoro::semaphore sem(zk, lock_path("semaphore"), 3);
+    st->tasks = 10;
+    auto start = clock_type::now();
+    auto end = start + std::chrono::milliseconds(o.mixed_ms);
+    for (int t = 0; t < 10; ++t)
+        asio::co_spawn(ex, semaphore_task(st, sem, 3, end), asio::detached);
+    co_await wait_tasks(st);
+    res.seconds = std::chrono::duration<double>(clock_type::now() - start).count();
+    res.ops = st->leases;
+    res.max_inside = st->max_leases;
+    std::string problem = st->first_error;
+    if (st->violations)
+        problem += fmt::format("{}{} times more than 3 leases", problem.empty() ? "" : "; ", st->violations);
+    res.ok = problem.empty() && res.ops > 0;
+    res.failure = problem;
+}
+
+// ---------------------------------------------------------------------------------------------
 // The run
 
 struct results {
@@ -352,6 +496,15 @@ asio::awaitable<void> run_bench(const options& o, results& out)
             if (!ok)
                 break;  // reported; the exit status says it
         }
+
+        workload_result rr, rwr, sem;
+        used_paths.push_back(lock_path("rw"));
+        co_await read_write(zk, o, rr, rwr);
+        out.workloads.push_back(std::move(rr));
+        out.workloads.push_back(std::move(rwr));
+        used_paths.push_back(lock_path("semaphore"));
+        co_await semaphore_load(zk, o, sem);
+        out.workloads.push_back(std::move(sem));
     } catch (...) {
         failure = std::current_exception();
     }

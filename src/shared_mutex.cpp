@@ -67,6 +67,9 @@ shared_mutex::shared_mutex(client& c, std::string path, mutex_options opts)
     write_params.base_name = std::string(write_marker);
     write_params.sort = sort_read_write;
     write_params.rule = write_rule;
+    // No in-memory handoff between our writers: it would let them pass readers (ours or
+    // others') queued before them, breaking the arrival order between the two sides.
+    write_params.local_handoff_allowed = false;
     auto read_params = detail::recipe_params{};
     read_params.base_name = std::string(read_marker);
     read_params.sort = sort_read_write;

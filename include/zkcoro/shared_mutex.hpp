@@ -18,8 +18,8 @@ namespace zkcoro {
 // release the write lock and keep reading. Upgrade (read held, write asked) would wait forever
 // behind its own read node: it fails at once with client_errc::upgrade_not_supported.
 //
-// The write side hands over in memory between tasks of this process like mutex does; the read
-// side does not (every reading task has its own node).
+// Neither side hands over in memory (mutex_options::local_handoff is ignored): a handoff between
+// our writers would let them pass readers queued before them. Every task has its own node.
 //
 // \par Thread safety
 // Distinct objects: safe. Shared objects: safe.
