@@ -26,6 +26,7 @@ cd "$root"
 build=${BUILD_DIR:-build-rel}
 
 # --- build -------------------------------------------------------------------------------------
+bash scripts/install-deps.sh
 if [[ ! -f "$build/build.ninja" ]]; then
     meson setup "$build" --buildtype=release -Dbench=true
 fi

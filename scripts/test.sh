@@ -23,6 +23,8 @@ run_suite() {  # build-dir, extra meson options...
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 echo "== normal build"
 run_suite build --buildtype=debugoptimized
+echo "== benchmark smoke test (tiny counts; the full run is bash bench/run.sh)"
+BUILD_DIR=build bash bench/run.sh --quick
 echo "== sanitizer build"
 run_suite build-san --buildtype=debug -Db_sanitize=address,undefined -Db_lundef=false
 
