@@ -549,11 +549,31 @@ std::shared_ptr<hold> make_hold(const std::shared_ptr<mutex_state>& s, const std
     return h;
 }
 
+// We hold `node`: record it, watch its session, and give the owner its guard.
+guard hold_node(const std::shared_ptr<mutex_state>& s, owner_id owner, const std::string& node,
+                const zkcoro::stat& st)
+{
+    auto ns = std::make_shared<node_state>();
+    ns->node = node;
+    ns->czxid = st.czxid;
+    ns->session_id = st.ephemeral_owner;
+    ns->generation = s->zk.session_generation();
+    auto h = make_hold(s, ns, owner);
+    {
+        std::lock_guard lk(s->m);
+        ns->current = h;
+        if (s->recipe.reentrant)
+            s->holds[owner] = h;
+    }
+    asio::co_spawn(s->zk.get_executor(), monitor(s, ns),
+                   asio::bind_cancellation_slot(ns->monitor_stop.slot(), asio::detached));
+    return guard(h, owner);
+}
+
 awaitable<acquire_result> acquire_coro(std::shared_ptr<mutex_state> s, owner_id owner, clock::time_point deadline)
 {
     co_await asio::this_coro::throw_if_cancelled(false);
     co_await asio::this_coro::reset_cancellation_state(asio::enable_partial_cancellation());
-    auto ex = co_await asio::this_coro::executor;
     if (owner == 0)
         co_return acquire_result{client_errc::invalid_argument, std::nullopt};
     if (s->path_error)
@@ -629,20 +649,7 @@ awaitable<acquire_result> acquire_coro(std::shared_ptr<mutex_state> s, owner_id 
         auto [ec, r] = co_await s->zk.async_create(join_path(s->path, immediate), s->data, create_mode::ephemeral, use_tuple);
         if (ec)
             co_return acquire_result{ec, std::nullopt};
-        auto ns = std::make_shared<node_state>();
-        ns->node = r.path;
-        ns->czxid = r.stat.czxid;
-        ns->session_id = r.stat.ephemeral_owner;
-        ns->generation = s->zk.session_generation();
-        auto h = make_hold(s, ns, owner);
-        {
-            std::lock_guard lk(s->m);
-            ns->current = h;
-            if (s->recipe.reentrant)
-                s->holds[owner] = h;
-        }
-        asio::co_spawn(ex, monitor(s, ns), asio::bind_cancellation_slot(ns->monitor_stop.slot(), asio::detached));
-        co_return acquire_result{error_code{}, guard(h, owner)};
+        co_return acquire_result{error_code{}, hold_node(s, owner, r.path, r.stat)};
     }
     auto [ec, queued] = co_await queue_acquire(s->zk, s->path, s->recipe.base_name, s->recipe.sort, s->data,
                                                s->recipe.rule, deadline);
@@ -655,20 +662,7 @@ awaitable<acquire_result> acquire_coro(std::shared_ptr<mutex_state> s, owner_id 
         wake(next);
         co_return acquire_result{ec, std::nullopt};
     }
-    auto ns = std::make_shared<node_state>();
-    ns->node = queued->path;
-    ns->czxid = queued->stat.czxid;
-    ns->session_id = queued->stat.ephemeral_owner;
-    ns->generation = s->zk.session_generation();
-    auto h = make_hold(s, ns, owner);
-    {
-        std::lock_guard lk(s->m);
-        ns->current = h;
-        if (s->recipe.reentrant)
-            s->holds[owner] = h;
-    }
-    asio::co_spawn(ex, monitor(s, ns), asio::bind_cancellation_slot(ns->monitor_stop.slot(), asio::detached));
-    co_return acquire_result{error_code{}, guard(h, owner)};
+    co_return acquire_result{error_code{}, hold_node(s, owner, queued->path, queued->stat)};
 }
 
 awaitable<std::tuple<error_code, std::vector<participant>>> participants_coro(std::shared_ptr<mutex_state> s)
