@@ -134,3 +134,36 @@ TEST_CASE("semaphore mutex")
         CHECK(co_await lease_count(a, path) == 1);
     });
 }
+
+// Cancelling a waiting acquisition leaves no lease node and no entry-mutex node behind.
+TEST_CASE("cancelled semaphore acquire leaves nothing")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client a(ioc.get_executor(), test_config());
+        client b(ioc.get_executor(), test_config());
+        co_await a.async_connect();
+        co_await b.async_connect();
+        auto path = unique_path("semcancel");
+        semaphore sa(a, path, 1), sb(b, path, 1);
+        auto held = co_await sa.acquire(1);
+        asio::cancellation_signal sig;
+        error_code ec;
+        bool done = false;
+        sb.async_acquire(1, 1h, asio::bind_cancellation_slot(sig.slot(), [&](error_code e, std::optional<std::vector<guard>>) {
+            ec = e;
+            done = true;
+        }));
+        // b waits with a second lease node while holding the entry mutex.
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return co_await lease_count(a, path) == 2; }));
+        sig.emit(asio::cancellation_type::terminal);
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return done; }));
+        CHECK(ec == asio::error::operation_aborted);
+        CHECK(co_await eventually([&]() -> awaitable<bool> {
+            auto locks = (co_await a.async_get_children(path + "/locks")).children.size();
+            co_return co_await lease_count(a, path) == 1 && locks == 0;
+        }));
+        co_await held.front().release();
+        CHECK((co_await sb.acquire(1, 2s)).has_value());
+    });
+}
