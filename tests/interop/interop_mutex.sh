@@ -19,140 +19,23 @@
 # check passed; 1 on a failed check; 2 on bad usage or setup trouble.
 set -euo pipefail
 
-if [ $# -ne 1 ]; then
-    echo "usage: zkcoro-with-server -- bash $0 BUILD_DIR" >&2
-    exit 2
-fi
-build=$(cd "$1" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
-connect=${ZK_CONNECT:-}
-if [ -z "$connect" ]; then
-    echo "$0: ZK_CONNECT is not set: run me under zkcoro-with-server" >&2
-    exit 2
-fi
-holder="$build/tests/interop/zkcoro-holder"
-check="$build/tests/interop/interval-check"
-java_bin=${JAVA:-java}
-for p in "$holder" "$check"; do
-    if [ ! -x "$p" ]; then
-        echo "$0: missing $p (build it with ninja -C $build)" >&2
-        exit 2
-    fi
-done
+# shellcheck source=common.sh
+source "$here/common.sh"
+interop_setup zkcoro-interop "$@"
 duration_ms=${DURATION_MS:-4000}
 hold_ms=${HOLD_MS:-15}
 long_hold_ms=${LONG_HOLD_MS:-6000}
 
-t_start=$(date +%s%N)
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/zkcoro-interop.XXXXXX")
-started=()  # PIDs of background processes started here and not yet reaped
-
-cleanup() {
-    local pid
-    for pid in "${started[@]}"; do
-        if kill -0 "$pid" 2>/dev/null; then
-            kill -TERM "$pid" 2>/dev/null || true
-        fi
-    done
-    for pid in "${started[@]}"; do
-        wait_pid "$pid" 5 >/dev/null 2>&1 || true
-    done
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-forget() {  # forget PID: drop it from started[] once reaped
-    local keep=() p
-    for p in "${started[@]}"; do
-        [ "$p" = "$1" ] || keep+=("$p")
-    done
-    started=("${keep[@]+"${keep[@]}"}")
-}
-
-# wait_pid PID SECONDS: waits at most SECONDS for PID to end (TERM, then KILL after it),
-# reaps it and returns its exit status (124 when it had to be ended).
-wait_pid() {
-    local pid=$1 limit=$2 rc=0 timed_out=0
-    local deadline=$(( $(date +%s%N) + limit * 1000000000 ))
-    while kill -0 "$pid" 2>/dev/null; do
-        if [ "$(date +%s%N)" -ge "$deadline" ]; then
-            timed_out=1
-            echo "$0: process $pid still running after ${limit}s: ending it" >&2
-            kill -TERM "$pid" 2>/dev/null || true
-            for _ in $(seq 1 30); do
-                kill -0 "$pid" 2>/dev/null || break
-                sleep 0.1
-            done
-            kill -KILL "$pid" 2>/dev/null || true
-            break
-        fi
-        sleep 0.05
-    done
-    wait "$pid" || rc=$?
-    forget "$pid"
-    [ "$timed_out" -eq 0 ] || rc=124
-    return "$rc"
-}
-
-failures=0
-fail() {
-    echo "FAIL: $*"
-    failures=$((failures + 1))
-}
-elapsed() {
-    echo "$(( ($(date +%s%N) - t_start) / 1000000 )) ms"
-}
-
-# start_curator NAME ARGS...: CuratorHolder in the background, output in $tmp/NAME.{out,err}
-start_curator() {
-    local name=$1
-    shift
-    "$java_bin" -cp "$cp" CuratorHolder --connect "$connect" --recipe mutex "$@" \
-        >"$tmp/$name.out" 2>"$tmp/$name.err" &
-    pids[$name]=$!
-    started+=("$!")
-}
-# start_zkcoro NAME ARGS...: zkcoro-holder in the background
-start_zkcoro() {
-    local name=$1
-    shift
-    "$holder" --connect "$connect" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
-    pids[$name]=$!
-    started+=("$!")
-}
-# finish NAME SECONDS: waits for NAME; fails unless it exited 0 having acquired at least once.
-finish() {
-    local name=$1 rc=0
-    wait_pid "${pids[$name]}" "$2" || rc=$?
-    local acquired
-    acquired=$(sed -n 's/^acquired=//p' "$tmp/$name.out" | tail -n 1)
-    echo "  $name: exit $rc, acquired=${acquired:-?}"
-    if [ "$rc" -ne 0 ] || [ -z "$acquired" ] || [ "$acquired" -lt 1 ]; then
-        fail "$name (exit $rc, acquired=${acquired:-none}); its stderr:"
-        sed 's/^/    /' "$tmp/$name.err"
-        return 1
-    fi
-    return 0
-}
 # zk_participants PATH: zkcoro's participants list (bounded); empty output on failure
 zk_participants() {
     timeout 30 "$holder" --participants --connect "$connect" --path "$1" 2>>"$tmp/participants.err" || true
 }
 
-declare -A pids
-run_id="$(date +%s)-$$"
 base="/zkcoro-interop/mutex-$run_id"
 
 echo "== interop_mutex: ZooKeeper at $connect, work dir $tmp"
-echo "== building CuratorHolder"
-"$here/build.sh" "$tmp/java" >"$tmp/build.log" 2>&1 || {
-    cat "$tmp/build.log" >&2
-    echo "$0: building CuratorHolder failed" >&2
-    exit 2
-}
-cp=$(cat "$tmp/java/classpath.txt")
+build_curator_holder
 
 # ---------------------------------------------------------------------------------------------
 echo "== 1. mixed contention on $base/shared: 2 Curator + 2 zkcoro processes (3 zkcoro tasks)," \
@@ -160,8 +43,8 @@ echo "== 1. mixed contention on $base/shared: 2 Curator + 2 zkcoro processes (3 
 log1="$tmp/mixed.log"
 : >"$log1"
 common=(--path "$base/shared" --duration-ms "$duration_ms" --hold-ms "$hold_ms" --log "$log1")
-start_curator cur-a "${common[@]}" --id cur-a
-start_curator cur-b "${common[@]}" --id cur-b
+start_curator cur-a --recipe mutex "${common[@]}" --id cur-a
+start_curator cur-b --recipe mutex "${common[@]}" --id cur-b
 start_zkcoro zk-a "${common[@]}" --id zk-a --tasks 2
 start_zkcoro zk-b "${common[@]}" --id zk-b
 limit=$(( duration_ms / 1000 + 60 ))
@@ -200,7 +83,7 @@ else
     echo "  holder node: $holder_node"
     waiter_args=(--path "$qpath" --duration-ms $((long_hold_ms + 10000)) --max-count 1 --hold-ms 10
                  --acquire-timeout-ms $((long_hold_ms + 10000)) --log "$log2")
-    start_curator q-curator "${waiter_args[@]}" --id q-curator
+    start_curator q-curator --recipe mutex "${waiter_args[@]}" --id q-curator
     start_zkcoro q-zkcoro "${waiter_args[@]}" --id q-zkcoro
     nodes=()
     for _ in $(seq 1 150); do
