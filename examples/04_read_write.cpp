@@ -35,8 +35,12 @@ asio::awaitable<int> co_main(zkcoro::client_config cfg, int, char**)
             ++done;
         }, asio::detached);
 
-    asio::steady_timer settle(ex, 20ms);
-    co_await settle.async_wait(asio::use_awaitable);
+    // Let the readers in first (bounded wait), then ask for the write lock: it waits for them.
+    asio::steady_timer poll(ex);
+    for (int i = 0; i < 1000 && max_readers == 0; ++i) {
+        poll.expires_after(5ms);
+        co_await poll.async_wait(asio::use_awaitable);
+    }
     auto w = co_await rw.acquire_write();
     bool alone = readers_inside == 0;
     version = 2;
@@ -45,6 +49,10 @@ asio::awaitable<int> co_main(zkcoro::client_config cfg, int, char**)
     co_await w.release();
     fmt::print("writer downgraded, still reading version {}\n", version);
     co_await r.release();
+    for (int i = 0; i < 2000 && done < 4; ++i) {
+        poll.expires_after(5ms);
+        co_await poll.async_wait(asio::use_awaitable);
+    }
     co_await zk.async_close();
     bool ok = alone && max_readers >= 2 && done == 4;
     fmt::print("{}: readers shared the lock ({} at once), the writer was alone\n", ok ? "ok" : "FAILED", max_readers);
