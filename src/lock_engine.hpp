@@ -5,6 +5,8 @@
 
 #include <zkcoro/mutex.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -39,6 +41,25 @@ struct recipe_params {
     // (semaphore leases).
     bool reentrant = true;
 };
+
+// The moment `timeout` from now; duration::max() (or any overflow) means never.
+inline std::chrono::steady_clock::time_point deadline_after(std::chrono::steady_clock::duration timeout)
+{
+    using clock = std::chrono::steady_clock;
+    auto now = clock::now();
+    if (timeout >= clock::time_point::max() - now)
+        return clock::time_point::max();
+    return now + std::max(timeout, clock::duration::zero());
+}
+
+// What is left until `deadline` (never negative); duration::max() for a deadline of never.
+inline std::chrono::steady_clock::duration remaining(std::chrono::steady_clock::time_point deadline)
+{
+    using clock = std::chrono::steady_clock;
+    if (deadline == clock::time_point::max())
+        return clock::duration::max();
+    return std::max(clock::duration::zero(), deadline - clock::now());
+}
 
 queue_decision mutex_rule(const std::vector<std::string>& sorted, std::size_t ours);
 

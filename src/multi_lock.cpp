@@ -1,5 +1,6 @@
 // All-or-nothing acquisition of several locks, sorted by path, with one deadline.
 #include "client_impl.hpp"
+#include "lock_engine.hpp"
 
 #include <zkcoro/multi_lock.hpp>
 
@@ -17,13 +18,6 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 using multi_outcome = std::tuple<error_code, std::optional<multi_guard>>;
-
-clock::duration remaining(clock::time_point deadline)
-{
-    if (deadline == clock::time_point::max())
-        return clock::duration::max();
-    return std::max(clock::duration::zero(), deadline - clock::now());
-}
 
 // Starts one member's acquisition as an awaitable.
 auto acquire_member(const lock_ref::start_fn& start, owner_id owner, clock::duration t)
@@ -128,7 +122,7 @@ asio::awaitable<multi_outcome> acquire_all(std::vector<lock_ref::start_fn> membe
     co_await asio::this_coro::reset_cancellation_state(asio::enable_partial_cancellation());
     std::vector<guard> held;
     for (auto& start : members) {
-        auto [ec, g] = co_await acquire_member(start, owner, remaining(deadline));
+        auto [ec, g] = co_await acquire_member(start, owner, detail::remaining(deadline));
         if (ec || !g) {
             // Roll back, last taken first.
             while (!held.empty()) {
@@ -153,9 +147,7 @@ void multi_lock::start_acquire(owner_id o, clock::duration t,
     auto op = std::make_shared<detail::op_state<std::optional<multi_guard>>>(std::move(handler), ex);
     if (locks_.empty())
         return void(op->complete(client_errc::invalid_argument, std::nullopt));
-    auto now = clock::now();
-    auto deadline = t >= clock::time_point::max() - now ? clock::time_point::max()
-                                                         : now + std::max(t, clock::duration::zero());
+    auto deadline = detail::deadline_after(t);
     std::vector<lock_ref::start_fn> members;
     for (auto& l : locks_)
         members.push_back(l.start_);

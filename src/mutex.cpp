@@ -892,9 +892,7 @@ asio::awaitable<std::optional<guard>> mutex::try_acquire()
 void mutex::start_acquire(owner_id o, std::chrono::steady_clock::duration t,
                           detail::any_handler<void(error_code, std::optional<guard>)> handler)
 {
-    auto now = std::chrono::steady_clock::now();
-    auto deadline = t >= std::chrono::steady_clock::time_point::max() - now ? std::chrono::steady_clock::time_point::max()
-                                                                           : now + std::max(t, std::chrono::steady_clock::duration::zero());
+    auto deadline = detail::deadline_after(t);
     auto op = std::make_shared<detail::op_state<std::optional<guard>>>(std::move(handler), state_->zk.get_executor());
     auto slot = op->cancellation_slot();
     auto done = [op](std::exception_ptr e, detail::acquire_result r) {

@@ -60,13 +60,6 @@ namespace {
 using lease_result = std::tuple<error_code, std::optional<guard>>;
 using leases_result = std::tuple<error_code, std::optional<std::vector<guard>>>;
 
-clock::duration remaining(clock::time_point deadline)
-{
-    if (deadline == clock::time_point::max())
-        return clock::duration::max();
-    return std::max(clock::duration::zero(), deadline - clock::now());
-}
-
 // One lease: take the entry mutex, queue a lease node until there is room, let the mutex go.
 asio::awaitable<lease_result> acquire_one(std::shared_ptr<semaphore_state> s, clock::time_point deadline)
 {
@@ -144,10 +137,7 @@ void semaphore::start_acquire(int n, std::chrono::steady_clock::duration t,
                               detail::any_handler<void(error_code, std::optional<std::vector<guard>>)> handler)
 {
     using result = std::optional<std::vector<guard>>;
-    auto now = std::chrono::steady_clock::now();
-    auto deadline = t >= std::chrono::steady_clock::time_point::max() - now
-                        ? std::chrono::steady_clock::time_point::max()
-                        : now + std::max(t, std::chrono::steady_clock::duration::zero());
+    auto deadline = detail::deadline_after(t);
     auto ex = state_->zk.get_executor();
     auto op = std::make_shared<detail::op_state<result>>(std::move(handler), ex);
     auto done = [op](std::exception_ptr e, detail::leases_result r) {
