@@ -3,7 +3,10 @@
 #ifndef ZKCORO_SRC_LOCK_ENGINE_HPP
 #define ZKCORO_SRC_LOCK_ENGINE_HPP
 
+#include <zkcoro/metrics.hpp>
 #include <zkcoro/mutex.hpp>
+
+#include <boost/asio/error.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -59,6 +62,21 @@ inline std::chrono::steady_clock::duration remaining(std::chrono::steady_clock::
     if (deadline == clock::time_point::max())
         return clock::duration::max();
     return std::max(clock::duration::zero(), deadline - clock::now());
+}
+
+// Counts how an acquisition ended (the caller holds the lock guarding `m`).
+inline void note_outcome(lock_metrics& m, const error_code& ec, bool granted, std::chrono::steady_clock::duration waited)
+{
+    if (ec == asio::error::operation_aborted)
+        ++m.cancellations;
+    else if (ec)
+        ++m.errors;
+    else if (!granted)
+        ++m.timeouts;
+    else {
+        ++m.acquires;
+        m.wait.record(std::chrono::duration_cast<std::chrono::nanoseconds>(waited));
+    }
 }
 
 queue_decision mutex_rule(const std::vector<std::string>& sorted, std::size_t ours);

@@ -127,7 +127,7 @@ struct mutex_state {
     std::unordered_map<owner_id, std::shared_ptr<hold>> holds;
     bool active = false;                  // a task of ours is in ZooKeeper's queue or holds
     std::deque<std::shared_ptr<local_waiter>> queue;  // tasks waiting behind it, FIFO
-    std::uint64_t handoffs_total = 0;
+    lock_metrics metrics;
 };
 
 struct hold {
@@ -293,6 +293,7 @@ void fire_lost(const std::shared_ptr<mutex_state>& s, const std::shared_ptr<node
         std::lock_guard lk(s->m);
         h = std::move(ns->current);
         if (h) {
+            ++s->metrics.losses;
             h->lost = true;
             auto it = s->holds.find(h->owner);
             if (it != s->holds.end() && it->second == h)
@@ -810,7 +811,7 @@ void guard::release_with(owner_id o, detail::any_handler<void(error_code)> handl
                     if (w->st != detail::local_waiter::status::waiting)
                         continue;
                     ++ns->handoffs;
-                    ++s.handoffs_total;
+                    ++s.metrics.local_handoffs;
                     auto h2 = detail::make_hold(h->state, ns, w->owner);
                     ns->current = h2;
                     s.holds[w->owner] = h2;
@@ -866,7 +867,13 @@ bool mutex::is_read_side() const noexcept { return state_->recipe.base_name == "
 std::uint64_t mutex::local_handoffs() const
 {
     std::lock_guard lk(state_->m);
-    return state_->handoffs_total;
+    return state_->metrics.local_handoffs;
+}
+
+lock_metrics mutex::metrics() const
+{
+    std::lock_guard lk(state_->m);
+    return state_->metrics;
 }
 
 std::size_t mutex::hold_count(owner_id owner) const { return detail::held_count(*state_, owner); }
@@ -895,9 +902,16 @@ void mutex::start_acquire(owner_id o, std::chrono::steady_clock::duration t,
     auto deadline = detail::deadline_after(t);
     auto op = std::make_shared<detail::op_state<std::optional<guard>>>(std::move(handler), state_->zk.get_executor());
     auto slot = op->cancellation_slot();
-    auto done = [op](std::exception_ptr e, detail::acquire_result r) {
+    auto done = [op, s = state_, t0 = std::chrono::steady_clock::now()](std::exception_ptr e, detail::acquire_result r) {
         if (e)
-            return void(op->complete(make_zk_error(ZSYSTEMERROR), std::nullopt));
+            std::get<0>(r) = make_zk_error(ZSYSTEMERROR);
+        {
+            std::lock_guard lk(s->m);
+            detail::note_outcome(s->metrics, std::get<0>(r), std::get<1>(r).has_value(),
+                                 std::chrono::steady_clock::now() - t0);
+        }
+        if (e)
+            return void(op->complete(std::get<0>(r), std::nullopt));
         op->complete(std::get<0>(r), std::move(std::get<1>(r)));
     };
     if (slot.is_connected())

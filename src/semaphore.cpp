@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <mutex>
 
 namespace zkcoro {
 namespace detail {
@@ -53,6 +54,8 @@ struct semaphore_state {
     mutex locks;
     std::unique_ptr<mutex> leases;
     std::atomic<owner_id> next_owner{1};
+    std::mutex m;
+    lock_metrics metrics;  // guarded by m; losses are the lease mutex's
 };
 
 namespace {
@@ -122,6 +125,17 @@ semaphore::~semaphore() = default;
 const std::string& semaphore::path() const noexcept { return state_->path; }
 client::executor_type semaphore::get_executor() const noexcept { return state_->zk.get_executor(); }
 
+lock_metrics semaphore::metrics() const
+{
+    lock_metrics m;
+    {
+        std::lock_guard lk(state_->m);
+        m = state_->metrics;
+    }
+    m.losses = state_->leases->metrics().losses;
+    return m;
+}
+
 asio::awaitable<std::vector<guard>> semaphore::acquire(int n)
 {
     auto r = co_await async_acquire(n, std::chrono::steady_clock::duration::max(), asio::use_awaitable);
@@ -140,9 +154,16 @@ void semaphore::start_acquire(int n, std::chrono::steady_clock::duration t,
     auto deadline = detail::deadline_after(t);
     auto ex = state_->zk.get_executor();
     auto op = std::make_shared<detail::op_state<result>>(std::move(handler), ex);
-    auto done = [op](std::exception_ptr e, detail::leases_result r) {
+    auto done = [op, s = state_, t0 = std::chrono::steady_clock::now()](std::exception_ptr e, detail::leases_result r) {
         if (e)
-            return void(op->complete(make_zk_error(ZSYSTEMERROR), std::nullopt));
+            std::get<0>(r) = make_zk_error(ZSYSTEMERROR);
+        {
+            std::lock_guard lk(s->m);
+            detail::note_outcome(s->metrics, std::get<0>(r), std::get<1>(r).has_value(),
+                                 std::chrono::steady_clock::now() - t0);
+        }
+        if (e)
+            return void(op->complete(std::get<0>(r), std::nullopt));
         op->complete(std::get<0>(r), std::move(std::get<1>(r)));
     };
     auto slot = op->cancellation_slot();

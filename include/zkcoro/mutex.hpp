@@ -5,6 +5,7 @@
 #include <zkcoro/client.hpp>
 #include <zkcoro/detail/config.hpp>
 #include <zkcoro/guard.hpp>
+#include <zkcoro/metrics.hpp>
 #include <zkcoro/this_task.hpp>
 
 #include <boost/asio/awaitable.hpp>
@@ -125,6 +126,10 @@ public:
 
     // How many times the lock passed between tasks of this object in memory.
     std::uint64_t local_handoffs() const;
+
+    // A snapshot of this object's counters and wait-time histogram (shared by its moved-to
+    // objects; a shared_mutex side counts its own acquisitions).
+    lock_metrics metrics() const;
 
     // How many acquisitions `owner` holds on this object (0: none).
     std::size_t hold_count(owner_id owner) const;

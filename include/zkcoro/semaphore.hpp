@@ -62,6 +62,10 @@ public:
     const std::string& path() const noexcept;
     client::executor_type get_executor() const noexcept;
 
+    // A snapshot of this semaphore's counters: one acquisition per acquire call (of n leases),
+    // losses per lease.
+    lock_metrics metrics() const;
+
 private:
     void start_acquire(int n, std::chrono::steady_clock::duration t,
                        detail::any_handler<void(error_code, std::optional<std::vector<guard>>)> handler);
@@ -92,6 +96,7 @@ public:
 
     const std::string& path() const noexcept { return sem_.path(); }
     client::executor_type get_executor() const noexcept { return sem_.get_executor(); }
+    lock_metrics metrics() const { return sem_.metrics(); }
 
 private:
     void start_acquire(std::chrono::steady_clock::duration t,

@@ -203,6 +203,11 @@ TEST_CASE("timeout leaves no node")
         co_await g.release();
         auto g2 = co_await mb.acquire(5s);
         CHECK(g2.has_value());
+        auto mm = mb.metrics();
+        CHECK(mm.timeouts == 2);
+        CHECK(mm.acquires == 1);
+        CHECK(mm.errors == 0);
+        CHECK(mm.wait.count() == 1);
     });
 }
 
@@ -240,6 +245,8 @@ TEST_CASE("cancellation leaves no node and wakes nobody")
         sig.emit(asio::cancellation_type::terminal);
         CHECK(co_await eventually([&]() -> awaitable<bool> { co_return b_done; }));
         CHECK(b_ec == asio::error::operation_aborted);
+        CHECK(mb.metrics().cancellations == 1);
+        CHECK(mb.metrics().acquires == 0);
         CHECK(co_await eventually([&]() -> awaitable<bool> { co_return (co_await children_of(a, path)).size() == 2; }));
         // The waiter behind b was woken by b's deletion (its predecessor) but must not hold.
         CHECK_FALSE(w_done);
@@ -481,6 +488,7 @@ TEST_CASE("session expiry loses the lock")
         auto [ec] = co_await g.async_wait_lost(asio::as_tuple(asio::use_awaitable));
         CHECK(ec == client_errc::lock_lost);
         CHECK(g.lost());
+        CHECK(m.metrics().losses == 1);
         // After loss the same task can take the lock again, on the new session.
         CHECK(co_await wait_for_state(c, session_state::connected));
         auto g2 = co_await m.acquire(5s);
@@ -579,6 +587,10 @@ TEST_CASE("fast path: in-process handoff, FIFO, one znode")
         CHECK(co_await eventually([&]() -> awaitable<bool> { co_return done == 10; }));
         CHECK(order == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
         CHECK(m.local_handoffs() == 10);
+        auto mm = m.metrics();
+        CHECK(mm.local_handoffs == 10);
+        CHECK(mm.acquires == 11);
+        CHECK(mm.wait.count() == 11);
         CHECK(std::is_sorted(tokens.begin(), tokens.end()));
         CHECK(std::adjacent_find(tokens.begin(), tokens.end()) == tokens.end());
         CHECK(co_await eventually([&]() -> awaitable<bool> { co_return (co_await children_of(c, path)).empty(); }));
@@ -646,5 +658,46 @@ TEST_CASE("local handoff can be turned off")
         co_await first.release();
         CHECK(co_await eventually([&]() -> awaitable<bool> { co_return done == 5; }));
         CHECK(m.local_handoffs() == 0);
+    });
+}
+
+// The wait-time histogram sees a wait as long as the holder kept the lock; the counters add up.
+TEST_CASE("metrics: wait time and outcomes")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client a(ioc.get_executor(), test_config());
+        client b(ioc.get_executor(), test_config());
+        co_await a.async_connect();
+        co_await b.async_connect();
+        auto path = unique_path("metrics");
+        mutex ma(a, path), mb(b, path);
+        auto g = co_await ma.acquire();
+        auto ex = co_await asio::this_coro::executor;
+        bool got = false;
+        asio::co_spawn(ex, [&]() -> awaitable<void> {
+            auto gb = co_await mb.acquire(10s);
+            got = gb.has_value();
+        }, asio::detached);
+        // Hold for 300 ms after b has queued (its node is the second).
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return (co_await children_of(a, path)).size() == 2; }));
+        asio::steady_timer hold(ex, 300ms);
+        co_await hold.async_wait(asio::use_awaitable);
+        co_await g.release();
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return got; }));
+        auto mm = mb.metrics();
+        CHECK(mm.acquires == 1);
+        CHECK(mm.wait.count() == 1);
+        CHECK(mm.wait.max() >= 300ms);
+        CHECK(mm.wait.percentile(50) >= 300ms * 15 / 16);
+        CHECK(mm.wait.percentile(50) <= mm.wait.max() + mm.wait.max() / 16);
+        auto ma_m = ma.metrics();
+        CHECK(ma_m.acquires == 1);
+        CHECK(ma_m.timeouts + ma_m.cancellations + ma_m.errors + ma_m.losses == 0);
+        // A bad path counts as an error.
+        mutex bad(a, "no-leading-slash");
+        auto [ec, r] = co_await bad.async_acquire(1, 1s, asio::as_tuple(asio::use_awaitable));
+        CHECK(ec);
+        CHECK(bad.metrics().errors == 1);
     });
 }

@@ -165,5 +165,10 @@ TEST_CASE("cancelled semaphore acquire leaves nothing")
         }));
         co_await held.front().release();
         CHECK((co_await sb.acquire(1, 2s)).has_value());
+        auto mb = sb.metrics();
+        CHECK(mb.cancellations == 1);
+        CHECK(mb.acquires == 1);
+        CHECK(mb.wait.count() == 1);
+        CHECK(sa.metrics().acquires == 1);
     });
 }
