@@ -129,6 +129,18 @@ public:
         });
     }
 
+    // Connects the caller's cancellation slot to `f` (called with the cancellation type); the
+    // slot is cleared when the operation completes.
+    template <class F>
+    void bind_cancellation_with(F&& f)
+    {
+        auto slot = asio::get_associated_cancellation_slot(handler_);
+        if (!slot.is_connected())
+            return;
+        bound_ = true;
+        slot.assign(std::forward<F>(f));
+    }
+
     const asio::any_io_executor& io_executor() const noexcept { return io_ex_; }
     // The caller's cancellation slot, for operations that hand it on (e.g. to co_spawn).
     asio::cancellation_slot cancellation_slot() const noexcept

@@ -73,6 +73,12 @@ struct queued_node {
 
 struct hold;
 struct local_waiter;
+// The deadlines of direct waiters, for one timer per mutex object instead of one per waiter.
+struct deadline_entry {
+    clock::time_point at;
+    std::weak_ptr<local_waiter> w;
+    bool operator<(const deadline_entry& o) const noexcept { return at > o.at; }  // min-heap
+};
 
 // The one znode this process holds (or queues with) on the path, shared by the in-process
 // handoff: several tasks hold it one after another without touching ZooKeeper.
@@ -127,6 +133,12 @@ struct mutex_state {
     std::unordered_map<owner_id, std::shared_ptr<hold>> holds;
     bool active = false;                  // a task of ours is in ZooKeeper's queue or holds
     std::deque<std::shared_ptr<local_waiter>> queue;  // tasks waiting behind it, FIFO
+    std::size_t abandoned_in_queue = 0;   // entries of `queue` that gave up (removed lazily)
+    // Direct waiters' deadlines (entries of waiters no longer waiting are dropped lazily) and the
+    // timer set to the earliest one.
+    std::vector<deadline_entry> deadlines;
+    std::unique_ptr<asio::steady_timer> deadline_timer;
+    clock::time_point timer_at = clock::time_point::max();
     lock_metrics metrics;
 };
 
@@ -144,14 +156,21 @@ struct hold {
     asio::cancellation_signal lost_signal;
 };
 
-// A task of this process waiting for the in-process handoff.
+// A task of this process waiting for the in-process handoff. Two kinds: a waiter inside
+// acquire_coro is woken through `wake`; a direct waiter (queued by start_acquire with no
+// coroutine at all, which keeps a waiting task small) is completed through `direct`.
 struct local_waiter {
     enum class status { waiting, granted, promoted, abandoned };
     owner_id owner = 0;
     status st = status::waiting;          // guarded by mutex_state::m
     std::shared_ptr<hold> grant;          // set with granted
     std::shared_ptr<op_state<>> wake;     // completes when st leaves waiting
+    // Direct waiters only.
+    std::shared_ptr<op_state<std::optional<guard>>> direct;
+    clock::time_point deadline;
+    clock::time_point started;
 };
+
 
 namespace {
 
@@ -258,26 +277,58 @@ awaitable<error_code> ensure_path(client& zk, const std::string& path)
     co_return error_code{};
 }
 
-// Passes the "our task is in ZooKeeper's queue" role to the first local waiter, or clears it.
-// Returns the waiter to wake (outside the lock). Lock held.
-std::shared_ptr<op_state<>> promote_next(mutex_state& s)
+// The first local waiter still waiting, taken off the queue (null if none). Lock held.
+std::shared_ptr<local_waiter> pop_waiting(mutex_state& s)
 {
     while (!s.queue.empty()) {
-        auto w = s.queue.front();
+        auto w = std::move(s.queue.front());
         s.queue.pop_front();
-        if (w->st != local_waiter::status::waiting)
-            continue;
+        if (w->st == local_waiter::status::waiting)
+            return w;
+        if (s.abandoned_in_queue > 0)
+            --s.abandoned_in_queue;
+    }
+    return nullptr;
+}
+
+// A waiting local waiter gives up (timeout or cancellation). Lock held. The queue is compacted
+// once most of it has given up, so that removal stays O(1) amortised.
+void abandon(mutex_state& s, local_waiter& w)
+{
+    w.st = local_waiter::status::abandoned;
+    if (!s.queue.empty() && s.queue.back().get() == &w) {
+        s.queue.pop_back();
+        return;
+    }
+    if (++s.abandoned_in_queue > 16 && s.abandoned_in_queue > s.queue.size() / 2) {
+        std::erase_if(s.queue, [](const auto& q) { return q->st != local_waiter::status::waiting; });
+        s.abandoned_in_queue = 0;
+    }
+}
+
+// Passes the "our task is in ZooKeeper's queue" role to the first local waiter, or clears it.
+// Returns the waiter to notify (outside the lock). Lock held.
+std::shared_ptr<local_waiter> promote_next(mutex_state& s)
+{
+    if (auto w = pop_waiting(s)) {
         w->st = local_waiter::status::promoted;
-        return w->wake;
+        return w;
     }
     s.active = false;
     return nullptr;
 }
 
-void wake(const std::shared_ptr<op_state<>>& w)
+void finish_direct(const std::shared_ptr<mutex_state>& s, const std::shared_ptr<local_waiter>& w);
+
+// Tells a waiter whose status changed (granted or promoted) about it. Lock not held.
+void notify(const std::shared_ptr<mutex_state>& s, const std::shared_ptr<local_waiter>& w)
 {
-    if (w)
-        w->complete({});
+    if (!w)
+        return;
+    if (w->wake)
+        w->wake->complete({});
+    else if (w->direct)
+        finish_direct(s, w);
 }
 
 // The node is lost: its holder's guard reports it, the node is deleted (the session may come
@@ -288,7 +339,7 @@ void fire_lost(const std::shared_ptr<mutex_state>& s, const std::shared_ptr<node
         return;
     std::shared_ptr<hold> h;
     std::vector<std::shared_ptr<op_state<>>> waiters;
-    std::shared_ptr<op_state<>> next;
+    std::shared_ptr<local_waiter> next;
     {
         std::lock_guard lk(s->m);
         h = std::move(ns->current);
@@ -308,7 +359,7 @@ void fire_lost(const std::shared_ptr<mutex_state>& s, const std::shared_ptr<node
         h->lost_signal.emit(asio::cancellation_type::terminal);
     for (auto& w : waiters)
         w->complete(client_errc::lock_lost);
-    wake(next);
+    notify(s, next);
     asio::co_spawn(s->zk.get_executor(), guaranteed_delete(client_access::share(s->zk), ns->node), asio::detached);
 }
 
@@ -571,6 +622,24 @@ guard hold_node(const std::shared_ptr<mutex_state>& s, owner_id owner, const std
     return guard(h, owner);
 }
 
+// Our turn in ZooKeeper's queue (we hold the "active" role): queue a node until it holds, or
+// hand the role on to the next local waiter when that fails.
+awaitable<acquire_result> queue_in_zk(std::shared_ptr<mutex_state> s, owner_id owner, clock::time_point deadline)
+{
+    auto [ec, queued] = co_await queue_acquire(s->zk, s->path, s->recipe.base_name, s->recipe.sort, s->data,
+                                               s->recipe.rule, deadline);
+    if (ec || !queued) {
+        std::shared_ptr<local_waiter> next;
+        {
+            std::lock_guard lk(s->m);
+            next = promote_next(*s);
+        }
+        notify(s, next);
+        co_return acquire_result{ec, std::nullopt};
+    }
+    co_return acquire_result{error_code{}, hold_node(s, owner, queued->path, queued->stat)};
+}
+
 awaitable<acquire_result> acquire_coro(std::shared_ptr<mutex_state> s, owner_id owner, clock::time_point deadline)
 {
     co_await asio::this_coro::throw_if_cancelled(false);
@@ -619,8 +688,7 @@ awaitable<acquire_result> acquire_coro(std::shared_ptr<mutex_state> s, owner_id 
                 granted = w->grant;
             } else if (w->st == local_waiter::status::waiting) {
                 // Timed out or cancelled while still queued.
-                w->st = local_waiter::status::abandoned;
-                std::erase(s->queue, w);
+                abandon(*s, *w);
                 co_return acquire_result{aborted ? make_error_code(asio::error::operation_aborted) : error_code{},
                                          std::nullopt};
             }
@@ -635,12 +703,12 @@ awaitable<acquire_result> acquire_coro(std::shared_ptr<mutex_state> s, owner_id 
         }
         // Promoted: we are now the task of ours in ZooKeeper's queue.
         if (aborted || clock::now() >= deadline) {
-            std::shared_ptr<op_state<>> next;
+            std::shared_ptr<local_waiter> next;
             {
                 std::lock_guard lk(s->m);
                 next = promote_next(*s);
             }
-            wake(next);
+            notify(s, next);
             co_return acquire_result{aborted ? make_error_code(asio::error::operation_aborted) : error_code{},
                                      std::nullopt};
         }
@@ -652,18 +720,167 @@ awaitable<acquire_result> acquire_coro(std::shared_ptr<mutex_state> s, owner_id 
             co_return acquire_result{ec, std::nullopt};
         co_return acquire_result{error_code{}, hold_node(s, owner, r.path, r.stat)};
     }
-    auto [ec, queued] = co_await queue_acquire(s->zk, s->path, s->recipe.base_name, s->recipe.sort, s->data,
-                                               s->recipe.rule, deadline);
-    if (ec || !queued) {
-        std::shared_ptr<op_state<>> next;
+    co_return co_await queue_in_zk(s, owner, deadline);
+}
+
+// A direct waiter's turn in ZooKeeper's queue (it was promoted).
+awaitable<acquire_result> acquire_promoted(std::shared_ptr<mutex_state> s, owner_id owner, clock::time_point deadline)
+{
+    co_await asio::this_coro::throw_if_cancelled(false);
+    co_await asio::this_coro::reset_cancellation_state(asio::enable_partial_cancellation());
+    if (clock::now() >= deadline) {
+        std::shared_ptr<local_waiter> next;
         {
             std::lock_guard lk(s->m);
             next = promote_next(*s);
         }
-        wake(next);
-        co_return acquire_result{ec, std::nullopt};
+        notify(s, next);
+        co_return acquire_result{error_code{}, std::nullopt};
     }
-    co_return acquire_result{error_code{}, hold_node(s, owner, queued->path, queued->stat)};
+    co_return co_await queue_in_zk(s, owner, deadline);
+}
+
+// Completes a direct acquisition and counts it. Any thread.
+void complete_direct(mutex_state& s, local_waiter& w, error_code ec, std::optional<guard> g)
+{
+    {
+        std::lock_guard lk(s.m);
+        note_outcome(s.metrics, ec, g.has_value(), clock::now() - w.started);
+    }
+    w.direct->complete(ec, std::move(g));
+}
+
+void finish_direct(const std::shared_ptr<mutex_state>& s, const std::shared_ptr<local_waiter>& w)
+{
+    if (w->st == local_waiter::status::granted) {
+        guard g(w->grant, w->owner);
+        complete_direct(*s, *w, error_code{}, std::move(g));
+        return;
+    }
+    // Promoted: queue in ZooKeeper on the caller's behalf, cancellable through its slot.
+    auto done = [s, w](std::exception_ptr e, acquire_result r) {
+        if (e)
+            std::get<0>(r) = make_zk_error(ZSYSTEMERROR);
+        complete_direct(*s, *w, std::get<0>(r), e ? std::nullopt : std::move(std::get<1>(r)));
+    };
+    auto slot = w->direct->cancellation_slot();
+    if (slot.is_connected())
+        asio::co_spawn(s->zk.get_executor(), acquire_promoted(s, w->owner, w->deadline),
+                       asio::bind_cancellation_slot(slot, std::move(done)));
+    else
+        asio::co_spawn(s->zk.get_executor(), acquire_promoted(s, w->owner, w->deadline), std::move(done));
+}
+
+// The direct waiter gave up (timeout or cancellation) if it is still waiting. Any thread.
+void give_up_direct(const std::shared_ptr<mutex_state>& s, const std::shared_ptr<local_waiter>& w, error_code ec)
+{
+    {
+        std::lock_guard lk(s->m);
+        if (w->st != local_waiter::status::waiting)
+            return;
+        abandon(*s, *w);
+    }
+    complete_direct(*s, *w, ec, std::nullopt);
+}
+
+void on_deadline_timer(const std::weak_ptr<mutex_state>& weak_s, error_code ec);
+
+// Sets the deadline timer to the earliest deadline. Lock held.
+void arm_deadline_timer(const std::shared_ptr<mutex_state>& s)
+{
+    if (s->deadlines.empty() || s->deadlines.front().at >= s->timer_at)
+        return;
+    if (!s->deadline_timer)
+        s->deadline_timer = std::make_unique<asio::steady_timer>(s->zk.get_executor());
+    s->timer_at = s->deadlines.front().at;
+    s->deadline_timer->expires_at(s->timer_at);  // a wait still pending completes as aborted
+    std::weak_ptr<mutex_state> weak_s = s;
+    s->deadline_timer->async_wait([weak_s](error_code ec) { on_deadline_timer(weak_s, ec); });
+}
+
+// Records a direct waiter's deadline. Lock held. Entries of waiters that are done are dropped
+// once they make up most of the heap, so it stays within twice the waiters (amortised O(log n)).
+void add_deadline(const std::shared_ptr<mutex_state>& s, const std::shared_ptr<local_waiter>& w,
+                  clock::time_point at)
+{
+    auto& d = s->deadlines;
+    std::size_t waiting = s->queue.size() - std::min(s->queue.size(), s->abandoned_in_queue);
+    if (d.size() > 64 && d.size() > 2 * waiting) {
+        std::erase_if(d, [](const deadline_entry& e) {
+            auto ew = e.w.lock();
+            return !ew || ew->st != local_waiter::status::waiting;
+        });
+        std::make_heap(d.begin(), d.end());
+    }
+    d.push_back({at, w});
+    std::push_heap(d.begin(), d.end());
+    arm_deadline_timer(s);
+}
+
+// Times out every direct waiter whose deadline has come, then sets the timer for the next one.
+void on_deadline_timer(const std::weak_ptr<mutex_state>& weak_s, error_code ec)
+{
+    if (ec)
+        return;  // re-armed or destroyed
+    auto s = weak_s.lock();
+    if (!s)
+        return;
+    std::vector<std::shared_ptr<local_waiter>> expired;
+    {
+        std::lock_guard lk(s->m);
+        s->timer_at = clock::time_point::max();
+        auto now = clock::now();
+        auto& d = s->deadlines;
+        for (std::size_t i = 0; i < 10'000'000 && !d.empty() && d.front().at <= now; ++i) {
+            std::pop_heap(d.begin(), d.end());
+            auto w = d.back().w.lock();
+            d.pop_back();
+            if (w && w->st == local_waiter::status::waiting) {
+                abandon(*s, *w);
+                expired.push_back(std::move(w));
+            }
+        }
+        arm_deadline_timer(s);
+    }
+    for (auto& w : expired)
+        complete_direct(*s, *w, error_code{}, std::nullopt);
+}
+
+// The fast path of start_acquire: when another task of ours is already in ZooKeeper's queue or
+// holds, wait behind it in memory with no coroutine. Returns false when the caller must take the
+// full path. Only for recipes without hooks (hooks are called without the lock held).
+bool try_direct(const std::shared_ptr<mutex_state>& s, owner_id owner, clock::time_point deadline,
+                const std::shared_ptr<op_state<std::optional<guard>>>& op)
+{
+    if (owner == 0 || s->path_error || s->recipe.precheck || s->recipe.immediate_node || !s->opts.local_handoff)
+        return false;
+    auto w = std::make_shared<local_waiter>();
+    std::weak_ptr<local_waiter> weak_w = w;
+    std::weak_ptr<mutex_state> weak_s = s;
+    {
+        std::lock_guard lk(s->m);
+        if (!s->active)
+            return false;
+        auto it = s->holds.find(owner);
+        if (it != s->holds.end() && !it->second->released && !it->second->lost)
+            return false;  // reentrant: the full path counts it
+        w->owner = owner;
+        w->direct = op;
+        w->deadline = deadline;
+        w->started = clock::now();
+        s->queue.push_back(w);
+        if (deadline != clock::time_point::max())
+            add_deadline(s, w, deadline);
+    }
+    op->bind_cancellation_with([weak_s, weak_w](asio::cancellation_type t) {
+        if ((t & (asio::cancellation_type::terminal | asio::cancellation_type::partial)) == asio::cancellation_type::none)
+            return;
+        auto ws = weak_s.lock();
+        auto ww = weak_w.lock();
+        if (ws && ww)
+            give_up_direct(ws, ww, asio::error::operation_aborted);
+    });
+    return true;
 }
 
 awaitable<std::tuple<error_code, std::vector<participant>>> participants_coro(std::shared_ptr<mutex_state> s)
@@ -788,7 +1005,7 @@ void guard::release_with(owner_id o, detail::any_handler<void(error_code)> handl
         return void(op->complete(client_errc::not_owner));
     hold_.reset();
     std::vector<std::shared_ptr<op_state<>>> waiters;
-    std::shared_ptr<op_state<>> next;
+    std::shared_ptr<detail::local_waiter> next;
     auto ns = h->ns;
     bool last = false;
     bool handed = false;
@@ -805,11 +1022,8 @@ void guard::release_with(owner_id o, detail::any_handler<void(error_code)> handl
             if (!h->lost && ns->current == h) {
                 ns->current = nullptr;
                 // Hand over in memory to the next task of ours, unless the batch is used up.
-                while (!s.queue.empty() && ns->handoffs < detail::max_handoffs) {
-                    auto w = s.queue.front();
-                    s.queue.pop_front();
-                    if (w->st != detail::local_waiter::status::waiting)
-                        continue;
+                if (ns->handoffs < detail::max_handoffs)
+                    if (auto w = detail::pop_waiting(s)) {
                     ++ns->handoffs;
                     ++s.metrics.local_handoffs;
                     auto h2 = detail::make_hold(h->state, ns, w->owner);
@@ -817,8 +1031,7 @@ void guard::release_with(owner_id o, detail::any_handler<void(error_code)> handl
                     s.holds[w->owner] = h2;
                     w->grant = h2;
                     w->st = detail::local_waiter::status::granted;
-                    next = w->wake;
-                    break;
+                    next = w;
                 }
                 handed = ns->current != nullptr;
                 if (!handed)
@@ -832,10 +1045,10 @@ void guard::release_with(owner_id o, detail::any_handler<void(error_code)> handl
         return void(op->complete({}));
     if (handed) {
         // Handed over: the node stays.
-        detail::wake(next);
+        detail::notify(h->state, next);
         return void(op->complete({}));
     }
-    detail::wake(next);
+    detail::notify(h->state, next);
     // Stop the monitor (on the executor it runs on), then delete the node, retried until gone.
     asio::co_spawn(
         s.zk.get_executor(),
@@ -901,6 +1114,8 @@ void mutex::start_acquire(owner_id o, std::chrono::steady_clock::duration t,
 {
     auto deadline = detail::deadline_after(t);
     auto op = std::make_shared<detail::op_state<std::optional<guard>>>(std::move(handler), state_->zk.get_executor());
+    if (detail::try_direct(state_, o, deadline, op))
+        return;
     auto slot = op->cancellation_slot();
     auto done = [op, s = state_, t0 = std::chrono::steady_clock::now()](std::exception_ptr e, detail::acquire_result r) {
         if (e)

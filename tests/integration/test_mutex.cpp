@@ -701,3 +701,92 @@ TEST_CASE("metrics: wait time and outcomes")
         CHECK(bad.metrics().errors == 1);
     });
 }
+
+// Tasks waiting behind another task of this process wait in memory: their timeouts fire in
+// deadline order (not queue order), a cancelled one leaves the queue, and when the task in
+// ZooKeeper's queue gives up, the next waiter takes its place there and gets the lock.
+TEST_CASE("in-process waiters: timeouts, cancellation, promotion")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client a(ioc.get_executor(), test_config());
+        client b(ioc.get_executor(), test_config());
+        co_await a.async_connect();
+        co_await b.async_connect();
+        auto path = unique_path("inproc");
+        mutex ma(a, path), mb(b, path);
+        auto held = co_await mb.acquire();  // another session holds
+        auto ex = co_await asio::this_coro::executor;
+
+        // Task 1 queues in ZooKeeper (300 ms); tasks 2 (10 s), 3 (100 ms) and 4 (cancelled) wait
+        // behind it in memory.
+        std::vector<std::string> events;
+        auto waiter = [&](int id, std::chrono::milliseconds timeout) -> awaitable<void> {
+            auto g = co_await ma.acquire(timeout);
+            events.push_back(fmt::format("{}:{}", id, g ? "got" : "timeout"));
+            if (g)
+                co_await g->release();
+        };
+        asio::co_spawn(ex, waiter(1, 300ms), asio::detached);
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return (co_await children_of(a, path)).size() == 2; }));
+        asio::co_spawn(ex, waiter(2, 10000ms), asio::detached);
+        asio::co_spawn(ex, waiter(3, 100ms), asio::detached);
+        asio::cancellation_signal sig;
+        error_code ec4;
+        bool done4 = false;
+        ma.async_acquire(4, std::chrono::hours(1), asio::bind_cancellation_slot(sig.slot(), [&](error_code e, std::optional<guard>) {
+            ec4 = e;
+            done4 = true;
+        }));
+        co_await asio::post(ex, asio::use_awaitable);
+        sig.emit(asio::cancellation_type::terminal);
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return done4; }));
+        CHECK(ec4 == asio::error::operation_aborted);
+        // 3 times out first, then 1; 2 is promoted into ZooKeeper's queue and still waits.
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return events.size() == 2; }));
+        CHECK(events == std::vector<std::string>{"3:timeout", "1:timeout"});
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return (co_await children_of(a, path)).size() == 2; }));
+        co_await held.release();
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return events.size() == 3; }));
+        CHECK(events.back() == "2:got");
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return (co_await children_of(a, path)).empty(); }));
+        auto m = ma.metrics();
+        CHECK(m.acquires == 1);
+        CHECK(m.timeouts == 2);
+        CHECK(m.cancellations == 1);
+        CHECK(m.wait.count() == 1);
+        CHECK(m.wait.max() >= 300ms);
+    });
+}
+
+// Many in-process waiters that all time out: nothing is left queued, and the lock still works.
+TEST_CASE("in-process waiters: a crowd of timeouts leaves a working lock")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client a(ioc.get_executor(), test_config());
+        co_await a.async_connect();
+        auto path = unique_path("crowd");
+        mutex m(a, path);
+        auto held = co_await m.acquire();
+        auto ex = co_await asio::this_coro::executor;
+        int timeouts = 0;
+        auto waiter = [&](std::chrono::milliseconds timeout) -> awaitable<void> {
+            auto g = co_await m.acquire(timeout);
+            if (!g)
+                ++timeouts;
+        };
+        for (int i = 0; i < 500; ++i)
+            asio::co_spawn(ex, waiter(std::chrono::milliseconds(50 + (i * 7) % 200)), asio::detached);
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return timeouts == 500; }));
+        co_await held.release();
+        bool got = false;
+        asio::co_spawn(ex, [&]() -> awaitable<void> {
+            auto g = co_await m.acquire(5s);
+            got = g.has_value();
+        }, asio::detached);
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return got; }));
+        CHECK(m.metrics().timeouts == 500);
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return (co_await children_of(a, path)).empty(); }));
+    });
+}
