@@ -1,0 +1,21 @@
+#!/bin/sh
+# Compile CuratorBench.java against Debian's Curator jars (no network) into OUTDIR and write
+# OUTDIR/classpath.txt with the full runtime classpath (OUTDIR first).
+#
+#   bench/curator/build.sh OUTDIR
+#   java -cp "$(cat OUTDIR/classpath.txt)" CuratorBench --help
+#
+# The jar list and the javac call are shared with tests/interop/build.sh, in
+# tests/interop/curator-classpath.sh. JAVA_SHARE overrides /usr/share/java; JAVAC overrides javac.
+set -eu
+
+if [ $# -ne 1 ]; then
+    echo "usage: $0 OUTDIR" >&2
+    exit 2
+fi
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=../../tests/interop/curator-classpath.sh
+. "$here/../../tests/interop/curator-classpath.sh"
+
+curator_build "$1" "$here/CuratorBench.java" || exit 1
+echo "built $curator_out/CuratorBench.class; classpath in $curator_out/classpath.txt"
