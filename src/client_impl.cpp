@@ -514,8 +514,10 @@ void client_impl::watcher_thunk(zhandle_t* zh, int type, int state, const char* 
     auto* self = static_cast<client_impl*>(ctx);
     if (!self || zh != self->zh_)
         return;
-    if (type == ZOO_SESSION_EVENT)
+    if (type == ZOO_SESSION_EVENT) {
+        ++self->session_events_;
         self->on_session_event(state);
+    }
     else
         self->on_watch_event(type, path);
 }
@@ -605,6 +607,7 @@ void client_impl::drop_socket()
     lib_fd_ = -1;
     sock_dev_ = 0;
     sock_ino_ = 0;
+    socket_checked_at_ = ~std::uint64_t{0};
 }
 
 void client_impl::rearm()
@@ -628,9 +631,13 @@ void client_impl::rearm()
             drop_socket();
     } else {
         struct ::stat st{};
-        bool same = false;
-        if (::fstat(fd, &st) == 0)
+        bool same = desc_.is_open() && fd == lib_fd_ && socket_checked_at_ == session_events_ &&
+                    zoo_state(zh_) == ZOO_CONNECTED_STATE;
+        if (!same && ::fstat(fd, &st) == 0) {
             same = desc_.is_open() && fd == lib_fd_ && st.st_dev == sock_dev_ && st.st_ino == sock_ino_;
+            if (same && zoo_state(zh_) == ZOO_CONNECTED_STATE)
+                socket_checked_at_ = session_events_;
+        }
         if (!same) {
             drop_socket();
             int d = ::dup(fd);
@@ -703,13 +710,14 @@ void client_impl::process(int events)
         int n = 0;
         return fd >= 0 && ::ioctl(fd, FIONREAD, &n) == 0 ? n : 0;
     };
-    int available = (events & ZOOKEEPER_READ) ? bytes_ready() : 0;
-    if (available > 0)
-        mark_heard();
     int rc = zookeeper_process(zh_, events);
+    // Readable and still connected: the library read bytes from the server (the end of the
+    // stream or an error would have dropped the connection). Saves a FIONREAD per wake-up.
+    if ((events & ZOOKEEPER_READ) && rc == ZOK && zh_ && zoo_state(zh_) == ZOO_CONNECTED_STATE)
+        mark_heard();
     // The library reads one packet per call: drain what is already buffered, in bounded steps
     // (readiness is reported again if more remains).
-    if (available > 0) {
+    if (events & ZOOKEEPER_READ) {
         for (int i = 0; i < 256 && rc == ZOK && zh_ && !need_recreate_ && !need_release_ && bytes_ready() > 0; ++i)
             rc = zookeeper_process(zh_, ZOOKEEPER_READ);
     }

@@ -245,6 +245,11 @@ private:
     dev_t sock_dev_ = 0;
     ino_t sock_ino_ = 0;
     int lib_fd_ = -1;
+    // Bumped by every session event: the library only replaces its socket on a path that
+    // reports one (a lost connection, then a new one), so while connected with no event since
+    // the last check, the same fd number is the same socket and needs no fstat.
+    std::uint64_t session_events_ = 0;
+    std::uint64_t socket_checked_at_ = ~std::uint64_t{0};
     std::uint64_t desc_gen_ = 0;
     bool read_pending_ = false;
     bool write_pending_ = false;
