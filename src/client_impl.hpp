@@ -79,11 +79,22 @@ public:
     using handler_type = any_handler<void(error_code, Args...)>;
 
     op_state(handler_type h, const asio::any_io_executor& io_ex)
-        : handler_(std::move(h)),
-          io_ex_(io_ex),
-          ex_(asio::get_associated_executor(handler_, io_ex)),
-          work_(asio::prefer(ex_, asio::execution::outstanding_work.tracked))
+        : handler_(std::move(h)), io_ex_(io_ex), ex_(asio::get_associated_executor(handler_, io_ex))
     {
+        // The common case: the handler runs on the client's own executor (a coroutine on the
+        // same io_context). Then one post to it suffices, and the work is tracked through the
+        // client's executor, which needs no allocation (the type-erased completion executor
+        // wrapping an any_io_executor is a shared, reference-counted object).
+        if (auto* t = ex_.target<asio::any_io_executor>(); t && *t == io_ex_)
+            same_ = true;
+        else if (auto* c = ex_.target<asio::io_context::executor_type>())
+            same_ = io_ex_.target<asio::io_context::executor_type>() && *c == *io_ex_.target<asio::io_context::executor_type>();
+        if (same_) {
+            ex_ = asio::any_completion_executor{};
+            io_work_ = asio::prefer(io_ex_, asio::execution::outstanding_work.tracked);
+        } else {
+            work_ = asio::prefer(ex_, asio::execution::outstanding_work.tracked);
+        }
     }
 
     // Posts the handler to its executor, never running it inline. Thread-safe; first call wins.
@@ -93,6 +104,16 @@ public:
         if (done.exchange(true))
             return false;
         auto h = std::move(handler_);
+        if (same_) {
+            asio::post(io_ex_, [h = std::move(h), ec, args = std::make_tuple(Args(std::forward<Vs>(vs))...),
+                                work = std::exchange(io_work_, asio::any_io_executor{}), bound = bound_.load()]() mutable {
+                auto slot = asio::get_associated_cancellation_slot(h);
+                if (bound && slot.is_connected())
+                    slot.clear();
+                std::apply([&](auto&&... a) { std::move(h)(ec, std::move(a)...); }, std::move(args));
+            });
+            return true;
+        }
         auto work = std::exchange(work_, asio::any_completion_executor{});
         // Posted through the client's I/O executor (never inline), then run on the handler's own.
         asio::post(io_ex_, asio::bind_executor(ex_, [h = std::move(h), ec, args = std::make_tuple(Args(std::forward<Vs>(vs))...),
@@ -153,8 +174,11 @@ private:
     std::atomic<bool> bound_{false};
     asio::any_io_executor io_ex_;
     asio::any_completion_executor ex_;
-    // Keeps the handler's execution context from running out of work while we are pending.
+    // Keeps the handler's execution context from running out of work while we are pending
+    // (io_work_ when the handler runs on the client's executor, work_ otherwise).
     asio::any_completion_executor work_;
+    asio::any_io_executor io_work_;
+    bool same_ = false;
 };
 
 // The shared state of a watch handle.

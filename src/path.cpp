@@ -67,6 +67,11 @@ path_problem check_path(std::string_view path, bool sequential) noexcept
             ++i;
             continue;
         }
+        // Printable ASCII other than '/' (handled above): valid, the common case.
+        if (auto b = static_cast<unsigned char>(path[i]); b >= 0x20 && b < 0x7F) {
+            ++i;
+            continue;
+        }
         char32_t cp = 0;
         std::size_t len = decode_utf8(path, i, cp);
         if (len == 0)
