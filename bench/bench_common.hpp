@@ -13,6 +13,8 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -23,6 +25,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <exception>
 #include <mutex>
 #include <span>
@@ -200,6 +204,26 @@ private:
 
 // ---------------------------------------------------------------------------------------------
 // Statistics
+
+// User + system CPU time of the whole process, in microseconds.
+inline double cpu_us()
+{
+    rusage ru{};
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        throw bench_error(fmt::format("getrusage: {}", std::strerror(errno)));
+    auto us = [](const timeval& tv) { return static_cast<double>(tv.tv_sec) * 1e6 + static_cast<double>(tv.tv_usec); };
+    return us(ru.ru_utime) + us(ru.ru_stime);
+}
+
+// Resident set size of this process in bytes (from /proc/self/statm).
+inline std::int64_t rss_bytes()
+{
+    std::ifstream statm("/proc/self/statm");
+    long long pages_total = 0, pages_resident = 0;
+    if (!(statm >> pages_total >> pages_resident))
+        throw bench_error("cannot read /proc/self/statm");
+    return static_cast<std::int64_t>(pages_resident) * static_cast<std::int64_t>(::sysconf(_SC_PAGESIZE));
+}
 
 struct latencies {
     std::vector<std::int64_t> ns;  // one latency per operation

@@ -5,9 +5,14 @@
 //           minimal poll() loop over zookeeper_interest/zookeeper_process;
 //   zkcoro  zkcoro::client in a coroutine on an asio::io_context run by this one thread.
 //
-// One request at a time in both. Rounds alternate the two (and which goes first) so that machine
-// noise hits both alike; a warm-up comes first. Every wait is bounded in count and by an overall
-// time limit, enforced at last by a watchdog thread.
+// First one request at a time in both: rounds alternate the two (and which goes first) so that
+// machine noise hits both alike; a warm-up comes first. Then, pipelined: --inflight cycles at once
+// (each one still create, then get_children, then delete) for --pipeline-ms each, raw first: the
+// throughput the server allows. Every wait is bounded in count and by an overall time limit,
+// enforced at last by a watchdog thread.
+//
+// Both clients set zoo_set_servers_resolution_delay(-1) (zkcoro does it in every client): with
+// the library's default the host list is resolved again on each zookeeper_interest call.
 //
 // Both clients live on the calling thread. The raw one calls the C library without zkcoro's
 // process-wide lock: that is safe here because no other thread calls into the library while the
@@ -18,6 +23,8 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/deferred.hpp>
+#include <boost/asio/experimental/parallel_group.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -65,6 +72,8 @@ struct options {
     long cycles = 2000;   // measured cycles per implementation, in total
     long rounds = 5;      // at least this many raw/zkcoro alternations
     long warmup = 200;    // unmeasured cycles per implementation first
+    long inflight = 64;      // pipelined: cycles at once
+    long pipeline_ms = 3000;  // pipelined: run time per implementation (0: skip)
     long time_limit = 120;  // seconds, for the whole run
     bool run_raw = true, run_zkcoro = true;  // --only: one of them (for profiling)
 };
@@ -73,12 +82,16 @@ void usage(std::FILE* f)
 {
     std::fputs(
         "usage: zkcoro-cycle-bench [--connect HOST:PORT] [--cycles N] [--rounds R]\n"
-        "                          [--warmup N] [--time-limit SECONDS] [--only raw|zkcoro]\n"
+        "                          [--warmup N] [--inflight N] [--pipeline-ms MS]\n"
+        "                          [--time-limit SECONDS] [--only raw|zkcoro]\n"
         "  --connect     loopback ZooKeeper server (default: $ZK_CONNECT, else 127.0.0.1:2181)\n"
         "  --cycles      measured cycles per implementation in total (default 2000)\n"
         "  --rounds      minimum number of raw/zkcoro alternations (default 5; more are made when\n"
         "                a round would outlast a quarter of the session timeout)\n"
         "  --warmup      unmeasured cycles per implementation first (default 200)\n"
+        "  --inflight    pipelined: cycles at once (default 64)\n"
+        "  --pipeline-ms pipelined: run time per implementation (default 3000, at most 1/8 of the\n"
+        "                session timeout; 0 skips the pipelined part)\n"
         "  --time-limit  overall limit in seconds (default 120); exceeding it is an error\n"
         "  --only        raw | zkcoro: run one implementation only (for profiling)\n",
         f);
@@ -92,6 +105,8 @@ options parse_options(int argc, char** argv)
         {"--cycles", &options::cycles, 1, 10'000'000},
         {"--rounds", &options::rounds, 1, 1'000'000},
         {"--warmup", &options::warmup, 0, 10'000'000},
+        {"--inflight", &options::inflight, 1, 10'000},
+        {"--pipeline-ms", &options::pipeline_ms, 0, 600'000},
         {"--time-limit", &options::time_limit, 1, 86'400},
     };
     static constexpr std::string_view others[] = {"--only"};
@@ -111,22 +126,22 @@ options parse_options(int argc, char** argv)
 // ---------------------------------------------------------------------------------------------
 // Measurements
 
-// User + system CPU time of the whole process, in microseconds.
-double cpu_us()
-{
-    rusage ru{};
-    if (getrusage(RUSAGE_SELF, &ru) != 0)
-        throw bench_error(fmt::format("getrusage: {}", std::strerror(errno)));
-    auto us = [](const timeval& tv) { return static_cast<double>(tv.tv_sec) * 1e6 + static_cast<double>(tv.tv_usec); };
-    return us(ru.ru_utime) + us(ru.ru_stime);
-}
+using zkbench::cpu_us;
 
 // Per-cycle latencies in ns, and the CPU they took.
 struct series : zkbench::latencies {
     double cpu_us = 0;  // CPU of the measured phases
     long phases = 0;
 
-    double per_s() const { return ns.empty() ? 0 : 1e6 / mean_us(); }
+    double wall_s = 0;  // pipelined: the phase's wall time
+
+    // Sequential: one cycle after another; pipelined: cycles over the phase's wall time.
+    double per_s() const
+    {
+        if (ns.empty())
+            return 0;
+        return wall_s > 0 ? static_cast<double>(ns.size()) / wall_s : 1e6 / mean_us();
+    }
     double cpu_per_cycle_us() const { return ns.empty() ? 0 : cpu_us / static_cast<double>(ns.size()); }
 };
 
@@ -135,8 +150,8 @@ struct series : zkbench::latencies {
 
 constexpr long max_pump_steps = 1'000'000;  // per wait; a reply normally takes 1 or 2
 
-// The C library with its defaults, as zkcoro uses it: among them, host names re-resolved on every
-// zookeeper_interest call (zoo_set_servers_resolution_delay is not called by either side).
+// The C library as zkcoro uses it: host names resolved at connect and after a connection loss,
+// not on every zookeeper_interest call.
 class raw_client {
 public:
     raw_client(const std::string& hosts, int session_timeout_ms)
@@ -144,6 +159,7 @@ public:
         zh_ = zookeeper_init(hosts.c_str(), &raw_client::watcher, session_timeout_ms, nullptr, this, 0);
         if (!zh_)
             throw bench_error(fmt::format("zookeeper_init(\"{}\"): {}", hosts, std::strerror(errno)));
+        zoo_set_servers_resolution_delay(zh_, -1);
     }
     ~raw_client()
     {
@@ -280,7 +296,93 @@ public:
         check(c.rc, "delete");
     }
 
+    // `inflight` cycles at once until `end`; returns the cycles completed. Each completion issues
+    // the cycle's next request, and a finished cycle starts the next one while time remains.
+    long pipelined(const std::string& prefix, const std::string& parent, long inflight, clock_type::time_point end,
+                   series* out)
+    {
+        pipe p{this, prefix, parent, end, out, {}};
+        p.slots.resize(static_cast<std::size_t>(inflight));
+        for (auto& slot : p.slots) {
+            slot.p = &p;
+            start_cycle(slot);
+        }
+        pump_until([&] { return p.active == 0; }, "running pipelined cycles", end + 10s);
+        if (p.rc != ZOK)
+            throw bench_error(fmt::format("raw pipelined {}: {}", p.failed_op, zerror(p.rc)));
+        return p.cycles;
+    }
+
 private:
+    struct pipe;
+    struct pipe_slot {
+        pipe* p = nullptr;
+        std::string path;
+        clock_type::time_point t0;
+    };
+    struct pipe {
+        raw_client* self;
+        std::string prefix, parent;
+        clock_type::time_point end;
+        series* out;
+        std::vector<pipe_slot> slots;
+        long active = 0;
+        long cycles = 0;
+        int rc = ZOK;
+        const char* failed_op = "";
+    };
+    static pipe_slot& slot_of(const void* d) { return *static_cast<pipe_slot*>(const_cast<void*>(d)); }
+    // Records a failure; the slot stops.
+    static void pipe_fail(pipe_slot& s, int rc, const char* op)
+    {
+        if (s.p->rc == ZOK) {
+            s.p->rc = rc;
+            s.p->failed_op = op;
+        }
+        --s.p->active;
+    }
+    void start_cycle(pipe_slot& s)
+    {
+        s.t0 = clock_type::now();
+        int rc = zoo_acreate2(zh_, s.p->prefix.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL,
+                              &raw_client::pipe_created, &s);
+        if (rc != ZOK)
+            return pipe_fail(s, rc, "zoo_acreate2");
+        ++s.p->active;
+    }
+    static void pipe_created(int rc, const char* value, const Stat*, const void* d)
+    {
+        auto& s = slot_of(d);
+        if (rc != ZOK || !value)
+            return pipe_fail(s, rc, "create");
+        s.path = value;
+        rc = zoo_aget_children2(s.p->self->zh_, s.p->parent.c_str(), 0, &raw_client::pipe_listed, d);
+        if (rc != ZOK)
+            pipe_fail(s, rc, "zoo_aget_children2");
+    }
+    static void pipe_listed(int rc, const String_vector* v, const Stat*, const void* d)
+    {
+        auto& s = slot_of(d);
+        if (rc != ZOK || !v || v->count < 1)
+            return pipe_fail(s, rc != ZOK ? rc : ZRUNTIMEINCONSISTENCY, "get_children");
+        rc = zoo_adelete(s.p->self->zh_, s.path.c_str(), -1, &raw_client::pipe_deleted, d);
+        if (rc != ZOK)
+            pipe_fail(s, rc, "zoo_adelete");
+    }
+    static void pipe_deleted(int rc, const void* d)
+    {
+        auto& s = slot_of(d);
+        if (rc != ZOK)
+            return pipe_fail(s, rc, "delete");
+        auto now = clock_type::now();
+        ++s.p->cycles;
+        if (s.p->out)
+            s.p->out->add(now - s.t0);
+        --s.p->active;
+        if (now < s.p->end && s.p->rc == ZOK)
+            s.p->self->start_cycle(s);
+    }
+
     struct cycle_ctx {
         bool done = false;
         int rc = 0;
@@ -392,7 +494,43 @@ asio::awaitable<long> zkcoro_phase(zkcoro::client& c, const run_plan& plan, long
     co_return n;
 }
 
+// One of the pipelined zkcoro workers: cycles until `end`.
+asio::awaitable<void> zkcoro_pipe_worker(zkcoro::client& c, const run_plan& plan, clock_type::time_point end,
+                                         series* out, long* cycles)
+{
+    for (long i = 0; i < 100'000'000 && clock_type::now() < end; ++i) {
+        auto t0 = clock_type::now();
+        auto created = co_await c.async_create(plan.prefix, "", zkcoro::create_mode::ephemeral_sequential);
+        auto listed = co_await c.async_get_children(plan.parent);
+        if (listed.children.empty())
+            throw bench_error(fmt::format("zkcoro: {} has no children after a create", plan.parent));
+        co_await c.async_remove(created.path);
+        out->add(clock_type::now() - t0);
+        ++*cycles;
+    }
+}
+
+// `inflight` workers at once until `end`; returns the cycles completed.
+asio::awaitable<long> zkcoro_pipelined(zkcoro::client& c, const run_plan& plan, long inflight,
+                                       clock_type::time_point end, series* out)
+{
+    auto ex = co_await asio::this_coro::executor;
+    long cycles = 0;
+    using op_type = decltype(asio::co_spawn(ex, zkcoro_pipe_worker(c, plan, end, out, &cycles), asio::deferred));
+    std::vector<op_type> ops;
+    for (long i = 0; i < inflight; ++i)
+        ops.push_back(asio::co_spawn(ex, zkcoro_pipe_worker(c, plan, end, out, &cycles), asio::deferred));
+    auto [order, errors] = co_await asio::experimental::make_parallel_group(std::move(ops))
+                               .async_wait(asio::experimental::wait_for_all(), asio::use_awaitable);
+    for (auto& e : errors)
+        if (e)
+            std::rethrow_exception(e);
+    co_return cycles;
+}
+
 struct results {
+    series raw_pipe, zk_pipe;
+    double pipe_seconds = 0;
     series raw, zk;
     long warmup_cycles = 0;
     long rounds = 0;
@@ -517,6 +655,30 @@ asio::awaitable<void> run_bench(const options& o, results& res)
         res.raw.ns.reserve(static_cast<std::size_t>(o.cycles));
         res.zk.ns.reserve(static_cast<std::size_t>(o.cycles));
         res.rounds = co_await alternate(rawp, zc, plan, o.cycles, per_round, &res.raw, &res.zk, "measuring");
+
+        // Pipelined: raw, then zkcoro, each for pipeline_ms. The idle client sleeps meanwhile, so
+        // a phase stays within an eighth of the session timeout (its ping is due after a third).
+        auto pipe_for = std::min<clock_type::duration>(std::chrono::milliseconds(o.pipeline_ms),
+                                                       std::chrono::milliseconds(timeout_ms) / 8);
+        res.pipe_seconds = std::chrono::duration<double>(pipe_for).count();
+        if (o.pipeline_ms > 0) {
+            if (raw) {
+                check_deadline("running raw pipelined cycles");
+                double cpu0 = cpu_us();
+                auto t0 = clock_type::now();
+                raw->pipelined(plan.prefix, plan.parent, o.inflight, t0 + pipe_for, &res.raw_pipe);
+                res.raw_pipe.wall_s = std::chrono::duration<double>(clock_type::now() - t0).count();
+                res.raw_pipe.cpu_us = cpu_us() - cpu0;
+            }
+            if (o.run_zkcoro) {
+                check_deadline("running zkcoro pipelined cycles");
+                double cpu0 = cpu_us();
+                auto t0 = clock_type::now();
+                co_await zkcoro_pipelined(zc, plan, o.inflight, t0 + pipe_for, &res.zk_pipe);
+                res.zk_pipe.wall_s = std::chrono::duration<double>(clock_type::now() - t0).count();
+                res.zk_pipe.cpu_us = cpu_us() - cpu0;
+            }
+        }
     } catch (...) {
         failure = std::current_exception();
     }
@@ -563,6 +725,13 @@ int report(const options& o, const results& r)
         row("raw", r.raw);
     if (p.run_zkcoro)
         row("zkcoro", r.zk);
+    if (o.pipeline_ms > 0) {
+        fmt::print("pipelined, {} cycles in flight, {:.1f} s each:\n", o.inflight, r.pipe_seconds);
+        if (p.run_raw)
+            row("raw", r.raw_pipe);
+        if (p.run_zkcoro)
+            row("zkcoro", r.zk_pipe);
+    }
     auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
     if (p.run_raw && p.run_zkcoro)
         fmt::print("\nzkcoro/raw: p50 {:.3f}  mean {:.3f}  p99 {:.3f}  CPU per cycle {:.3f}\n",
@@ -570,16 +739,20 @@ int report(const options& o, const results& r)
                ratio(r.zk.percentile_us(99), r.raw.percentile_us(99)),
                ratio(r.zk.cpu_per_cycle_us(), r.raw.cpu_per_cycle_us()));
     fmt::print("(ops_per_s below counts cycles; each cycle is 3 requests)\n");
-    auto result = [](std::string_view name, const series& s) {
-        fmt::print("RESULT impl={} workload=cycle ops_per_s={:.1f} p50_us={:.1f} p99_us={:.1f} mean_us={:.1f} "
-                   "cpu_us_per_cycle={:.1f}\n",
-                   name, s.per_s(), s.percentile_us(50), s.percentile_us(99), s.mean_us(),
+    auto result = [](std::string_view name, std::string_view workload, const series& s) {
+        fmt::print("RESULT impl={} workload={} ops_per_s={:.1f} p50_us={:.1f} p99_us={:.1f} mean_us={:.1f} "
+                   "cpu_us_per_op={:.1f}\n",
+                   name, workload, s.per_s(), s.percentile_us(50), s.percentile_us(99), s.mean_us(),
                    s.cpu_per_cycle_us());
     };
     if (p.run_raw)
-        result("raw", r.raw);
+        result("raw", "cycle", r.raw);
     if (p.run_zkcoro)
-        result("zkcoro", r.zk);
+        result("zkcoro_client", "cycle", r.zk);
+    if (o.pipeline_ms > 0 && p.run_raw)
+        result("raw", "cycle_pipelined", r.raw_pipe);
+    if (o.pipeline_ms > 0 && p.run_zkcoro)
+        result("zkcoro_client", "cycle_pipelined", r.zk_pipe);
     std::fflush(stdout);
     return 0;
 }

@@ -1,21 +1,30 @@
 #!/usr/bin/env bash
-# Builds the benchmarks, starts a throwaway ZooKeeper server, runs zkcoro-cycle-bench and then
-# zkcoro-lock-bench against it, and prints a summary table of their RESULT lines.
+# The comparison: builds the benchmarks, starts a throwaway ZooKeeper server on loopback, runs the
+# same workloads with the raw ZooKeeper C client, zkcoro and Apache Curator 5.4 against it, one
+# after the other, and prints every RESULT line and a table with zkcoro's ratio to each peer and
+# the targets of the benchmark issue.
 #
-#   bash bench/run.sh            full run
-#   bash bench/run.sh --quick    tiny counts (CI smoke test)
+#   bash bench/run.sh                  full run (about 3 minutes)
+#   bash bench/run.sh --quick          tiny counts: a smoke test (CI), not figures
+#   bash bench/run.sh --no-curator     without the Java side
 #
 # Environment: BUILD_DIR (default build-rel; created with --buildtype=release when missing).
+# Workloads (letters as in the issue; definitions in bench/lock_bench.cpp and
+# bench/curator/CuratorBench.java):
+#   a uncontended acquire+release; b the 100-task demo; c 4 processes on one lock; d 1000 locks,
+#   50 tasks; e 8 readers + 2 writers; f 100 000 tasks waiting on 1000 locks on one thread.
 set -euo pipefail
 
 usage() {
-    echo "usage: bash bench/run.sh [--quick]" >&2
+    echo "usage: bash bench/run.sh [--quick] [--no-curator]" >&2
 }
 
 quick=0
+curator=1
 for arg in "$@"; do
     case "$arg" in
         --quick) quick=1 ;;
+        --no-curator) curator=0 ;;
         -h|--help) usage; exit 0 ;;
         *) echo "bench/run.sh: unknown argument '$arg'" >&2; usage; exit 2 ;;
     esac
@@ -36,64 +45,195 @@ with_server=$build/tests/support/zkcoro-with-server
 cycle_bench=$build/bench/zkcoro-cycle-bench
 lock_bench=$build/bench/zkcoro-lock-bench
 for exe in "$with_server" "$cycle_bench" "$lock_bench"; do
-    [[ -x "$exe" ]] || { echo "bench/run.sh: $exe was not built (are tests enabled in $build?)" >&2; exit 1; }
+    [[ -x "$exe" ]] || { echo "bench/run.sh: $exe was not built (are tests and bench enabled in $build?)" >&2; exit 1; }
 done
+classes=$build/bench/curator-classes
+if (( curator )); then
+    sh bench/curator/build.sh "$classes" >/dev/null
+fi
 
 if (( quick )); then
-    cycle_args=(--cycles 50 --warmup 10 --rounds 2 --time-limit 60)
-    lock_args=(--cycles 50 --tasks 10 --per-task 2 --time-limit 60)
+    cycle_args=(--cycles 50 --warmup 10 --rounds 2 --pipeline-ms 300 --time-limit 60)
+    lock_args=(--cycles 50 --tasks 10 --per-task 2 --duration-ms 300 --paths 20 --many-tasks 5
+               --scale-tasks 2000 --scale-locks 20 --time-limit 120)
+    curator_args=(--cycles 50 --warmup 10 --tasks 10 --per-task 2 --duration-ms 300 --paths 20 --time-limit 120)
+    cross_ms=500
 else
     cycle_args=()
     lock_args=()
+    curator_args=()
+    cross_ms=10000
 fi
 
-# --- run both against one server ---------------------------------------------------------------
+# --- run everything against one server -----------------------------------------------------------
 out=$(mktemp -d "${TMPDIR:-/tmp}/zkcoro-bench.XXXXXX")
 trap 'rm -rf "$out"' EXIT
+printf '%s\n' "${cycle_args[@]}" > "$out/cycle.args"
+printf '%s\n' "${lock_args[@]}" > "$out/lock.args"
+printf '%s\n' "${curator_args[@]}" > "$out/curator.args"
 
-# The inner script runs under zkcoro-with-server, which sets ZK_CONNECT; it runs the lock bench
-# even when the cycle bench failed, and exits non-zero if either did.
+# Runs under zkcoro-with-server, which sets ZK_CONNECT. Every step runs even when an earlier one
+# failed; the exit status is the first failure's.
 inner='
-    cycle=$1 lock=$2 out=$3 ncycle=$4
-    shift 4
-    cycle_args=("${@:1:ncycle}")
-    lock_args=("${@:ncycle+1}")
+    set -u
+    cycle=$1 lock=$2 out=$3 classes=$4 curator=$5 cross_ms=$6
+    mapfile -t cycle_args < "$out/cycle.args"
+    mapfile -t lock_args < "$out/lock.args"
+    mapfile -t curator_args < "$out/curator.args"
     rc=0
+    note() { local r=$1; (( rc )) || rc=$r; }
+    now_ms() { date +%s%3N; }
+
+    # 4 processes of one implementation on one lock, started together; their PART lines go to
+    # $out/cross-<impl>.txt. Each process is waited for by PID.
+    cross() {
+        local impl=$1 margin_ms=$2
+        shift 2
+        local start=$(( $(now_ms) + margin_ms )) pids=() i r=0
+        for i in 1 2 3 4; do
+            "$@" --path "/zkcoro-bench/cross-$$-$impl" --start-at-ms "$start" --duration-ms "$cross_ms" \
+                --id "p$i" > "$out/cross-$impl-$i.txt" &
+            pids+=($!)
+        done
+        for i in "${!pids[@]}"; do
+            wait "${pids[$i]}" || { local e=$?; (( r )) || r=$e; }
+        done
+        cat "$out"/cross-"$impl"-?.txt
+        return $r
+    }
+
     echo "== zkcoro-cycle-bench ${cycle_args[*]} (server $ZK_CONNECT)"
-    "$cycle" "${cycle_args[@]}" | tee "$out/cycle.txt" || rc=$?
+    "$cycle" "${cycle_args[@]}" | tee "$out/cycle.txt" || note $?
     echo
-    echo "== zkcoro-lock-bench ${lock_args[*]} (server $ZK_CONNECT)"
-    "$lock" "${lock_args[@]}" | tee "$out/lock.txt" || { r=$?; (( rc )) || rc=$r; }
+    echo "== zkcoro-lock-bench ${lock_args[*]}"
+    "$lock" "${lock_args[@]}" | tee "$out/lock.txt" || note $?
+    echo
+    echo "== cross_process: 4 zkcoro processes, ${cross_ms} ms"
+    cross zkcoro 2000 "$lock" --workloads cross_process | tee "$out/cross-zkcoro.txt" || note $?
+    if (( curator )); then
+        echo
+        echo "== CuratorBench --workload all ${curator_args[*]}"
+        java -cp "$(cat "$classes/classpath.txt")" CuratorBench --workload all "${curator_args[@]}" \
+            | tee "$out/curator.txt" || note $?
+        echo
+        echo "== cross_process: 4 Curator processes, ${cross_ms} ms"
+        # JVMs take seconds to start and connect on a loaded 2-core machine.
+        cross curator 8000 java -cp "$(cat "$classes/classpath.txt")" CuratorBench --workload cross_process \
+            | tee "$out/cross-curator.txt" || note $?
+    fi
     exit $rc
 '
 status=0
-"$with_server" -- bash -o pipefail -c "$inner" inner \
-    "$cycle_bench" "$lock_bench" "$out" "${#cycle_args[@]}" "${cycle_args[@]}" "${lock_args[@]}" || status=$?
+"$with_server" --tick-ms 2000 -- bash -o pipefail -c "$inner" inner \
+    "$cycle_bench" "$lock_bench" "$out" "$classes" "$curator" "$cross_ms" || status=$?
 
-# --- summary ---------------------------------------------------------------------------------
+# --- the table -----------------------------------------------------------------------------------
+# The cross-process parts become one RESULT line per implementation: handoffs per second of the
+# four processes together.
+for impl in zkcoro curator; do
+    f=$out/cross-$impl.txt
+    [[ -s "$f" ]] || continue
+    awk -v impl="$impl" '
+        /^PART / {
+            for (i = 2; i <= NF; ++i) {
+                eq = index($i, "=")
+                k = substr($i, 1, eq - 1); v = substr($i, eq + 1)
+                if (k == "ops") ops += v
+                if (k == "seconds" && v > secs) secs = v
+            }
+            ++parts
+        }
+        END {
+            if (parts == 4 && secs > 0)
+                printf "RESULT impl=%s workload=cross_process ops_per_s=%.1f p50_us=0.0 p99_us=0.0 processes=4\n", impl, ops / secs
+        }' "$f" > "$out/cross-$impl.result"
+done
+
 echo
-echo "== summary ($( (( quick )) && echo quick || echo full ) run, $build)"
-cat "$out"/cycle.txt "$out"/lock.txt 2>/dev/null | grep '^RESULT ' | awk '
+echo "== all RESULT lines ($( (( quick )) && echo "quick run: smoke test only, not figures" || echo "full run"), $build)"
+cat "$out"/cycle.txt "$out"/lock.txt "$out"/cross-*.result "$out"/curator.txt 2>/dev/null | grep '^RESULT ' \
+    | tee "$out/results.txt" || true
+
+echo
+awk -v quick="$quick" '
     {
-        delete f
+        impl = ""; w = ""
         for (i = 2; i <= NF; ++i) {
             eq = index($i, "=")
-            if (eq > 0) f[substr($i, 1, eq - 1)] = substr($i, eq + 1)
+            k = substr($i, 1, eq - 1); v = substr($i, eq + 1)
+            if (k == "impl") impl = v
+            else if (k == "workload") w = v
+            else f[k] = v
         }
-        rows[++n] = sprintf("%-18s %-8s %12.1f %10.1f %10.1f", f["workload"], f["impl"], f["ops_per_s"], f["p50_us"], f["p99_us"])
-        if (f["workload"] == "cycle" && f["impl"] == "raw") raw_p50 = f["p50_us"]
-        if (f["workload"] == "uncontended" && f["impl"] == "zkcoro") unc_p50 = f["p50_us"]
+        for (k in f) { r[impl, w, k] = f[k]; delete f[k] }
+        have[impl, w] = 1
     }
+    function val(impl, w, k) { return ((impl, w) in have) ? r[impl, w, k] + 0 : -1 }
+    function cell(x, fmt) { return x < 0 ? "-" : sprintf(fmt, x) }
+    function ratio(a, b) { return (a < 0 || b <= 0) ? -1 : a / b }
+    # One row: what, unit, the three figures, zkcoro/raw, zkcoro/curator, target text, verdict.
+    function row(what, unit, raw, zk, cur, target, ok) {
+        printf "%-34s %-10s %11s %11s %11s %8s %8s  %-30s %s\n", what, unit, cell(raw, "%.1f"), cell(zk, "%.1f"),
+               cell(cur, "%.1f"), cell(ratio(zk, raw), "%.3f"), cell(ratio(zk, cur), "%.3f"), target, ok
+    }
+    function verdict(x, op, limit) {
+        if (x < 0) return "n/a"
+        if (op == "<=") return x <= limit ? "met" : "MISSED"
+        return x >= limit ? "met" : "MISSED"
+    }
+    function both(a, b) { return (a == "met" && b == "met") ? "met" : (a == "n/a" || b == "n/a") ? "n/a" : "MISSED" }
     END {
-        printf "%-18s %-8s %12s %10s %10s\n", "workload", "impl", "ops/s", "p50 us", "p99 us"
-        for (i = 1; i <= n; ++i) print rows[i]
-        if (raw_p50 > 0 && unc_p50 != "")
-            printf "\nzkcoro uncontended acquire+release p50 / raw sequential cycle p50: %.1f / %.1f = %.3f\n", unc_p50, raw_p50, unc_p50 / raw_p50
-        else
-            print "\nratio unavailable: a RESULT line is missing"
-        print "(cycle: create+get_children+delete, ops/s = cycles/s; uncontended: acquire+release cycles/s;"
-        print " demo*: acquisitions/s, p50/p99 = wait from acquire() to the grant)"
-    }'
+        printf "%-34s %-10s %11s %11s %11s %8s %8s  %-30s %s\n", "workload", "figure", "raw C", "zkcoro", "Curator",
+               "zk/raw", "zk/Cur", "target", ""
+        # a
+        raw = val("raw", "cycle", "p50_us"); zk = val("zkcoro", "uncontended", "p50_us"); cur = val("curator", "uncontended", "p50_us")
+        row("a uncontended acquire+release", "p50 us", raw, zk, cur, "<= 0.75 raw, <= 0.5 Curator",
+            both(verdict(ratio(zk, raw), "<=", 0.75), verdict(ratio(zk, cur), "<=", 0.5)))
+        row("a   same", "p99 us", val("raw", "cycle", "p99_us"), val("zkcoro", "uncontended", "p99_us"),
+            val("curator", "uncontended", "p99_us"), "", "")
+        # b
+        zk = val("zkcoro", "demo", "ops_per_s")
+        cur = val("curator", "demo_shared", "ops_per_s")
+        row("b demo, one shared lock object", "acq/s", -1, zk, cur, ">= 50x Curator", verdict(ratio(zk, cur), ">=", 50))
+        cur = val("curator", "demo_per_thread", "ops_per_s")
+        row("b demo vs Curator object/thread", "acq/s", -1, zk, cur, ">= 10x Curator", verdict(ratio(zk, cur), ">=", 10))
+        row("b   zkcoro object per task", "acq/s", -1, val("zkcoro", "demo_per_task", "ops_per_s"), cur, "(no handoff)", "")
+        row("b   zkcoro local_handoff=false", "acq/s", -1, val("zkcoro", "demo_no_handoff", "ops_per_s"),
+            val("curator", "demo_shared", "ops_per_s"), "(Curator: shared)", "")
+        # c
+        zk = val("zkcoro", "cross_process", "ops_per_s"); cur = val("curator", "cross_process", "ops_per_s")
+        row("c 4 processes, one lock", "handoff/s", -1, zk, cur, ">= 1.3x Curator", verdict(ratio(zk, cur), ">=", 1.3))
+        # d
+        raw = val("raw", "cycle_pipelined", "ops_per_s"); zk = val("zkcoro", "many_locks", "ops_per_s")
+        cur = val("curator", "many_locks", "ops_per_s")
+        row("d 1000 locks, 50 tasks", "cycles/s", raw, zk, cur, ">= 0.9 raw x64, >= 1.2 Curator",
+            both(verdict(ratio(zk, raw), ">=", 0.9), verdict(ratio(zk, cur), ">=", 1.2)))
+        # e
+        zk = val("zkcoro", "rw_read", "ops_per_s"); cur = val("curator", "rw_read", "ops_per_s")
+        row("e 8 readers + 2 writers: reads", "reads/s", -1, zk, cur, ">= 1.5x Curator", verdict(ratio(zk, cur), ">=", 1.5))
+        zk = val("zkcoro", "rw_write", "ops_per_s"); cur = val("curator", "rw_write", "ops_per_s")
+        row("e   writes", "writes/s", -1, zk, cur, ">= 1.5x Curator", verdict(ratio(zk, cur), ">=", 1.5))
+        # f
+        zk = val("zkcoro", "scale", "rss_per_waiter_bytes")
+        row("f RSS per waiting task", "bytes", -1, zk, -1, "<= 2048 bytes", verdict(zk, "<=", 2048))
+        g = val("zkcoro", "scale", "grant_all_s")
+        row("f   time to grant them all", "ms", -1, g < 0 ? -1 : g * 1000, -1, "", "")
+        raw = val("raw", "cycle", "cpu_us_per_op"); zk = val("zkcoro", "uncontended", "cpu_us_per_op")
+        row("f client CPU per uncontended cycle", "us", raw, zk, val("curator", "uncontended", "cpu_us_per_op"),
+            "<= 1.3 raw", verdict(ratio(zk, raw), "<=", 1.3))
+        # context
+        row("  zkcoro::client, same cycle as raw", "p50 us", val("raw", "cycle", "p50_us"), val("zkcoro_client", "cycle", "p50_us"), -1, "", "")
+        row("  zkcoro::client, same cycle as raw", "CPU us", val("raw", "cycle", "cpu_us_per_op"),
+            val("zkcoro_client", "cycle", "cpu_us_per_op"), -1, "", "")
+        row("  cycles, 64 in flight", "cycles/s", val("raw", "cycle_pipelined", "ops_per_s"),
+            val("zkcoro_client", "cycle_pipelined", "ops_per_s"), -1, "", "")
+        print ""
+        print "raw C: the ZooKeeper C client doing create + get_children + delete (a, f: one at a time; d: 64 in flight)."
+        print "zkcoro a: 3 requests in 2 round trips (create pipelined with the list). b zkcoro: one mutex object, in-process handoff."
+        print "Ratios come from this one run; the machine is shared and noisy."
+        if (quick) print "QUICK RUN: tiny counts, a smoke test. Verdicts mean nothing here."
+    }' "$out/results.txt"
+
 if (( status != 0 )); then
     echo "bench/run.sh: a benchmark failed (exit status $status)" >&2
 fi
