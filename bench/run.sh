@@ -68,9 +68,16 @@ fi
 # --- run everything against one server -----------------------------------------------------------
 out=$(mktemp -d "${TMPDIR:-/tmp}/zkcoro-bench.XXXXXX")
 trap 'rm -rf "$out"' EXIT
-printf '%s\n' "${cycle_args[@]}" > "$out/cycle.args"
-printf '%s\n' "${lock_args[@]}" > "$out/lock.args"
-printf '%s\n' "${curator_args[@]}" > "$out/curator.args"
+# One argument per line (an empty array gives an empty file, not an empty argument).
+write_args() {
+    local f=$1
+    shift
+    : > "$f"
+    if (( $# )); then printf '%s\n' "$@" > "$f"; fi
+}
+write_args "$out/cycle.args" "${cycle_args[@]}"
+write_args "$out/lock.args" "${lock_args[@]}"
+write_args "$out/curator.args" "${curator_args[@]}"
 
 # Runs under zkcoro-with-server, which sets ZK_CONNECT. Every step runs even when an earlier one
 # failed; the exit status is the first failure's.
