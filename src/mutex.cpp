@@ -365,12 +365,14 @@ void fire_lost(const std::shared_ptr<mutex_state>& s, const std::shared_ptr<node
 
 // Watches the session of a held node and applies the lost policy. Runs on the client's executor
 // until the node is released (monitor_stop) or lost.
-awaitable<void> monitor(std::shared_ptr<mutex_state> st, std::shared_ptr<node_state> ns)
+// `left_connected`: the session has left the connected state since the node was taken (so a
+// reconnection must check that the node survived).
+awaitable<void> monitor(std::shared_ptr<mutex_state> st, std::shared_ptr<node_state> ns, bool left_connected)
 {
     co_await asio::this_coro::throw_if_cancelled(false);
     auto& zk = st->zk;
     auto ex = co_await asio::this_coro::executor;
-    bool was_suspended = false;
+    bool was_suspended = left_connected;
     for (int i = 0; i < 1000000 && !ns->lost; ++i) {
         auto s = zk.state();
         if (zk.session_generation() != ns->generation || s == session_state::expired ||
@@ -417,6 +419,28 @@ awaitable<void> monitor(std::shared_ptr<mutex_state> st, std::shared_ptr<node_st
         if (ec)
             co_return;
     }
+}
+
+// Applies the lost policy to a held node. In the steady state (connected, same session) this is
+// one wait for a change of the session state, with no coroutine; the monitor runs once the state
+// changes. Both stop at monitor_stop (the release), which is emitted on the client's executor.
+// The completion handlers keep the node state, and so the signal, alive: co_spawn clears the
+// slot after the coroutine's frame (and its reference) is gone.
+void watch_session(const std::shared_ptr<mutex_state>& s, const std::shared_ptr<node_state>& ns)
+{
+    auto state = s->zk.state();
+    if (state != session_state::connected || s->zk.session_generation() != ns->generation) {
+        asio::co_spawn(s->zk.get_executor(), monitor(s, ns, false),
+                       asio::bind_cancellation_slot(ns->monitor_stop.slot(), [ns](std::exception_ptr) {}));
+        return;
+    }
+    s->zk.async_wait_state(
+        state, asio::bind_cancellation_slot(ns->monitor_stop.slot(), [s, ns](error_code ec, session_state) {
+            if (ec || ns->lost)
+                return;  // released (operation_aborted), or the client is closed
+            asio::co_spawn(s->zk.get_executor(), monitor(s, ns, true),
+                           asio::bind_cancellation_slot(ns->monitor_stop.slot(), [ns](std::exception_ptr) {}));
+        }));
 }
 
 using engine_result = std::tuple<error_code, std::optional<queued_node>>;
@@ -617,8 +641,7 @@ guard hold_node(const std::shared_ptr<mutex_state>& s, owner_id owner, const std
         if (s->recipe.reentrant)
             s->holds[owner] = h;
     }
-    asio::co_spawn(s->zk.get_executor(), monitor(s, ns),
-                   asio::bind_cancellation_slot(ns->monitor_stop.slot(), asio::detached));
+    watch_session(s, ns);
     return guard(h, owner);
 }
 
@@ -1049,14 +1072,19 @@ void guard::release_with(owner_id o, detail::any_handler<void(error_code)> handl
         return void(op->complete({}));
     }
     detail::notify(h->state, next);
-    // Stop the monitor (on the executor it runs on), then delete the node, retried until gone.
-    asio::co_spawn(
-        s.zk.get_executor(),
-        [ns, zk = detail::client_access::share(s.zk)]() mutable -> asio::awaitable<error_code> {
-            ns->monitor_stop.emit(asio::cancellation_type::terminal);
-            co_return co_await detail::guaranteed_delete(std::move(zk), ns->node);
-        },
-        [op](std::exception_ptr, error_code ec) { op->complete(ec); });
+    // Stop the monitor (on the executor it runs on), then delete the node. The first attempt is
+    // a plain request; only a retriable failure starts the retrying coroutine.
+    asio::post(s.zk.get_executor(), [ns, op, st = h->state] {
+        ns->monitor_stop.emit(asio::cancellation_type::terminal);
+        st->zk.async_remove(ns->node, -1, [ns, op, st](error_code ec) {
+            if (!ec || ec == make_zk_error(ZNONODE) || is_session_lost(ec))
+                return void(op->complete({}));
+            if (!is_retriable(ec))
+                return void(op->complete(ec));
+            asio::co_spawn(st->zk.get_executor(), detail::guaranteed_delete(detail::client_access::share(st->zk), ns->node),
+                           [op](std::exception_ptr, error_code e) { op->complete(e); });
+        });
+    });
 }
 
 // ---------------------------------------------------------------------------------------------

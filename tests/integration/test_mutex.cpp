@@ -790,3 +790,31 @@ TEST_CASE("in-process waiters: a crowd of timeouts leaves a working lock")
         CHECK(co_await eventually([&]() -> awaitable<bool> { co_return (co_await children_of(a, path)).empty(); }));
     });
 }
+
+// Releasing and closing the client at once (what a command-line tool does on exit): the hold's
+// session watch ends with the close, and nothing outlives what it points to (ASan checks this;
+// it once crashed zklock).
+TEST_CASE("release, then close at once")
+{
+    for (int round = 0; round < 3; ++round) {
+        asio::io_context ioc;
+        run_bounded(ioc, [&]() -> awaitable<void> {
+            client a(ioc.get_executor(), test_config());
+            co_await a.async_connect();
+            auto path = unique_path("relclose");
+            {
+                mutex m(a, path);
+                auto g = co_await m.acquire();
+                if (round == 0)
+                    co_await g.release();
+                // round 1: the guard is dropped (background release); round 2: held while closing
+                if (round == 2) {
+                    co_await a.async_close();
+                    CHECK(co_await eventually([&]() -> awaitable<bool> { co_return g.lost(); }));
+                    co_return;
+                }
+            }
+            co_await a.async_close();
+        });
+    }
+}
