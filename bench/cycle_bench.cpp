@@ -3,7 +3,10 @@
 //
 //   raw     the single-threaded ZooKeeper C client used directly: its asynchronous API and a
 //           minimal poll() loop over zookeeper_interest/zookeeper_process;
-//   zkcoro  zkcoro::client in a coroutine on an asio::io_context run by this one thread.
+//   zkcoro  zkcoro::client in a coroutine on an asio::io_context run by this one thread;
+//   mutex   zkcoro::mutex acquire + release on its own path (workload a of the lock benchmark:
+//           the same 3 requests in 2 round trips), so that a's ratio to raw comes from
+//           interleaved phases rather than from runs seconds apart.
 //
 // First one request at a time in both: rounds alternate the two (and which goes first) so that
 // machine noise hits both alike; a warm-up comes first. Then, pipelined: --inflight cycles at once
@@ -20,6 +23,7 @@
 #include "bench_common.hpp"
 
 #include <zkcoro/client.hpp>
+#include <zkcoro/mutex.hpp>
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -438,6 +442,7 @@ private:
 struct run_plan {
     std::string parent;  // /zkcoro-bench/cycle-<pid>
     std::string prefix;  // parent + "/n-"
+    std::string lock_path;  // parent + "-lock": the mutex phases' lock
     clock_type::duration phase_budget{};  // a phase stops after this long (the idle session must live)
     bool run_raw = true, run_zkcoro = true;
 };
@@ -528,7 +533,35 @@ asio::awaitable<long> zkcoro_pipelined(zkcoro::client& c, const run_plan& plan, 
     co_return cycles;
 }
 
+// Up to `count` zkcoro::mutex acquire + release cycles (workload a of the lock benchmark), like
+// zkcoro_phase, so that they interleave with the raw cycles.
+asio::awaitable<long> mutex_phase(zkcoro::mutex& m, const run_plan& plan, long count, series* out)
+{
+    double cpu0 = cpu_us();
+    auto start = clock_type::now();
+    long n = 0;
+    while (n < count) {
+        auto t0 = clock_type::now();
+        auto g = co_await m.acquire(std::max<clock_type::duration>(g_deadline - t0, 1ms));
+        if (!g)
+            throw bench_error("mutex: acquire timed out (time limit)");
+        co_await g->release();
+        auto t1 = clock_type::now();
+        ++n;
+        if (out)
+            out->add(t1 - t0);
+        if (t1 - start > plan.phase_budget)
+            break;
+    }
+    if (out) {
+        out->cpu_us += cpu_us() - cpu0;
+        ++out->phases;
+    }
+    co_return n;
+}
+
 struct results {
+    series mx;  // zkcoro::mutex acquire + release, interleaved with the cycles
     series raw_pipe, zk_pipe;
     double pipe_seconds = 0;
     series raw, zk;
@@ -539,25 +572,30 @@ struct results {
     run_plan plan;
 };
 
-// Alternates raw and zkcoro phases until each has done `total` cycles; each round has at most
-// `per_round` cycles of each, and the first implementation alternates from round to round (ABBA).
-asio::awaitable<long> alternate(raw_client* raw, zkcoro::client& zc, const run_plan& plan, long total,
-                                long per_round, series* raw_out, series* zk_out, std::string_view what)
+// Alternates raw, zkcoro-client and zkcoro-mutex phases until each has done `total` cycles;
+// each round has at most `per_round` cycles of each, and the order rotates from round to round.
+asio::awaitable<long> alternate(raw_client* raw, zkcoro::client& zc, zkcoro::mutex* mx, const run_plan& plan,
+                                long total, long per_round, series* raw_out, series* zk_out, series* mx_out,
+                                std::string_view what)
 {
-    long raw_done = raw ? 0 : total, zk_done = plan.run_zkcoro ? 0 : total, round = 0;
-    // Every phase makes at least one cycle, so this ends after at most 2 * total rounds.
-    while (raw_done < total || zk_done < total) {
-        if (round > 2 * total)
+    long done[3] = {raw ? 0 : total, plan.run_zkcoro ? 0 : total, mx ? 0 : total};
+    long round = 0;
+    // Every phase makes at least one cycle, so this ends after at most 3 * total rounds.
+    while (done[0] < total || done[1] < total || done[2] < total) {
+        if (round > 3 * total)
             throw bench_error(fmt::format("{}: no progress after {} rounds", what, round));
         check_deadline(what);
-        bool raw_first = round % 2 == 0;
-        for (int half = 0; half < 2; ++half) {
-            if ((half == 0) == raw_first) {
-                if (raw_done < total)
-                    raw_done += raw_phase(*raw, plan, std::min(per_round, total - raw_done), raw_out);
-            } else if (zk_done < total) {
-                zk_done += co_await zkcoro_phase(zc, plan, std::min(per_round, total - zk_done), zk_out);
-            }
+        for (int k = 0; k < 3; ++k) {
+            int which = static_cast<int>((round + k) % 3);
+            long n = std::min(per_round, total - done[which]);
+            if (n <= 0)
+                continue;
+            if (which == 0)
+                done[0] += raw_phase(*raw, plan, n, raw_out);
+            else if (which == 1)
+                done[1] += co_await zkcoro_phase(zc, plan, n, zk_out);
+            else
+                done[2] += co_await mutex_phase(*mx, plan, n, mx_out);
         }
         ++round;
     }
@@ -583,7 +621,7 @@ void make_parent(const options& o, const std::string& parent)
     }
 }
 
-void remove_parent(const options& o, const std::string& parent)
+void remove_parent(const options& o, const std::string& parent, const std::string& lock_path)
 {
     raw_client admin(o.connect, 30000);
     admin.connect("cleanup");
@@ -591,9 +629,12 @@ void remove_parent(const options& o, const std::string& parent)
     if (admin.children(parent, kids) == ZOK)
         for (auto& k : kids)
             admin.remove(parent + "/" + k);
-    int rc = admin.remove(parent);
-    if (rc != ZOK && rc != ZNONODE)
-        std::fprintf(stderr, "warning: could not delete %s: %s\n", parent.c_str(), zerror(rc));
+    for (const auto* p : {&parent, &lock_path}) {
+        int rc = admin.remove(*p);
+        if (rc != ZOK && rc != ZNONODE)
+            std::fprintf(stderr, "warning: could not delete %s: %s\n", p->c_str(), zerror(rc));
+    }
+    int rc = ZOK;
     // The common root goes too, unless another run still uses it.
     rc = admin.remove("/zkcoro-bench");
     if (rc != ZOK && rc != ZNONODE && rc != ZNOTEMPTY)
@@ -610,8 +651,10 @@ asio::awaitable<void> run_bench(const options& o, results& res)
     plan.run_raw = o.run_raw;
     plan.run_zkcoro = o.run_zkcoro;
 
+    plan.lock_path = plan.parent + "-lock";
     zkcoro::client zc(ex, zkbench::client_config(o.connect));
     std::optional<raw_client> raw;
+    std::optional<zkcoro::mutex> mx;  // on zc, destroyed before it
 
     std::exception_ptr failure;
     bool made_parent = false;
@@ -633,20 +676,24 @@ asio::awaitable<void> run_bench(const options& o, results& res)
         }
 
         // The idle session's client must not miss its ping (due a third of the timeout after its
-        // last request) and the rounds alternate ABBA, so an idle spell lasts up to two phases:
-        // keep each phase within an eighth of the timeout.
-        plan.phase_budget = std::min<clock_type::duration>(500ms, std::chrono::milliseconds(timeout_ms) / 8);
+        // last request) and the rounds rotate three implementations, so an idle spell lasts up
+        // to four phases: keep each phase within a sixteenth of the timeout.
+        plan.phase_budget = std::min<clock_type::duration>(500ms, std::chrono::milliseconds(timeout_ms) / 16);
 
         // Warm-up, which also sizes the rounds.
-        series raw_warm, zk_warm;
+        series raw_warm, zk_warm, mx_warm;
         long warm_per_round = std::max<long>(1, std::min<long>(o.warmup, 100));
         raw_client* rawp = raw ? &*raw : nullptr;
+        if (o.run_zkcoro)
+            mx.emplace(zc, plan.lock_path);
+        zkcoro::mutex* mxp = mx ? &*mx : nullptr;
         if (o.warmup > 0)
-            co_await alternate(rawp, zc, plan, o.warmup, warm_per_round, &raw_warm, &zk_warm, "warming up");
+            co_await alternate(rawp, zc, mxp, plan, o.warmup, warm_per_round, &raw_warm, &zk_warm, &mx_warm,
+                               "warming up");
         res.warmup_cycles = o.warmup;
 
         long per_round = (o.cycles + o.rounds - 1) / o.rounds;
-        double slowest_ns = std::max({raw_warm.mean_us(), zk_warm.mean_us(), 1.0}) * 1e3;
+        double slowest_ns = std::max({raw_warm.mean_us(), zk_warm.mean_us(), mx_warm.mean_us(), 1.0}) * 1e3;
         double budget_ns =
             static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(plan.phase_budget).count());
         long fits = static_cast<long>(budget_ns / 2 / slowest_ns);  // half the budget: margin
@@ -654,7 +701,9 @@ asio::awaitable<void> run_bench(const options& o, results& res)
         res.per_round = per_round;
         res.raw.ns.reserve(static_cast<std::size_t>(o.cycles));
         res.zk.ns.reserve(static_cast<std::size_t>(o.cycles));
-        res.rounds = co_await alternate(rawp, zc, plan, o.cycles, per_round, &res.raw, &res.zk, "measuring");
+        res.mx.ns.reserve(static_cast<std::size_t>(o.cycles));
+        res.rounds =
+            co_await alternate(rawp, zc, mxp, plan, o.cycles, per_round, &res.raw, &res.zk, &res.mx, "measuring");
 
         // Pipelined: raw, then zkcoro, each for pipeline_ms. The idle client sleeps meanwhile, so
         // a phase stays within an eighth of the session timeout (its ping is due after a third).
@@ -691,10 +740,11 @@ asio::awaitable<void> run_bench(const options& o, results& res)
     } catch (const std::exception& e) {
         std::fprintf(stderr, "warning: closing the zkcoro client: %s\n", e.what());
     }
+    mx.reset();
     raw.reset();
     if (made_parent) {
         try {
-            remove_parent(o, plan.parent);
+            remove_parent(o, plan.parent, plan.lock_path);
         } catch (const std::exception& e) {
             std::fprintf(stderr, "warning: cleanup: %s\n", e.what());
         }
@@ -725,6 +775,8 @@ int report(const options& o, const results& r)
         row("raw", r.raw);
     if (p.run_zkcoro)
         row("zkcoro", r.zk);
+    if (p.run_zkcoro)
+        row("mutex", r.mx);
     if (o.pipeline_ms > 0) {
         fmt::print("pipelined, {} cycles in flight, {:.1f} s each:\n", o.inflight, r.pipe_seconds);
         if (p.run_raw)
@@ -734,7 +786,11 @@ int report(const options& o, const results& r)
     }
     auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
     if (p.run_raw && p.run_zkcoro)
-        fmt::print("\nzkcoro/raw: p50 {:.3f}  mean {:.3f}  p99 {:.3f}  CPU per cycle {:.3f}\n",
+        fmt::print("\nmutex acquire+release / raw cycle: p50 {:.3f}  CPU {:.3f}\n",
+                   ratio(r.mx.percentile_us(50), r.raw.percentile_us(50)),
+                   ratio(r.mx.cpu_per_cycle_us(), r.raw.cpu_per_cycle_us()));
+    if (p.run_raw && p.run_zkcoro)
+        fmt::print("zkcoro/raw: p50 {:.3f}  mean {:.3f}  p99 {:.3f}  CPU per cycle {:.3f}\n",
                ratio(r.zk.percentile_us(50), r.raw.percentile_us(50)), ratio(r.zk.mean_us(), r.raw.mean_us()),
                ratio(r.zk.percentile_us(99), r.raw.percentile_us(99)),
                ratio(r.zk.cpu_per_cycle_us(), r.raw.cpu_per_cycle_us()));
@@ -747,8 +803,10 @@ int report(const options& o, const results& r)
     };
     if (p.run_raw)
         result("raw", "cycle", r.raw);
-    if (p.run_zkcoro)
+    if (p.run_zkcoro) {
         result("zkcoro_client", "cycle", r.zk);
+        result("zkcoro", "uncontended_interleaved", r.mx);
+    }
     if (o.pipeline_ms > 0 && p.run_raw)
         result("raw", "cycle_pipelined", r.raw_pipe);
     if (o.pipeline_ms > 0 && p.run_zkcoro)
