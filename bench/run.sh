@@ -4,7 +4,7 @@
 # after the other, and prints every RESULT line and a table with zkcoro's ratio to each peer and
 # the targets of the benchmark issue.
 #
-#   bash bench/run.sh                  full run (about 3 minutes)
+#   bash bench/run.sh                  full run (about 5 minutes)
 #   bash bench/run.sh --quick          tiny counts: a smoke test (CI), not figures
 #   bash bench/run.sh --no-curator     without the Java side
 #
@@ -127,6 +127,16 @@ inner='
         # JVMs take seconds to start and connect on a loaded 2-core machine.
         cross curator 8000 java -cp "$(cat "$classes/classpath.txt")" CuratorBench --workload cross_process \
             | tee "$out/cross-curator.txt" || note $?
+        # The throughput workloads d and e once more, Curator first this time, so that a slow
+        # spell of the shared machine does not decide a ratio: the table keeps each one'"'"'s best.
+        echo
+        echo "== second pass of d and e: Curator, then zkcoro"
+        for w in many_locks read_write; do
+            java -cp "$(cat "$classes/classpath.txt")" CuratorBench --workload "$w" "${curator_args[@]}" \
+                | grep "^RESULT " | tee -a "$out/pass2.txt" || note $?
+        done
+        "$lock" --workloads many_locks,read_write "${lock_args[@]}" | grep "^RESULT " | tee -a "$out/pass2.txt" \
+            || note $?
     fi
     exit $rc
 '
@@ -158,7 +168,7 @@ done
 
 echo
 echo "== all RESULT lines ($( (( quick )) && echo "quick run: smoke test only, not figures" || echo "full run"), $build)"
-cat "$out"/cycle.txt "$out"/lock.txt "$out"/cross-*.result "$out"/curator.txt 2>/dev/null | grep '^RESULT ' \
+cat "$out"/cycle.txt "$out"/lock.txt "$out"/cross-*.result "$out"/curator.txt "$out"/pass2.txt 2>/dev/null | grep '^RESULT ' \
     | tee "$out/results.txt" || true
 
 echo
@@ -171,6 +181,11 @@ awk -v quick="$quick" '
             if (k == "impl") impl = v
             else if (k == "workload") w = v
             else f[k] = v
+        }
+        # A workload measured twice (the second pass of d and e): keep the faster run.
+        if (((impl, w) in have) && f["ops_per_s"] + 0 <= r[impl, w, "ops_per_s"] + 0) {
+            for (k in f) delete f[k]
+            next
         }
         for (k in f) { r[impl, w, k] = f[k]; delete f[k] }
         have[impl, w] = 1
@@ -242,6 +257,7 @@ awk -v quick="$quick" '
         print "raw C: the ZooKeeper C client doing create + get_children + delete (a, f: one at a time; d: 64 in flight)."
         print "a and f CPU: zkcoro::mutex phases interleaved with the raw cycle in zkcoro-cycle-bench."
         print "zkcoro a: 3 requests in 2 round trips (create pipelined with the list). b zkcoro: one mutex object, in-process handoff."
+        print "d and e: the better of two passes for each implementation (zkcoro first, then Curator first)."
         print "Ratios come from this one run; the machine is shared and noisy."
         if (quick) print "QUICK RUN: tiny counts, a smoke test. Verdicts mean nothing here."
     }' "$out/results.txt"
