@@ -447,56 +447,73 @@ struct run_plan {
     bool run_raw = true, run_zkcoro = true;
 };
 
+// The bookkeeping of one phase: times each cycle into `out` (if any), ends after `count` cycles
+// or once the phase has outlasted its budget, and adds the phase's CPU time.
+class phase {
+public:
+    phase(const run_plan& plan, long count, series* out) : budget_(plan.phase_budget), count_(count), out_(out) {}
+
+    bool more() const { return n_ < count_ && !over_budget_; }
+    bool over_budget() const { return over_budget_; }
+    void begin() { t0_ = clock_type::now(); }
+    // Returns the cycle's end time.
+    clock_type::time_point end()
+    {
+        auto t1 = clock_type::now();
+        ++n_;
+        if (out_)
+            out_->add(t1 - t0_);
+        over_budget_ = t1 - start_ > budget_;
+        return t1;
+    }
+    // The cycles made.
+    long finish()
+    {
+        if (out_) {
+            out_->cpu_us += cpu_us() - cpu0_;
+            ++out_->phases;
+        }
+        return n_;
+    }
+
+private:
+    clock_type::duration budget_;
+    long count_;
+    series* out_;
+    double cpu0_ = cpu_us();
+    clock_type::time_point start_ = clock_type::now();
+    clock_type::time_point t0_{};
+    long n_ = 0;
+    bool over_budget_ = false;
+};
+
 // Runs up to `count` raw cycles (fewer if the phase outlasts its budget); returns how many.
 long raw_phase(raw_client& raw, const run_plan& plan, long count, series* out)
 {
-    double cpu0 = cpu_us();
-    auto start = clock_type::now();
-    long n = 0;
-    while (n < count) {
-        auto t0 = clock_type::now();
+    phase ph(plan, count, out);
+    while (ph.more()) {
+        ph.begin();
         raw.cycle(plan.prefix, plan.parent);
-        auto t1 = clock_type::now();
-        ++n;
-        if (out)
-            out->add(t1 - t0);
-        if (t1 - start > plan.phase_budget)
-            break;
+        ph.end();
     }
-    if (out) {
-        out->cpu_us += cpu_us() - cpu0;
-        ++out->phases;
-    }
-    return n;
+    return ph.finish();
 }
 
 asio::awaitable<long> zkcoro_phase(zkcoro::client& c, const run_plan& plan, long count, series* out)
 {
-    double cpu0 = cpu_us();
-    auto start = clock_type::now();
-    long n = 0;
-    while (n < count) {
-        auto t0 = clock_type::now();
+    phase ph(plan, count, out);
+    while (ph.more()) {
+        ph.begin();
         auto created = co_await c.async_create(plan.prefix, "", zkcoro::create_mode::ephemeral_sequential);
         auto listed = co_await c.async_get_children(plan.parent);
         if (listed.children.size() != 1)
             throw bench_error(fmt::format("zkcoro: {} has {} children, expected 1", plan.parent,
                                           listed.children.size()));
         co_await c.async_remove(created.path);
-        auto t1 = clock_type::now();
-        ++n;
-        if (out)
-            out->add(t1 - t0);
-        if (t1 - start > plan.phase_budget)
-            break;
-        if (t1 > g_deadline)
+        if (ph.end() > g_deadline && !ph.over_budget())
             throw bench_error("time limit exceeded while running zkcoro cycles");
     }
-    if (out) {
-        out->cpu_us += cpu_us() - cpu0;
-        ++out->phases;
-    }
-    co_return n;
+    co_return ph.finish();
 }
 
 // One of the pipelined zkcoro workers: cycles until `end`.
@@ -537,27 +554,16 @@ asio::awaitable<long> zkcoro_pipelined(zkcoro::client& c, const run_plan& plan, 
 // zkcoro_phase, so that they interleave with the raw cycles.
 asio::awaitable<long> mutex_phase(zkcoro::mutex& m, const run_plan& plan, long count, series* out)
 {
-    double cpu0 = cpu_us();
-    auto start = clock_type::now();
-    long n = 0;
-    while (n < count) {
-        auto t0 = clock_type::now();
-        auto g = co_await m.acquire(std::max<clock_type::duration>(g_deadline - t0, 1ms));
+    phase ph(plan, count, out);
+    while (ph.more()) {
+        ph.begin();
+        auto g = co_await m.acquire(std::max<clock_type::duration>(g_deadline - clock_type::now(), 1ms));
         if (!g)
             throw bench_error("mutex: acquire timed out (time limit)");
         co_await g->release();
-        auto t1 = clock_type::now();
-        ++n;
-        if (out)
-            out->add(t1 - t0);
-        if (t1 - start > plan.phase_budget)
-            break;
+        ph.end();
     }
-    if (out) {
-        out->cpu_us += cpu_us() - cpu0;
-        ++out->phases;
-    }
-    co_return n;
+    co_return ph.finish();
 }
 
 struct results {
