@@ -3,17 +3,26 @@
 #ifndef ZKCORO_SRC_LOCK_ENGINE_HPP
 #define ZKCORO_SRC_LOCK_ENGINE_HPP
 
+#include "client_impl.hpp"
+
 #include <zkcoro/metrics.hpp>
 #include <zkcoro/mutex.hpp>
 
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/error.hpp>
+
+#include <zookeeper/zookeeper.h>
 
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <exception>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace zkcoro::detail {
@@ -77,6 +86,40 @@ inline void note_outcome(lock_metrics& m, const error_code& ec, bool granted, st
         ++m.acquires;
         m.wait.record(std::chrono::duration_cast<std::chrono::nanoseconds>(waited));
     }
+}
+
+// Counts how an acquisition that began at `started` ended, in the metrics of `s` (a recipe's
+// state: members m and metrics), then completes its operation.
+template <class State, class R>
+void complete_counted(State& s, op_state<std::optional<R>>& op, std::chrono::steady_clock::time_point started,
+                      error_code ec, std::optional<R> result)
+{
+    {
+        std::lock_guard lk(s.m);
+        note_outcome(s.metrics, ec, result.has_value(), std::chrono::steady_clock::now() - started);
+    }
+    op.complete(ec, std::move(result));
+}
+
+// Runs an acquisition coroutine on the client's executor, cancellable through the operation's
+// slot, and completes the operation with its result, counted (an exception: ZSYSTEMERROR).
+template <class State, class R>
+void spawn_counted(const std::shared_ptr<State>& s, asio::awaitable<std::tuple<error_code, std::optional<R>>> coro,
+                   std::shared_ptr<op_state<std::optional<R>>> op, std::chrono::steady_clock::time_point started)
+{
+    auto done = [s, op, started](std::exception_ptr e, std::tuple<error_code, std::optional<R>> r) {
+        auto& [ec, result] = r;
+        if (e) {
+            ec = make_zk_error(ZSYSTEMERROR);
+            result.reset();
+        }
+        complete_counted(*s, *op, started, ec, std::move(result));
+    };
+    auto slot = op->cancellation_slot();
+    if (slot.is_connected())
+        asio::co_spawn(s->zk.get_executor(), std::move(coro), asio::bind_cancellation_slot(slot, std::move(done)));
+    else
+        asio::co_spawn(s->zk.get_executor(), std::move(coro), std::move(done));
 }
 
 queue_decision mutex_rule(const std::vector<std::string>& sorted, std::size_t ours);

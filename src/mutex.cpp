@@ -766,11 +766,7 @@ awaitable<acquire_result> acquire_promoted(std::shared_ptr<mutex_state> s, owner
 // Completes a direct acquisition and counts it. Any thread.
 void complete_direct(mutex_state& s, local_waiter& w, error_code ec, std::optional<guard> g)
 {
-    {
-        std::lock_guard lk(s.m);
-        note_outcome(s.metrics, ec, g.has_value(), clock::now() - w.started);
-    }
-    w.direct->complete(ec, std::move(g));
+    complete_counted(s, *w.direct, w.started, ec, std::move(g));
 }
 
 void finish_direct(const std::shared_ptr<mutex_state>& s, const std::shared_ptr<local_waiter>& w)
@@ -781,17 +777,7 @@ void finish_direct(const std::shared_ptr<mutex_state>& s, const std::shared_ptr<
         return;
     }
     // Promoted: queue in ZooKeeper on the caller's behalf, cancellable through its slot.
-    auto done = [s, w](std::exception_ptr e, acquire_result r) {
-        if (e)
-            std::get<0>(r) = make_zk_error(ZSYSTEMERROR);
-        complete_direct(*s, *w, std::get<0>(r), e ? std::nullopt : std::move(std::get<1>(r)));
-    };
-    auto slot = w->direct->cancellation_slot();
-    if (slot.is_connected())
-        asio::co_spawn(s->zk.get_executor(), acquire_promoted(s, w->owner, w->deadline),
-                       asio::bind_cancellation_slot(slot, std::move(done)));
-    else
-        asio::co_spawn(s->zk.get_executor(), acquire_promoted(s, w->owner, w->deadline), std::move(done));
+    spawn_counted(s, acquire_promoted(s, w->owner, w->deadline), w->direct, w->started);
 }
 
 // The direct waiter gave up (timeout or cancellation) if it is still waiting. Any thread.
@@ -1144,24 +1130,8 @@ void mutex::start_acquire(owner_id o, std::chrono::steady_clock::duration t,
     auto op = std::make_shared<detail::op_state<std::optional<guard>>>(std::move(handler), state_->zk.get_executor());
     if (detail::try_direct(state_, o, deadline, op))
         return;
-    auto slot = op->cancellation_slot();
-    auto done = [op, s = state_, t0 = std::chrono::steady_clock::now()](std::exception_ptr e, detail::acquire_result r) {
-        if (e)
-            std::get<0>(r) = make_zk_error(ZSYSTEMERROR);
-        {
-            std::lock_guard lk(s->m);
-            detail::note_outcome(s->metrics, std::get<0>(r), std::get<1>(r).has_value(),
-                                 std::chrono::steady_clock::now() - t0);
-        }
-        if (e)
-            return void(op->complete(std::get<0>(r), std::nullopt));
-        op->complete(std::get<0>(r), std::move(std::get<1>(r)));
-    };
-    if (slot.is_connected())
-        asio::co_spawn(state_->zk.get_executor(), detail::acquire_coro(state_, o, deadline),
-                       asio::bind_cancellation_slot(slot, std::move(done)));
-    else
-        asio::co_spawn(state_->zk.get_executor(), detail::acquire_coro(state_, o, deadline), std::move(done));
+    detail::spawn_counted(state_, detail::acquire_coro(state_, o, deadline), std::move(op),
+                          std::chrono::steady_clock::now());
 }
 
 void mutex::start_participants(detail::any_handler<void(error_code, std::vector<participant>)> handler)

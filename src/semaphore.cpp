@@ -150,27 +150,10 @@ asio::awaitable<std::optional<std::vector<guard>>> semaphore::acquire(int n, std
 void semaphore::start_acquire(int n, std::chrono::steady_clock::duration t,
                               detail::any_handler<void(error_code, std::optional<std::vector<guard>>)> handler)
 {
-    using result = std::optional<std::vector<guard>>;
     auto deadline = detail::deadline_after(t);
-    auto ex = state_->zk.get_executor();
-    auto op = std::make_shared<detail::op_state<result>>(std::move(handler), ex);
-    auto done = [op, s = state_, t0 = std::chrono::steady_clock::now()](std::exception_ptr e, detail::leases_result r) {
-        if (e)
-            std::get<0>(r) = make_zk_error(ZSYSTEMERROR);
-        {
-            std::lock_guard lk(s->m);
-            detail::note_outcome(s->metrics, std::get<0>(r), std::get<1>(r).has_value(),
-                                 std::chrono::steady_clock::now() - t0);
-        }
-        if (e)
-            return void(op->complete(std::get<0>(r), std::nullopt));
-        op->complete(std::get<0>(r), std::move(std::get<1>(r)));
-    };
-    auto slot = op->cancellation_slot();
-    if (slot.is_connected())
-        asio::co_spawn(ex, detail::acquire_n(state_, n, deadline), asio::bind_cancellation_slot(slot, std::move(done)));
-    else
-        asio::co_spawn(ex, detail::acquire_n(state_, n, deadline), std::move(done));
+    auto op = std::make_shared<detail::op_state<std::optional<std::vector<guard>>>>(std::move(handler),
+                                                                                   state_->zk.get_executor());
+    detail::spawn_counted(state_, detail::acquire_n(state_, n, deadline), std::move(op), std::chrono::steady_clock::now());
 }
 
 semaphore_mutex::semaphore_mutex(client& c, std::string path, mutex_options opts)
