@@ -863,9 +863,7 @@ bool try_direct(const std::shared_ptr<mutex_state>& s, owner_id owner, clock::ti
 {
     if (owner == 0 || s->path_error || s->recipe.precheck || s->recipe.immediate_node || !s->opts.local_handoff)
         return false;
-    auto w = std::make_shared<local_waiter>();
-    std::weak_ptr<local_waiter> weak_w = w;
-    std::weak_ptr<mutex_state> weak_s = s;
+    std::shared_ptr<local_waiter> w;
     {
         std::lock_guard lk(s->m);
         if (!s->active)
@@ -873,6 +871,8 @@ bool try_direct(const std::shared_ptr<mutex_state>& s, owner_id owner, clock::ti
         auto it = s->holds.find(owner);
         if (it != s->holds.end() && !it->second->released && !it->second->lost)
             return false;  // reentrant: the full path counts it
+        // Allocated only now: an uncontended acquire takes the full path and needs no waiter.
+        w = std::make_shared<local_waiter>();
         w->owner = owner;
         w->direct = op;
         w->deadline = deadline;
@@ -881,6 +881,8 @@ bool try_direct(const std::shared_ptr<mutex_state>& s, owner_id owner, clock::ti
         if (deadline != clock::time_point::max())
             add_deadline(s, w, deadline);
     }
+    std::weak_ptr<local_waiter> weak_w = w;
+    std::weak_ptr<mutex_state> weak_s = s;
     op->bind_cancellation_with([weak_s, weak_w](asio::cancellation_type t) {
         if ((t & (asio::cancellation_type::terminal | asio::cancellation_type::partial)) == asio::cancellation_type::none)
             return;
