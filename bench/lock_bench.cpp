@@ -738,7 +738,6 @@ asio::awaitable<void> scale_task(std::shared_ptr<scale_state> st, std::size_t k)
 // How many of `paths` have exactly `want` children (lock nodes), asked all at once.
 asio::awaitable<long> count_queued(zkcoro::client& zk, const std::vector<std::string>& paths, std::size_t want)
 {
-    auto ex = co_await asio::this_coro::executor;
     using op_type = decltype(zk.async_get_children(paths.front(), asio::deferred));
     std::vector<op_type> ops;
     ops.reserve(paths.size());
@@ -750,7 +749,6 @@ asio::awaitable<long> count_queued(zkcoro::client& zk, const std::vector<std::st
     for (std::size_t i = 0; i < paths.size(); ++i)
         if (!ecs[i] && lists[i].children.size() == want)
             ++n;
-    (void)ex;
     co_return n;
 }
 
