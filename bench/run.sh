@@ -39,9 +39,9 @@ bash scripts/install-deps.sh
 if [[ ! -f "$build/build.ninja" ]]; then
     meson setup "$build" --buildtype=release -Dbench=true
 fi
-ninja -C "$build" bench/zkcoro-cycle-bench bench/zkcoro-lock-bench tests/support/zkcoro-with-server
+ninja -C "$build" bench/zkcoro-cycle-bench bench/zkcoro-lock-bench tools/zkserver/zkcoro-with-server
 
-with_server=$build/tests/support/zkcoro-with-server
+with_server=$build/tools/zkserver/zkcoro-with-server
 cycle_bench=$build/bench/zkcoro-cycle-bench
 lock_bench=$build/bench/zkcoro-lock-bench
 for exe in "$with_server" "$cycle_bench" "$lock_bench"; do
