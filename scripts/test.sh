@@ -1,40 +1,66 @@
 #!/usr/bin/env bash
 # Runs every test: installs what is missing, builds (warnings are errors), runs unit and
 # integration suites (the test programs start and stop their own ZooKeeper servers), runs the
-# examples and the consumer check against a throwaway server, then does it all again under
+# examples, the benchmark smoke test and the consumer checks (Meson subproject, CMake against an
+# installed zkcoro) against throwaway servers, then the build and tests again under
 # AddressSanitizer + UndefinedBehaviorSanitizer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh test
+t0=$(date +%s)
+stamp() { echo "== [$(( $(date +%s) - t0 )) s] $*"; }
 
-run_suite() {  # build-dir, extra meson options...
+# nodownload: with the Debian packages installed nothing is downloaded; without them meson setup
+# stops at once and names the package. tests=enabled: a missing test framework is an error, never
+# a silently smaller test run.
+common=(-Dwerror=true -Dwrap_mode=nodownload -Dtests=enabled -Dtools=enabled)
+run_suite() {  # build-dir, extra meson -D options...
   local dir=$1; shift
-  [ -f "$dir/build.ninja" ] || meson setup "$dir" -Dwerror=true "$@"
+  if [ -f "$dir/build.ninja" ]; then meson configure "$dir" "${common[@]}" "$@"
+  else meson setup "$dir" "${common[@]}" "$@"; fi
   ninja -C "$dir"
   meson test -C "$dir" --print-errorlogs --num-processes 2
   for ex in "$dir"/examples/[0-9][0-9]_*; do
     [ -f "$ex" ] && [ -x "$ex" ] || continue
-    echo "== example $(basename "$ex")"
-    "$dir/tests/support/zkcoro-with-server" -- "$ex"
+    stamp "example $(basename "$ex")"
+    "$dir/tools/zkserver/zkcoro-with-server" -- "$ex"
   done
 }
 
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-echo "== normal build"
-run_suite build --buildtype=debugoptimized
-echo "== benchmark smoke test (tiny counts; the full run is bash bench/run.sh)"
+stamp "normal build"
+run_suite build -Dbuildtype=debugoptimized
+stamp "benchmark smoke test (tiny counts; the full run is bash bench/run.sh)"
 BUILD_DIR=build bash bench/run.sh --quick
-echo "== sanitizer build"
-run_suite build-san --buildtype=debug -Db_sanitize=address,undefined -Db_lundef=false
 
-echo "== consumer check: zkcoro as a Meson subproject"
-consumer=$(mktemp -d)
-trap 'rm -rf "$consumer"' EXIT
-cp -r tests/consumer/. "$consumer/"
-mkdir -p "$consumer/subprojects"
-ln -s "$root" "$consumer/subprojects/zkcoro"
-meson setup "$consumer/build" "$consumer" >/dev/null
-ninja -C "$consumer/build"
-build/tests/support/zkcoro-with-server -- "$consumer/build/consumer"
-echo "== all tests passed"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+with_server=build/tools/zkserver/zkcoro-with-server
+stamp "consumer check: zkcoro as a Meson subproject"
+mkdir -p "$tmp/meson/subprojects"
+cp tests/consumer/consumer.cpp tests/consumer/meson.build "$tmp/meson/"
+ln -s "$root" "$tmp/meson/subprojects/zkcoro"
+meson setup "$tmp/meson/build" "$tmp/meson" -Dwrap_mode=nodownload >/dev/null
+ninja -C "$tmp/meson/build"
+"$with_server" -- "$tmp/meson/build/consumer"
+
+stamp "consumer check: CMake, find_package(zkcoro) against zkcoro installed under a temporary prefix"
+DESTDIR="$tmp/install" meson install -C build --quiet >/dev/null
+prefix="$tmp/install$(meson introspect build --buildoptions | python3 -c \
+  'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "prefix"))')"
+cp tests/consumer/consumer.cpp tests/consumer/CMakeLists.txt "$tmp/"
+cmake -S "$tmp" -B "$tmp/cmake-build" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+ninja -C "$tmp/cmake-build"
+"$with_server" -- "$tmp/cmake-build/consumer"
+
+stamp "consumer check: pkg-config against the same install"
+pcdir=$(dirname "$(find "$tmp/install" -name zkcoro.pc)")
+flags=$(PKG_CONFIG_SYSROOT_DIR="$tmp/install" PKG_CONFIG_PATH="$pcdir" pkg-config --cflags --libs zkcoro)
+# shellcheck disable=SC2086  # the flags are words
+g++ -std=c++20 -o "$tmp/pkgconfig-consumer" tests/consumer/consumer.cpp $flags -Wl,-rpath,"$(dirname "$pcdir")"
+"$with_server" -- "$tmp/pkgconfig-consumer"
+
+stamp "sanitizer build"
+run_suite build-san -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false
+stamp "all tests passed"

@@ -1,4 +1,4 @@
-// Connects with zkcoro pulled in as a Meson subproject and does one round trip.
+// Connects with zkcoro pulled in as a Meson subproject or found by CMake, and does one round trip.
 #include <zkcoro/zkcoro.hpp>
 
 #include <boost/asio.hpp>
@@ -17,7 +17,7 @@ int main()
     boost::asio::co_spawn(ioc, [&]() -> boost::asio::awaitable<void> {
         co_await c.async_connect();
         auto r = co_await c.async_exists("/");
-        std::cout << "consumer: connected, / has " << r.stat->num_children << " children\n";
+        std::cout << "consumer: connected, / has " << r.stat->num_children << " children" << std::endl;
         co_await c.async_close();
         rc = 0;
     }, boost::asio::detached);
