@@ -1,13 +1,31 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages zkcoro needs to build, test and run its demo. Needs root.
+# Installs the Debian 12 packages zkcoro needs. Needs root.
+#   install-deps.sh demo   what the demo needs: compiler, Meson, the library's dependencies, a JRE
+#                          and the ZooKeeper server
+#   install-deps.sh test   (default) everything: the demo's packages plus the test framework, the
+#                          tools' libraries, a JDK and Curator (interop), cmake (the CMake consumer
+#                          check), clang and libFuzzer (the fuzzers)
 # Skips apt-get entirely when everything is already installed.
 set -euo pipefail
-packages=(
+profile=${1:-test}
+demo=(
   g++ meson ninja-build pkg-config
-  libboost1.81-dev libzookeeper-st-dev libfmt-dev doctest-dev
-  libcli11-dev nlohmann-json3-dev
-  zookeeper default-jdk-headless libcurator-recipes-java
+  libboost1.81-dev libzookeeper-st-dev libfmt-dev
+  zookeeper default-jre-headless
 )
+test=(
+  "${demo[@]}"
+  doctest-dev libcli11-dev nlohmann-json3-dev
+  default-jdk-headless libcurator-recipes-java
+  cmake
+  clang libfuzzer-14-dev
+  iproute2 procps
+)
+case $profile in
+  demo) packages=("${demo[@]}") ;;
+  test) packages=("${test[@]}") ;;
+  *) echo "usage: $0 [demo|test]" >&2; exit 64 ;;
+esac
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
