@@ -153,7 +153,29 @@ void client::log(log_level level, std::string_view message) const { impl_->log(l
 void client::start(op_connect, detail::any_handler<void(error_code)> h)
 {
     auto op = std::make_shared<op_state<>>(std::move(h), impl_->executor);
-    impl_->connect(std::move(op));
+    if (impl_->chroot().empty() || impl_->chroot_verified)
+        return impl_->connect(std::move(op));
+    // With a chroot every request is relative to it: check once that it exists, so that a wrong
+    // chroot is its own error instead of ZNONODE on every later request.
+    op->bind_cancellation();
+    auto impl = impl_;
+    auto connected = std::make_shared<op_state<>>(
+        [impl, op](error_code ec) {
+            if (ec)
+                return void(op->complete(ec));
+            client(impl, false).async_exists("/", [impl, op](error_code ec2, exists_result r) {
+                if (!ec2 && !r.stat) {
+                    impl->log(log_level::error, fmt::format("the chroot {} does not exist on the server",
+                                                            impl->chroot()));
+                    ec2 = client_errc::chroot_not_found;
+                } else if (!ec2) {
+                    impl->chroot_verified = true;
+                }
+                op->complete(ec2);
+            });
+        },
+        impl_->executor);
+    impl_->connect(std::move(connected));
 }
 
 void client::start(op_close, detail::any_handler<void(error_code)> h)

@@ -181,12 +181,15 @@ void watch_state::deliver(error_code e, watch_event ev)
 }
 
 client_impl::client_impl(asio::any_io_executor ex, client_config c)
-    : executor(std::move(ex)), cfg(std::move(c)), desc_(executor), timer_(executor)
+    : executor(std::move(ex)), cfg(std::move(c)), resolver_(executor), resolve_retry_(executor), desc_(executor),
+      timer_(executor)
 {
     std::string why;
     config_error_ = check_config(cfg, &why);
     if (config_error_)
         log(log_level::error, "invalid client_config: " + why);
+    else
+        spec_ = *parse_connect_string(cfg.connect_string, nullptr);
     acl_entries_.reserve(cfg.default_acl.size());
     for (auto& e : cfg.default_acl) {
         ACL a{};
@@ -298,11 +301,85 @@ void client_impl::connect(std::shared_ptr<op_state<>> op)
     connect_waiters_.push_back(std::move(w));
     if (!started_) {
         started_ = true;
-        start_handle();
+        begin_handle();
     }
 }
 
-void client_impl::start_handle()
+// Makes a handle for the connect string, resolving host names first. Numeric addresses need no
+// lookup, and the handle is made at once. Lock held.
+void client_impl::begin_handle()
+{
+    if (resolving_)
+        return;
+    auto r = std::make_shared<resolution>();
+    r->addresses.resize(spec_.hosts.size());
+    for (std::size_t i = 0; i < spec_.hosts.size(); ++i)
+        if (spec_.hosts[i].numeric)
+            r->addresses[i].push_back(c_host_port(spec_.hosts[i].host, spec_.hosts[i].port));
+        else
+            ++r->pending;
+    resolving_ = r;
+    if (r->pending == 0)
+        return on_resolved();
+    for (std::size_t i = 0; i < spec_.hosts.size(); ++i) {
+        const auto& h = spec_.hosts[i];
+        if (h.numeric)
+            continue;
+        resolver_.async_resolve(h.host, std::to_string(h.port), asio::ip::tcp::resolver::numeric_service,
+            [self = shared_from_this(), r, i](const error_code& ec, const asio::ip::tcp::resolver::results_type& res) {
+                zk_guard g(self.get());
+                if (self->resolving_ != r)
+                    return;  // closed meanwhile
+                const auto& host = self->spec_.hosts[i];
+                if (ec)
+                    r->failures.push_back(fmt::format("{}: {}", host.host, ec.message()));
+                for (const auto& e : res)
+                    r->addresses[i].push_back(c_host_port(e.endpoint().address().to_string(), host.port));
+                if (!ec && res.empty())
+                    r->failures.push_back(fmt::format("{}: no address", host.host));
+                if (--r->pending == 0)
+                    self->on_resolved();
+            });
+    }
+}
+
+// Every host of the connect string is resolved (or failed): make the handle with the addresses,
+// or report that no host could be resolved. Lock held.
+void client_impl::on_resolved()
+{
+    auto r = std::move(resolving_);
+    resolving_.reset();
+    if (closed_)
+        return;
+    std::string hosts;
+    for (const auto& list : r->addresses)
+        for (const auto& a : list)
+            hosts += (hosts.empty() ? "" : ",") + a;
+    for (const auto& f : r->failures)
+        log(hosts.empty() ? log_level::error : log_level::warn,
+            fmt::format("cannot resolve the ZooKeeper host {}", f));
+    if (!hosts.empty())
+        return start_handle(hosts + spec_.chroot);
+    if (fsm_.generation() == 0) {
+        // The first connect: tell its callers; a later async_connect resolves again.
+        started_ = false;
+        for (auto& w : connect_waiters_)
+            w.op->complete(client_errc::name_resolution_failed);
+        connect_waiters_.clear();
+        return;
+    }
+    // After an expiry: the client keeps trying, once a second, until closed.
+    resolve_retry_.expires_after(std::chrono::seconds(1));
+    resolve_retry_.async_wait([self = shared_from_this()](const error_code& ec) {
+        if (ec)
+            return;
+        zk_guard g(self.get());
+        if (!self->closed_ && !self->zh_)
+            self->begin_handle();
+    });
+}
+
+void client_impl::start_handle(const std::string& hosts)
 {
     raise_library_log_level(cfg.log_threshold);
     clientid_t id{};
@@ -313,13 +390,13 @@ void client_impl::start_handle()
                     std::min(sizeof id.passwd, cfg.resume_session->password.size()));
         idp = &id;
     }
-    zh_ = zookeeper_init2(cfg.connect_string.c_str(), &client_impl::watcher_thunk,
+    zh_ = zookeeper_init2(hosts.c_str(), &client_impl::watcher_thunk,
                           static_cast<int>(cfg.session_timeout.count()), idp, this, 0,
                           cfg.log ? &client_impl::log_thunk : &discard_log);
     if (!zh_) {
         int err = errno;
-        log(log_level::error, fmt::format("cannot create a ZooKeeper handle for \"{}\": {}",
-                                          cfg.connect_string, std::strerror(err)));
+        log(log_level::error, fmt::format("cannot create a ZooKeeper handle for \"{}\" (from \"{}\"): {}",
+                                          hosts, cfg.connect_string, std::strerror(err)));
         // The only causes are a connect string the library cannot parse or resolve, and memory.
         auto a = fsm_.on_close();
         closed_ = true;
@@ -355,6 +432,9 @@ void client_impl::close(std::shared_ptr<op_state<>> op)
         return;
     }
     closed_ = true;
+    resolving_.reset();
+    resolver_.cancel();
+    resolve_retry_.cancel();
     auto a = fsm_.on_close();
     state_atomic = fsm_.state();
     apply(a);
@@ -407,6 +487,8 @@ void client_impl::submit(const std::shared_ptr<op_base>& op,
     zk_guard g(this);
     if (closed_)
         return op->fail(client_errc::closed);
+    if (!zh_ && fsm_.generation() > 0)
+        return op->fail(make_zk_error(ZCONNECTIONLOSS));  // between handles (resolving after an expiry): retriable
     if (!zh_)
         return op->fail(client_errc::not_connected);
     // The C library owns one reference until it calls back (it always does, with ZCLOSING at
@@ -729,7 +811,7 @@ void client_impl::process(int events)
         need_recreate_ = false;
         retire_handle(nullptr);
         apply(fsm_.on_handle_recreated());
-        start_handle();
+        begin_handle();
     }
 }
 

@@ -6,11 +6,14 @@
 #include <zkcoro/client.hpp>
 #include <zkcoro/detail/session_fsm.hpp>
 
+#include "connect_string.hpp"
+
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/any_completion_executor.hpp>
 #include <boost/asio/error.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/execution/outstanding_work.hpp>
 #include <boost/asio/prefer.hpp>
 #include <boost/asio/post.hpp>
@@ -241,8 +244,14 @@ public:
     std::vector<std::pair<log_level, std::string>> log_buffer;  // guarded by zk_mutex
     ACL_vector acl_vector{};                                    // the default ACL, C form
 
+    // The chroot of the connect string ("" if none), and whether async_connect found it.
+    const std::string& chroot() const noexcept { return spec_.chroot; }
+    std::atomic<bool> chroot_verified{false};
+
 private:
-    void start_handle();
+    void begin_handle();
+    void on_resolved();
+    void start_handle(const std::string& hosts);
     void rearm();
     void start_wait(bool write);
     void on_ready(std::uint64_t gen, int events, const error_code& ec);
@@ -263,6 +272,18 @@ private:
     bool need_recreate_ = false;
     bool need_release_ = false;
     error_code config_error_;
+
+    // The parsed connect string. Host names are resolved with Asio before each handle is made
+    // (the C library would call a blocking getaddrinfo): at the first connect and after expiry.
+    connect_spec spec_;
+    asio::ip::tcp::resolver resolver_;
+    asio::steady_timer resolve_retry_;
+    struct resolution {
+        std::vector<std::vector<std::string>> addresses;  // per host, "addr:port" for the C library
+        std::vector<std::string> failures;                 // "host: reason"
+        std::size_t pending = 0;
+    };
+    std::shared_ptr<resolution> resolving_;
 
     // The socket as the C library has it, watched through our own dup of its fd.
     asio::posix::stream_descriptor desc_;

@@ -43,8 +43,13 @@ public:
             return "another call of this operation is in progress on the same object: wait for "
                    "it to complete first";
         case client_errc::not_owner:
-            return "not the owner: the lock is held by another task (release it from the task "
-                   "that acquired it, or acquire with an explicit owner)";
+            return "not the owner: the lock is held by another task";
+        case client_errc::name_resolution_failed:
+            return "no host of the connect string could be resolved to an address: check the "
+                   "host names and DNS (the client's log names each host and the resolver's answer)";
+        case client_errc::chroot_not_found:
+            return "the chroot of the connect string does not exist on the server: create it "
+                   "(e.g. zkCli.sh create /app) or remove it from the connect string";
         case client_errc::lock_lost:
             return "the lock was lost: its session may have expired or its node is gone; the "
                    "critical section must stop";

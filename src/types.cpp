@@ -1,3 +1,5 @@
+#include "connect_string.hpp"
+
 #include <zkcoro/client_config.hpp>
 #include <zkcoro/error.hpp>
 #include <zkcoro/path.hpp>
@@ -56,40 +58,8 @@ error_code fail(client_errc e, std::string* why, std::string text)
 
 error_code check_config(const client_config& cfg, std::string* why)
 {
-    std::string_view cs = cfg.connect_string;
-    if (cs.empty())
-        return fail(client_errc::invalid_connect_string, why, "connect string is empty");
-    // The chroot, if any, starts at the first '/'.
-    std::string_view hosts = cs;
-    if (auto slash = cs.find('/'); slash != std::string_view::npos) {
-        hosts = cs.substr(0, slash);
-        auto chroot = cs.substr(slash);
-        if (auto p = check_path(chroot); !p.ok())
-            return fail(client_errc::invalid_connect_string, why, "chroot: " + p.describe(chroot));
-    }
-    if (hosts.empty())
-        return fail(client_errc::invalid_connect_string, why, "no host before the chroot");
-    while (!hosts.empty()) {
-        auto comma = hosts.find(',');
-        auto entry = hosts.substr(0, comma);
-        hosts = comma == std::string_view::npos ? std::string_view{} : hosts.substr(comma + 1);
-        auto colon = entry.rfind(':');
-        if (entry.empty())
-            return fail(client_errc::invalid_connect_string, why, "empty host entry");
-        if (colon == std::string_view::npos || colon == 0)
-            return fail(client_errc::invalid_connect_string, why,
-                        fmt::format("\"{}\" is not host:port", entry));
-        auto port_text = entry.substr(colon + 1);
-        unsigned port = 0;
-        auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-        if (ec != std::errc{} || end != port_text.data() + port_text.size() || port == 0 || port > 65535)
-            return fail(client_errc::invalid_connect_string, why,
-                        fmt::format("\"{}\": port must be a number from 1 to 65535", entry));
-        for (char c : entry.substr(0, colon))
-            if (c == ' ' || c == '\t' || c == '\n')
-                return fail(client_errc::invalid_connect_string, why,
-                            fmt::format("\"{}\": white space in host", entry));
-    }
+    if (std::string text; !detail::parse_connect_string(cfg.connect_string, &text))
+        return fail(client_errc::invalid_connect_string, why, std::move(text));
     if (cfg.session_timeout.count() <= 0 || cfg.session_timeout > std::chrono::hours(24))
         return fail(client_errc::invalid_argument, why, "session_timeout must be in (0, 24h]");
     if (cfg.connect_timeout.count() < 0)

@@ -30,6 +30,8 @@ enum class client_errc : int {
     not_owner,               // a lock was released by a task that does not hold it
     lock_lost,               // the lock's session may have expired or its node is gone
     upgrade_not_supported,   // read lock held, write lock asked: it could never be granted
+    name_resolution_failed,  // no host name of the connect string resolved to an address
+    chroot_not_found,        // the connect string's chroot does not exist on the server
 };
 
 // The category of client_errc.

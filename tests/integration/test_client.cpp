@@ -5,6 +5,10 @@
 
 #include <zookeeper/zookeeper.h>
 
+#include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <thread>
 
 using namespace zktest;
@@ -443,4 +447,73 @@ TEST_CASE("chroot")
         co_await c.async_close();
         co_await root.async_remove(base);
     });
+}
+
+// A chroot that does not exist is its own error at connect, not ZNONODE on every request later.
+TEST_CASE("missing chroot fails the connect")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        auto log = std::make_shared<test_log>();
+        auto missing = unique_path("nochroot");
+        client c(ioc.get_executor(), test_config(server_address() + missing, 4000ms, log));
+        auto [ec] = co_await c.async_connect(asio::as_tuple(asio::use_awaitable));
+        CHECK(ec == client_errc::chroot_not_found);
+        CHECK(ec.message().find("chroot") != std::string::npos);
+        CHECK(log->contains(missing));
+        co_await c.async_close();
+    });
+}
+
+// Host names are resolved by Asio before the C library sees them (it would block in
+// getaddrinfo); "localhost" comes from /etc/hosts, so no query leaves the machine. An IPv6
+// address in brackets is accepted and handed on (here it has no server: the next host serves).
+TEST_CASE("host names and bracketed IPv6 addresses")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        auto port = server_address().substr(server_address().rfind(':') + 1);
+        for (auto cs : {fmt::format("localhost:{}", port), fmt::format("[::1]:{},127.0.0.1:{}", free_loopback_port(), port)}) {
+            CAPTURE(cs);
+            auto cfg = test_config(cs);
+            CHECK_FALSE(check_config(cfg));
+            client c(ioc.get_executor(), cfg);
+            auto [ec] = co_await c.async_connect(asio::as_tuple(asio::use_awaitable));
+            CHECK_FALSE(ec);
+            CHECK(c.connected_server().find(port) != std::string::npos);
+            co_await c.async_close();
+        }
+    });
+}
+
+// A name that does not resolve is its own error (not "invalid connect string"), and names the
+// host in the log. Run in a child process inside a network namespace of its own (loopback down,
+// no resolver reachable), so that the lookup fails at once and no query leaves the machine.
+TEST_CASE("a host name that does not resolve")
+{
+    if (::geteuid() != 0) {
+        MESSAGE("skipped: needs root for a network namespace");
+        return;
+    }
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        if (::unshare(CLONE_NEWNET) != 0)
+            ::_exit(3);
+        asio::io_context ioc;
+        auto log = std::make_shared<test_log>();
+        auto cfg = test_config("no-such-host.invalid:2181", 4000ms, log);
+        cfg.connect_timeout = 20s;
+        client c(ioc.get_executor(), cfg);
+        error_code got;
+        c.async_connect([&](error_code ec) { got = ec; });
+        ioc.run_for(25s);
+        const bool ok = got == client_errc::name_resolution_failed && log->contains("no-such-host.invalid") &&
+                        c.state() == session_state::connecting;
+        ::_exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    REQUIRE(WIFEXITED(status));
+    CHECK_MESSAGE(WEXITSTATUS(status) == 0, "3: unshare failed, 1: wrong error or no log line");
 }

@@ -45,6 +45,20 @@ TEST_CASE("check_config")
         CHECK_MESSAGE(check_config(c, &why) == client_errc::invalid_connect_string, bad);
         CHECK(!why.empty());
     }
+    // Host names and bracketed IPv6 addresses are syntax, resolved at connect.
+    for (auto good : {"localhost:2181", "zk-1.example.org:2181,zk_2:2182/app", "[::1]:2181", "[fe80::1]:1,10.0.0.1:2"}) {
+        c.connect_string = good;
+        CHECK_MESSAGE(!check_config(c), good);
+    }
+    // A bare IPv6 address, a host with characters no name has, and half brackets.
+    for (auto bad : {"::1:2181", "bad host:1", "h\x01:1", "[::1:2181", "[::1]2181", "[nothex]:1", "h:1,"}) {
+        c.connect_string = bad;
+        CHECK_MESSAGE(check_config(c, &why) == client_errc::invalid_connect_string, bad);
+        CHECK(!why.empty());
+    }
+    c.connect_string = "::1:2181";
+    check_config(c, &why);
+    CHECK(why.find("brackets") != std::string::npos);
     c.connect_string = "127.0.0.1:2181";
     c.session_timeout = std::chrono::milliseconds(0);
     CHECK(check_config(c, &why) == client_errc::invalid_argument);
