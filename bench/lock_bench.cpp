@@ -219,6 +219,7 @@ void add_metrics(zkcoro::lock_metrics& a, const zkcoro::lock_metrics& b)
     a.errors += b.errors;
     a.losses += b.losses;
     a.local_handoffs += b.local_handoffs;
+    a.release_failures += b.release_failures;
     a.wait.merge(b.wait);
 }
 

@@ -41,6 +41,9 @@ struct mutex_state;
 // What makes a recipe: node names, order, the rule, and hooks for read/write interplay.
 struct recipe_params {
     std::string base_name = "lock-";
+    // The markers of this recipe's node names (base_name when empty); a child with none of them
+    // is foreign: another recipe's or a user's node, which still takes its place in the order.
+    std::vector<std::string> markers;
     // Sorts child names into queue order.
     std::function<void(std::vector<std::string>&)> sort;
     queue_rule rule;
@@ -49,9 +52,11 @@ struct recipe_params {
     // Grants at once with a node of the given name instead of queueing (write-to-read downgrade).
     std::function<std::optional<std::string>(owner_id)> immediate_node;
     bool local_handoff_allowed = true;
-    // Reentrant per owner (mutexes) or one node per acquisition whose guard anyone may release
-    // (semaphore leases).
+    // Reentrant per owner (mutexes) or one node per acquisition (semaphore leases).
     bool reentrant = true;
+    // Watch our own node while held, so that its deletion by anyone is a loss. Off only for the
+    // semaphore's entry mutex, which is held for one round trip.
+    bool watch_own_node = true;
 };
 
 // The moment `timeout` from now; duration::max() (or any overflow) means never.

@@ -72,7 +72,7 @@ asio::awaitable<void> multi_guard::release()
 {
     error_code first;
     for (auto it = guards_.rbegin(); it != guards_.rend(); ++it) {
-        auto [ec] = co_await it->async_release(owner_, asio::as_tuple(asio::use_awaitable));
+        auto [ec] = co_await it->async_release(asio::as_tuple(asio::use_awaitable));
         if (ec && !first)
             first = ec;
     }
@@ -126,7 +126,7 @@ asio::awaitable<multi_outcome> acquire_all(std::vector<lock_ref::start_fn> membe
         if (ec || !g) {
             // Roll back, last taken first.
             while (!held.empty()) {
-                co_await held.back().async_release(owner, asio::as_tuple(asio::use_awaitable));
+                co_await held.back().async_release(asio::as_tuple(asio::use_awaitable));
                 held.pop_back();
             }
             co_return multi_outcome{ec, std::nullopt};

@@ -88,6 +88,7 @@ struct node_state {
     std::int64_t session_id = 0;
     std::uint64_t generation = 0;
     std::atomic<bool> lost{false};
+    std::atomic<bool> released{false};  // our own delete is under way: its deletion is no loss
     int handoffs = 0;                // guarded by mutex_state::m
     std::shared_ptr<hold> current;   // guarded by mutex_state::m
     asio::cancellation_signal monitor_stop;  // client's executor only
@@ -107,6 +108,8 @@ struct mutex_state {
             recipe.sort = [](std::vector<std::string>& names) { sort_by_sequence(names, "lock-"); };
         if (!recipe.rule)
             recipe.rule = mutex_rule;
+        if (recipe.markers.empty())
+            recipe.markers.push_back(recipe.base_name);
         if (!recipe.local_handoff_allowed || !recipe.reentrant)
             opts.local_handoff = false;
         if (auto pc = check_path(path); !pc.ok()) {
@@ -443,6 +446,41 @@ void watch_session(const std::shared_ptr<mutex_state>& s, const std::shared_ptr<
         }));
 }
 
+// Watches our own node while this process has it, so that a node deleted by anyone (an operator
+// "breaking" a stuck lock, a script) counts as a loss within one round trip, even while the
+// connection never dropped. The exists request is sent after the grant and nobody waits for its
+// reply: it costs one request per node, not acquire latency. A data change re-arms the watch.
+void watch_node(const std::shared_ptr<mutex_state>& s, const std::shared_ptr<node_state>& ns)
+{
+    s->zk.async_exists(ns->node, leave_watch, [s, ns](error_code ec, exists_result r) {
+        if (ns->lost || ns->released)
+            return;
+        if (ec)
+            return;  // the session ended or the connection dropped: the session monitor decides
+        if (!r.stat || r.stat->ephemeral_owner != ns->session_id)
+            return fire_lost(s, ns, "the lock node is gone (deleted by someone else)");
+        r.watch.async_wait([s, ns](error_code wec, watch_event ev) {
+            if (wec || ns->lost || ns->released)
+                return;
+            if (ev.type == watch_event_type::deleted)
+                return fire_lost(s, ns, "the lock node was deleted by someone else");
+            watch_node(s, ns);
+        });
+    });
+}
+
+// A release whose delete failed for good: counted, logged, and reported to the caller.
+void release_failed(mutex_state& s, const std::string& node, op_state<>& op, error_code ec)
+{
+    {
+        std::lock_guard lk(s.m);
+        ++s.metrics.release_failures;
+    }
+    s.zk.log(log_level::error, fmt::format("lock {}: release failed: {}; the node stays until it is deleted "
+                                           "or the session ends", node, ec.message()));
+    op.complete(ec);
+}
+
 using engine_result = std::tuple<error_code, std::optional<queued_node>>;
 
 // The lock queue engine: enters ZooKeeper's queue under `path` with a protected
@@ -642,6 +680,8 @@ guard hold_node(const std::shared_ptr<mutex_state>& s, owner_id owner, const std
             s->holds[owner] = h;
     }
     watch_session(s, ns);
+    if (s->recipe.watch_own_node)
+        watch_node(s, ns);
     return guard(h, owner);
 }
 
@@ -913,7 +953,9 @@ awaitable<std::tuple<error_code, std::vector<participant>>> participants_coro(st
             continue;
         if (dec)
             co_return result{dec, {}};
-        out.push_back({name, path, std::move(d.data), d.stat.ephemeral_owner, d.stat.ctime, d.stat.czxid});
+        const bool foreign = std::none_of(s->recipe.markers.begin(), s->recipe.markers.end(),
+                                          [&](const std::string& m) { return name.find(m) != std::string::npos; });
+        out.push_back({name, path, std::move(d.data), d.stat.ephemeral_owner, d.stat.ctime, d.stat.czxid, foreign});
     }
     co_return result{error_code{}, std::move(out)};
 }
@@ -970,7 +1012,7 @@ guard& guard::operator=(guard&& o) noexcept
 {
     if (this != &o) {
         if (hold_)
-            release_with(owner_, [](error_code) {});
+            release_with([](error_code) {});  // a failure is logged and counted by release_with
         hold_ = std::move(o.hold_);
         owner_ = o.owner_;
     }
@@ -980,7 +1022,7 @@ guard& guard::operator=(guard&& o) noexcept
 guard::~guard()
 {
     if (hold_)
-        release_with(owner_, [](error_code) {});
+        release_with([](error_code) {});  // a failure is logged and counted by release_with
 }
 
 std::int64_t guard::fencing_token() const noexcept { return hold_ ? hold_->token : 0; }
@@ -998,11 +1040,10 @@ asio::cancellation_slot guard::lost_slot() noexcept
 
 asio::awaitable<void> guard::release()
 {
-    auto me = co_await this_task::id();
-    co_await async_release(me, asio::use_awaitable);
+    co_await async_release(asio::use_awaitable);
 }
 
-void guard::release_with(owner_id o, detail::any_handler<void(error_code)> handler)
+void guard::release_with(detail::any_handler<void(error_code)> handler)
 {
     using detail::op_state;
     if (!hold_) {
@@ -1012,8 +1053,6 @@ void guard::release_with(owner_id o, detail::any_handler<void(error_code)> handl
     auto h = hold_;
     auto& s = *h->state;
     auto op = std::make_shared<op_state<>>(std::move(handler), s.zk.get_executor());
-    if (s.recipe.reentrant && o != h->owner)
-        return void(op->complete(client_errc::not_owner));
     hold_.reset();
     std::vector<std::shared_ptr<op_state<>>> waiters;
     std::shared_ptr<detail::local_waiter> next;
@@ -1062,15 +1101,22 @@ void guard::release_with(owner_id o, detail::any_handler<void(error_code)> handl
     detail::notify(h->state, next);
     // Stop the monitor (on the executor it runs on), then delete the node. The first attempt is
     // a plain request; only a retriable failure starts the retrying coroutine.
+    ns->released = true;  // from here on, the deletion our own watch sees is ours
     asio::post(s.zk.get_executor(), [ns, op, st = h->state] {
         ns->monitor_stop.emit(asio::cancellation_type::terminal);
         st->zk.async_remove(ns->node, -1, [ns, op, st](error_code ec) {
             if (!ec || ec == make_zk_error(ZNONODE) || is_session_lost(ec))
                 return void(op->complete({}));
             if (!is_retriable(ec))
-                return void(op->complete(ec));
+                return detail::release_failed(*st, ns->node, *op, ec);
             asio::co_spawn(st->zk.get_executor(), detail::guaranteed_delete(detail::client_access::share(st->zk), ns->node),
-                           [op](std::exception_ptr, error_code e) { op->complete(e); });
+                           [op, ns, st](std::exception_ptr e, error_code ec2) {
+                               if (e)
+                                   ec2 = make_zk_error(ZSYSTEMERROR);
+                               if (ec2)
+                                   return detail::release_failed(*st, ns->node, *op, ec2);
+                               op->complete({});
+                           });
         });
     });
 }

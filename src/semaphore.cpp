@@ -25,13 +25,21 @@ using clock = std::chrono::steady_clock;
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 }  // namespace
 
+// The semaphore's entry mutex: a plain mutex, held only while a lease node is queued.
+inline recipe_params entry_params()
+{
+    recipe_params p;
+    p.watch_own_node = false;
+    return p;
+}
+
 struct semaphore_state {
     semaphore_state(client& c, std::string p, int max, std::string count, mutex_options opts)
         : zk(client_access::share(c)),
           path(std::move(p)),
           count_path(std::move(count)),
           max_leases(std::make_shared<std::atomic<int>>(max)),
-          locks(mutex_access::make(make_mutex_state(c, join_path(path, "locks"), opts, {})))
+          locks(mutex_access::make(make_mutex_state(c, join_path(path, "locks"), opts, entry_params())))
     {
         recipe_params lease;
         lease.base_name = "lease-";
@@ -72,7 +80,7 @@ asio::awaitable<lease_result> acquire_one(std::shared_ptr<semaphore_state> s, cl
     if (ec || !entry)
         co_return lease_result{ec, std::nullopt};
     auto [lec, lease] = co_await s->leases->async_acquire(owner, remaining(deadline), use_tuple);
-    co_await entry->async_release(owner, use_tuple);
+    co_await entry->async_release(use_tuple);
     co_return lease_result{lec, std::move(lease)};
 }
 

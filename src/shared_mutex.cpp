@@ -70,11 +70,13 @@ shared_mutex::shared_mutex(client& c, std::string path, mutex_options opts)
     // No in-memory handoff between our writers: it would let them pass readers (ours or
     // others') queued before them, breaking the arrival order between the two sides.
     write_params.local_handoff_allowed = false;
+    write_params.markers = {std::string(read_marker), std::string(write_marker)};
     auto read_params = detail::recipe_params{};
     read_params.base_name = std::string(read_marker);
     read_params.sort = sort_read_write;
     read_params.rule = read_rule;
     read_params.local_handoff_allowed = false;
+    read_params.markers = write_params.markers;
 
     // Each side's hooks look at the other side, made after them.
     struct sides {

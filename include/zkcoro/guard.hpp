@@ -51,7 +51,7 @@ public:
     const std::string& node_path() const noexcept;
     // The session that owns the lock node.
     std::int64_t session_id() const noexcept;
-    // The task (or explicit owner) holding it.
+    // The task (or explicit owner) that acquired it; its reentrancy count includes this guard.
     owner_id owner() const noexcept { return owner_; }
 
     // True once the lock is lost: the session may have expired, has expired, or the node is gone.
@@ -77,22 +77,29 @@ public:
             token, hold_);
     }
 
-    // Releases this acquisition, from the task that acquired it. The lock node is deleted when
-    // the task's last acquisition is released (retried until it is gone). Errors:
-    // client_errc::not_owner from another task (nothing changes); releasing a lost lock succeeds.
+    // Releases this acquisition. Any task or thread may do it: the guard is the ownership (a
+    // guard moved to another task, or released from a completion handler, releases the
+    // acquisition it stands for). Reentrancy counts stay with the task that acquired: a task that
+    // acquired N times holds N guards, and the lock node is deleted when the last of them is
+    // released, whoever releases each (retried until the node is gone). Releasing a lost lock
+    // succeeds. Throws boost::system::system_error when the delete fails for good; the failure is
+    // also logged and counted (lock_metrics::release_failures).
     asio::awaitable<void> release();
 
-    // Like release(), with an explicit owner and any completion token.
-    // Handler signature: void(error_code).
+    // Like release(), for any completion token. Handler signature: void(error_code).
+    // Errors: client_errc::invalid_argument on an empty (moved-from or released) guard;
+    // ZooKeeper's errors when the node cannot be deleted (e.g. ZNOAUTH). A guard destroyed
+    // without release releases in the background; a failure there is logged at error level and
+    // counted, never dropped silently.
     template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(error_code)) CompletionToken = detail::default_token>
-    auto async_release(owner_id owner, CompletionToken&& token = {})
+    auto async_release(CompletionToken&& token = {})
     {
         return asio::async_initiate<CompletionToken, void(error_code)>(
-            [this](auto handler, owner_id o) { release_with(o, std::move(handler)); }, token, owner);
+            [this](auto handler) { release_with(std::move(handler)); }, token);
     }
 
 private:
-    void release_with(owner_id o, detail::any_handler<void(error_code)> handler);
+    void release_with(detail::any_handler<void(error_code)> handler);
 
     std::shared_ptr<detail::hold> hold_;
     owner_id owner_ = 0;

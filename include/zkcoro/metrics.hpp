@@ -57,6 +57,7 @@ struct lock_metrics {
     std::uint64_t errors = 0;          // any other failure: session lost, invalid path, refused...
     std::uint64_t losses = 0;          // held locks that were lost (the guard reported lock_lost)
     std::uint64_t local_handoffs = 0;  // grants passed between tasks of this process in memory
+    std::uint64_t release_failures = 0;  // releases whose delete failed for good (also logged)
     duration_histogram wait;           // from the acquire call to the grant, granted ones only
 };
 

@@ -55,6 +55,11 @@ struct participant {
     std::int64_t session_id = 0;  // the node's ephemeral owner
     std::int64_t ctime = 0;       // creation time, ms since the epoch (server clock)
     std::int64_t czxid = 0;
+    // Not a node of this recipe (its name has none of the recipe's markers, e.g. a child "0" a
+    // user created by hand): it still takes its place in Curator's order, so a foreign node that
+    // sorts first blocks the lock for everyone. session_id 0 means it is persistent and will
+    // never go away by itself.
+    bool foreign = false;
 };
 
 namespace detail {
@@ -114,7 +119,9 @@ public:
             token, owner, timeout);
     }
 
-    // The queue, holder first, Curator's nodes included, like Curator's getParticipantNodes.
+    // The queue, holder first, Curator's nodes included, like Curator's getParticipantNodes. Every
+    // child of the lock path is listed in Curator's order, foreign ones too (participant::foreign):
+    // when the first one is foreign, it is what blocks the lock.
     // Handler: void(error_code, std::vector<participant>).
     template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(error_code, std::vector<participant>))
                   CompletionToken = detail::default_token>

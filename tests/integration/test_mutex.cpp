@@ -15,6 +15,13 @@ using asio::awaitable;
 
 namespace {
 
+mutex_options no_handoff()
+{
+    mutex_options o;
+    o.local_handoff = false;
+    return o;
+}
+
 awaitable<std::vector<std::string>> children_of(client& c, const std::string& path)
 {
     auto [ec, r] = co_await c.async_get_children(path, asio::as_tuple(asio::use_awaitable));
@@ -92,8 +99,9 @@ TEST_CASE("mutual exclusion among tasks of one process")
     }, 90s);
 }
 
-// The same task: one node, N acquisitions, N releases. Another task: not_owner, and it cannot
-// take the lock while the first holds it (two tasks on one thread are different owners).
+// The same task: one node, N acquisitions, N guards. Another task cannot take the lock while the
+// first holds it (two tasks on one thread are different owners), but it may release one of the
+// first task's guards: the guard is the ownership, and the count it belongs to goes down.
 TEST_CASE("reentrancy is per task")
 {
     asio::io_context ioc;
@@ -112,27 +120,27 @@ TEST_CASE("reentrancy is per task")
         CHECK(m.hold_count(me) == 3);
         CHECK((co_await children_of(c, path)).size() == 1);
 
-        // Another task on the same thread.
+        // Another task on the same thread: cannot acquire, can release a guard it was given.
         bool other_done = false;
-        error_code other_release;
+        error_code other_release = make_error_code(client_errc::invalid_argument);
         bool other_got_it = true;
         asio::co_spawn(co_await asio::this_coro::executor, [&]() -> awaitable<void> {
-            auto [ec] = co_await g1.async_release(co_await this_task::id(), asio::as_tuple(asio::use_awaitable));
-            other_release = ec;
             auto g = co_await m.try_acquire();
             other_got_it = g.has_value();
+            auto [ec] = co_await g1.async_release(asio::as_tuple(asio::use_awaitable));
+            other_release = ec;
             other_done = true;
         }, asio::detached);
         CHECK(co_await eventually([&]() -> awaitable<bool> { co_return other_done; }));
-        CHECK(other_release == client_errc::not_owner);
         CHECK_FALSE(other_got_it);
-        CHECK(g1.valid());
-        CHECK(m.hold_count(me) == 3);
+        CHECK_FALSE(other_release);
+        CHECK_FALSE(g1.valid());
+        CHECK(m.hold_count(me) == 2);
+        CHECK((co_await children_of(c, path)).size() == 1);
 
         co_await g3.release();
-        co_await g2.release();
         CHECK((co_await children_of(c, path)).size() == 1);
-        co_await g1.release();
+        co_await g2.release();
         CHECK(m.hold_count(me) == 0);
         CHECK((co_await children_of(c, path)).empty());
     });
@@ -405,7 +413,7 @@ TEST_CASE("lost policy deadline: a long partition loses the lock before anyone e
                         << " ms before the other session acquired");
         proxy.set_blackhole(false);
         // Releasing a lost lock is a successful no-op.
-        auto [ec] = co_await g.async_release(co_await this_task::id(), asio::as_tuple(asio::use_awaitable));
+        auto [ec] = co_await g.async_release(asio::as_tuple(asio::use_awaitable));
         CHECK_FALSE(ec);
     });
 }
@@ -467,7 +475,7 @@ TEST_CASE("connection loss during create: no orphan, no double entry")
             REQUIRE(g.has_value());
             auto ch = co_await children_of(observer, path);
             CHECK(ch.size() == 1);
-            co_await g->async_release(50 + round, asio::use_awaitable);
+            co_await g->async_release(asio::use_awaitable);
             CHECK(co_await eventually([&]() -> awaitable<bool> { co_return (co_await children_of(observer, path)).empty(); }));
         }
     }, 120s);
@@ -513,7 +521,8 @@ TEST_CASE("invalid lock path")
 }
 
 // Fast path 1: an uncontended acquire is one round trip of two pipelined requests (create and
-// list); release is one delete.
+// list), then one exists that watches our own node (sent after the grant, not waited for);
+// release is one delete.
 TEST_CASE("fast path: create and list in one round trip")
 {
     asio::io_context ioc;
@@ -525,15 +534,15 @@ TEST_CASE("fast path: create and list in one round trip")
         mutex m(c, path);
         auto before = c.stats().requests;
         auto g = co_await m.acquire();
-        CHECK(c.stats().requests - before == 2);
-        co_await g.release();
         CHECK(c.stats().requests - before == 3);
+        co_await g.release();
+        CHECK(c.stats().requests - before == 4);
         co_await c.async_remove(path);
     });
 }
 
 // Fast path 2: a waiter whose predecessor was the head acquires on the deletion event with no
-// further request.
+// re-read: the one request after it is the watch on its own node, sent after the grant.
 TEST_CASE("fast path: the head's deletion grants with no re-read")
 {
     asio::io_context ioc;
@@ -552,7 +561,7 @@ TEST_CASE("fast path: the head's deletion grants with no re-read")
         auto before = b.stats().requests;  // create, list, get_data with watch
         co_await g.release();
         CHECK(co_await eventually([&]() -> awaitable<bool> { co_return gb.has_value(); }));
-        CHECK(b.stats().requests == before);
+        CHECK(b.stats().requests == before + 1);
     });
 }
 
@@ -817,4 +826,155 @@ TEST_CASE("release, then close at once")
             co_await a.async_close();
         });
     }
+}
+
+// The guard is the ownership: acquired in one task, released by another (as a command-line tool
+// does when its acquire ran inside an `||` operator), the release deletes the node at once, so
+// another session gets the lock without waiting for ours to end.
+TEST_CASE("a guard released from another task deletes the node")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client a(ioc.get_executor(), test_config());
+        client b(ioc.get_executor(), test_config());
+        co_await a.async_connect();
+        co_await b.async_connect();
+        auto path = unique_path("xtask");
+        mutex ma(a, path), mb(b, path);
+        std::optional<guard> g;
+        co_await asio::co_spawn(co_await asio::this_coro::executor, [&]() -> awaitable<void> {
+            g = co_await ma.acquire();
+        }, asio::use_awaitable);
+        REQUIRE(g.has_value());
+        CHECK((co_await children_of(a, path)).size() == 1);
+        co_await g->release();  // this task never acquired
+        CHECK_FALSE(g->valid());
+        CHECK((co_await children_of(a, path)).empty());
+        auto other = co_await mb.try_acquire();
+        CHECK(other.has_value());
+        CHECK(ma.metrics().release_failures == 0);
+    });
+}
+
+// A held node deleted by someone else (an operator "breaking" the lock) is a loss, signalled
+// within a round trip while the connection never dropped; the next holder's token is larger.
+TEST_CASE("a held node deleted by someone else is a loss")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        auto log = std::make_shared<test_log>();
+        client a(ioc.get_executor(), test_config(server_address(), 4000ms, log));
+        client b(ioc.get_executor(), test_config());
+        co_await a.async_connect();
+        co_await b.async_connect();
+        auto path = unique_path("broken");
+        mutex ma(a, path), mb(b, path);
+        auto g = co_await ma.acquire();
+        // Let the exists watch on our own node reach the server before the node goes.
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return a.stats().requests >= 3; }));
+        auto token = g.fencing_token();
+        auto t0 = std::chrono::steady_clock::now();
+        co_await b.async_remove(g.node_path());
+        asio::steady_timer limit(co_await asio::this_coro::executor, 3s);
+        using namespace asio::experimental::awaitable_operators;
+        auto r = co_await (g.async_wait_lost(asio::as_tuple(asio::use_awaitable)) || limit.async_wait(asio::use_awaitable));
+        auto took = std::chrono::steady_clock::now() - t0;
+        REQUIRE(r.index() == 0);
+        CHECK(std::get<0>(std::get<0>(r)) == client_errc::lock_lost);
+        CHECK(g.lost());
+        CHECK(took < 2s);
+        CHECK(a.state() == session_state::connected);
+        CHECK(ma.metrics().losses == 1);
+        CHECK(log->contains("deleted by someone else"));
+        auto g2 = co_await mb.acquire(5s);
+        REQUIRE(g2.has_value());
+        CHECK(g2->fencing_token() > token);
+        co_await g.release();  // releasing a lost lock succeeds and deletes nothing of b's
+        CHECK((co_await children_of(b, path)).size() == 1);
+    });
+}
+
+// Our own release is not mistaken for a deletion by someone else.
+TEST_CASE("our own release is not a loss")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        auto log = std::make_shared<test_log>();
+        client a(ioc.get_executor(), test_config(server_address(), 4000ms, log));
+        co_await a.async_connect();
+        auto path = unique_path("ownrel");
+        mutex m(a, path, no_handoff());
+        for (int i = 0; i < 5; ++i) {
+            auto g = co_await m.acquire();
+            co_await g.release();
+        }
+        // Let every watch event of the deletions arrive before looking.
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return a.stats().watch_events >= 5; }));
+        CHECK(m.metrics().losses == 0);
+        CHECK_FALSE(log->contains("lost"));
+    });
+}
+
+// A release that fails for good is never silent: the caller gets the error, it is logged and
+// counted, and a guard dropped without release logs it too. Here the lock path is created by a
+// client whose default ACL has no delete permission, so deleting the lock node is refused.
+TEST_CASE("a failed release is reported, logged and counted")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        auto log = std::make_shared<test_log>();
+        auto cfg = test_config(server_address(), 4000ms, log);
+        cfg.default_acl = {acl_entry{perm::all & ~perm::remove, "world", "anyone"}};
+        client a(ioc.get_executor(), cfg);
+        co_await a.async_connect();
+        auto path = unique_path("relfail");
+        mutex m(a, path, no_handoff());
+        {
+            auto g = co_await m.acquire();
+            auto [ec] = co_await g.async_release(asio::as_tuple(asio::use_awaitable));
+            CHECK(ec == make_zk_error(-102));  // ZNOAUTH
+            CHECK(m.metrics().release_failures == 1);
+            CHECK(log->contains("release failed"));
+        }
+        // Dropped without release: the background release logs and counts its failure.
+        mutex m2(a, unique_path("relfail2"), no_handoff());
+        {
+            auto g = co_await m2.acquire();
+        }
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return m2.metrics().release_failures == 1; }));
+        co_await a.async_close();  // the session's end removes the nodes
+    });
+}
+
+// A foreign child that sorts first (here a persistent node "0" made by hand) blocks the lock in
+// Curator's order; the participants list shows it first, marked foreign and persistent.
+TEST_CASE("a foreign child that sorts first blocks the lock and is shown")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client c(ioc.get_executor(), test_config());
+        co_await c.async_connect();
+        auto path = unique_path("foreign");
+        co_await c.async_create(path, "", create_mode::persistent);
+        co_await c.async_create(path + "/0", "by hand", create_mode::persistent);
+        mutex m(c, path);
+        std::optional<std::optional<guard>> got;
+        asio::co_spawn(co_await asio::this_coro::executor, [&]() -> awaitable<void> {
+            got = co_await m.acquire(1500ms);
+        }, asio::detached);
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return (co_await children_of(c, path)).size() == 2; }));
+        auto parts = co_await m.async_participants();
+        REQUIRE(parts.size() == 2);
+        CHECK(parts[0].name == "0");
+        CHECK(parts[0].foreign);
+        CHECK(parts[0].session_id == 0);
+        CHECK(parts[0].data == "by hand");
+        CHECK_FALSE(parts[1].foreign);
+        CHECK(parts[1].session_id == c.session().id);
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return got.has_value(); }));
+        CHECK_FALSE(got->has_value());  // timed out behind the foreign node
+        CHECK((co_await children_of(c, path)).size() == 1);  // ours was removed
+        co_await c.async_remove(path + "/0");
+        co_await c.async_remove(path);
+    });
 }

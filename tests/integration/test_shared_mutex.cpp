@@ -87,10 +87,10 @@ TEST_CASE("a waiting writer is served before later readers")
         co_await r1.release();
         CHECK(co_await eventually([&]() -> awaitable<bool> { co_return wg.has_value(); }));
         CHECK(order == std::vector<std::string>{"writer"});
-        co_await wg->async_release(1, asio::use_awaitable);
+        co_await wg->async_release(asio::use_awaitable);
         CHECK(co_await eventually([&]() -> awaitable<bool> { co_return rg.has_value(); }));
         CHECK(order == std::vector<std::string>{"writer", "late reader"});
-        co_await rg->async_release(2, asio::use_awaitable);
+        co_await rg->async_release(asio::use_awaitable);
     });
 }
 
@@ -123,7 +123,7 @@ TEST_CASE("downgrade from write to read")
         CHECK_FALSE(other.has_value());  // we still read: the other writer waits
         co_await r->release();
         CHECK(co_await eventually([&]() -> awaitable<bool> { co_return other.has_value(); }));
-        co_await other->async_release(3, asio::use_awaitable);
+        co_await other->async_release(asio::use_awaitable);
     });
 }
 
