@@ -5,6 +5,8 @@
 //        --recipe mutex|read|write|semaphore [--leases N] --duration-ms D --hold-ms H
 //        --log FILE --id NAME [--session-timeout-ms 4000] [--connection-timeout-ms 3000]
 //        [--acquire-timeout-ms 2000] [--max-count 100000]
+//        [--events FILE] [--fence-store FILE] [--control-store FILE] [--fence-tool PATH]
+//        [--first-hold-ms N] [--stop-file FILE] [--retry-ms N] [--tolerate-errors]
 //   java -cp ... CuratorHolder --participants --connect HOST:PORT --path /locks/x [--recipe R]
 //
 // Each hold appends one line "<id> <mode> <enter_ns> <exit_ns>" to FILE (mode X, R, W or S),
@@ -13,9 +15,29 @@
 // logged interval lies inside the real hold. Both come from System.nanoTime(), which HotSpot
 // on Linux reads from clock_gettime(CLOCK_MONOTONIC), the clock of std::chrono::steady_clock.
 //
+// Options for the fault suite (tests/fault), all optional:
+//   --events FILE        appends "<nanoTime> <id> <kind> ..." lines, the format of zkcoro-holder:
+//                        "session <sid> <server>" on every (re)connection, "expired <sid>" when a
+//                        reconnection brings a new session, "enter <token> <sid>", "exit <token>",
+//                        "lost <token> <sid>" (Curator reported LOST during the hold),
+//                        "write <token> accepted|rejected", "error <what>".
+//   --fence-store FILE   at the end of each mutex hold without LOST, writes the fencing token to
+//                        this fence store with the fault-fence tool (--fence-tool PATH);
+//   --control-store FILE and to this unchecked one (the negative control).
+//                        Curator has no fencing token: ours is the lock node's czxid x 64, the
+//                        scale of zkcoro's (czxid x 64 + in-process handoffs). The lock node's
+//                        path comes from InterProcessMutex.getLockPath(), reached by a subclass.
+//   --first-hold-ms N    the first hold lasts N ms instead of --hold-ms.
+//   --stop-file FILE     stop acquiring once FILE exists.
+//   --retry-ms N         Curator retries an operation for up to N ms (RetryUntilElapsed) instead
+//                        of 4 quick attempts, so a leader election does not fail a release.
+//   --tolerate-errors    an acquire or release that throws is logged as an "error" event and
+//                        the loop goes on (after 200 ms) instead of ending the holder.
+//
 // stdout: "acquired=<count>" at the end (participants mode: one node path per line).
 // stderr: connection-state changes and warnings. Exit 0 on success, 2 on error or bad usage.
 
+import java.io.File;
 import java.io.FileOutputStream;
 import java.io.IOException;
 import java.io.OutputStream;
@@ -36,6 +58,8 @@ import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
 import org.apache.curator.framework.recipes.locks.Lease;
 import org.apache.curator.framework.state.ConnectionState;
 import org.apache.curator.retry.ExponentialBackoffRetry;
+import org.apache.curator.retry.RetryUntilElapsed;
+import org.apache.zookeeper.data.Stat;
 import org.apache.zookeeper.KeeperException;
 
 public final class CuratorHolder {
@@ -48,6 +72,8 @@ public final class CuratorHolder {
         + "         [--leases N] --duration-ms D --hold-ms H --log FILE --id NAME\n"
         + "         [--session-timeout-ms 4000] [--connection-timeout-ms 3000]\n"
         + "         [--acquire-timeout-ms 2000] [--max-count 100000]\n"
+        + "         [--events FILE] [--fence-store FILE] [--control-store FILE] [--fence-tool PATH]\n"
+        + "         [--first-hold-ms N] [--stop-file FILE] [--retry-ms N] [--tolerate-errors]\n"
         + "       CuratorHolder --participants --connect HOST:PORT --path /locks/x [--recipe R]";
 
     // Options
@@ -64,6 +90,27 @@ public final class CuratorHolder {
     private long acquireTimeoutMs = 2000;
     private long maxCount = 100000;
     private boolean participants;
+    private String eventsFile;
+    private String fenceStore;
+    private String controlStore;
+    private String fenceTool;
+    private long firstHoldMs = -1;
+    private String stopFile;
+    private int retryMs = 0;
+    private boolean tolerateErrors;
+
+    // The events file (fault suite), shared by the main thread and Curator's listener thread.
+    private OutputStream events;
+    // Bumped on every LOST: Curator's own verdict that the session may be gone.
+    private final AtomicLong lostCount = new AtomicLong();
+    // The session of the last (re)connection, to tell a reconnection from a new session.
+    private long lastSessionId = 0;
+
+    // InterProcessMutex keeps its lock node's path to itself; a subclass may read it.
+    private static final class FencedMutex extends InterProcessMutex {
+        FencedMutex(CuratorFramework client, String path) { super(client, path); }
+        String lockNodePath() { return getLockPath(); }
+    }
 
     // Bumped on every SUSPENDED/LOST: a hold during which it changed may not have been exclusive.
     private final AtomicLong connectionTrouble = new AtomicLong();
@@ -100,6 +147,7 @@ public final class CuratorHolder {
         for (int i = 0; i < args.length; ++i) {
             String a = args[i];
             if (a.equals("--participants")) { participants = true; continue; }
+            if (a.equals("--tolerate-errors")) { tolerateErrors = true; continue; }
             if (a.equals("--help") || a.equals("-h")) throw new UsageError("help requested");
             if (!a.startsWith("--")) throw new UsageError("unexpected argument: " + a);
             String key = a;
@@ -130,6 +178,13 @@ public final class CuratorHolder {
                 case "--connection-timeout-ms": connectionTimeoutMs = (int) number(k, val, 1); break;
                 case "--acquire-timeout-ms": acquireTimeoutMs = number(k, val, 1); break;
                 case "--max-count": maxCount = number(k, val, 1); break;
+                case "--events": eventsFile = val; break;
+                case "--fence-store": fenceStore = val; break;
+                case "--control-store": controlStore = val; break;
+                case "--fence-tool": fenceTool = val; break;
+                case "--first-hold-ms": firstHoldMs = number(k, val, 0); break;
+                case "--stop-file": stopFile = val; break;
+                case "--retry-ms": retryMs = (int) number(k, val, 1); break;
                 default: throw new UsageError("unknown option " + k);
             }
         }
@@ -138,6 +193,9 @@ public final class CuratorHolder {
         if (!(recipe.equals("mutex") || recipe.equals("read") || recipe.equals("write")
               || recipe.equals("semaphore"))) {
             throw new UsageError("--recipe must be mutex, read, write or semaphore, not " + recipe);
+        }
+        if ((fenceStore != null || controlStore != null) && fenceTool == null) {
+            throw new UsageError("--fence-store and --control-store need --fence-tool PATH");
         }
         if (participants) return;
         if (durationMs < 0) throw new UsageError("--duration-ms is required");
@@ -165,12 +223,14 @@ public final class CuratorHolder {
             .connectString(connect)
             .sessionTimeoutMs(sessionTimeoutMs)
             .connectionTimeoutMs(connectionTimeoutMs)
-            .retryPolicy(new ExponentialBackoffRetry(100, 4, 1000))
+            .retryPolicy(retryMs > 0 ? new RetryUntilElapsed(retryMs, 200) : new ExponentialBackoffRetry(100, 4, 1000))
             .build();
         client.getConnectionStateListenable().addListener((c, state) -> {
             if (state == ConnectionState.SUSPENDED || state == ConnectionState.LOST) {
                 connectionTrouble.incrementAndGet();
             }
+            if (state == ConnectionState.LOST) lostCount.incrementAndGet();
+            if (state == ConnectionState.CONNECTED || state == ConnectionState.RECONNECTED) noteSession(c);
             System.err.println("CuratorHolder[" + (id == null ? "-" : id) + "]: connection " + state);
         });
         client.start();
@@ -199,6 +259,58 @@ public final class CuratorHolder {
         return 0;
     }
 
+    // One event line "<nanoTime> <id> <what>" with a single write (fault suite); none without --events.
+    private synchronized void event(String what) {
+        if (events == null) return;
+        try {
+            events.write((System.nanoTime() + " " + id + " " + what + "\n").getBytes(StandardCharsets.UTF_8));
+            events.flush();
+        } catch (IOException e) {
+            System.err.println("CuratorHolder[" + id + "]: cannot write an event: " + e);
+        }
+    }
+
+    // Called on Curator's listener thread at every CONNECTED/RECONNECTED.
+    private synchronized void noteSession(CuratorFramework c) {
+        long sid;
+        String server = "?";
+        try {
+            org.apache.zookeeper.ZooKeeper zk = c.getZookeeperClient().getZooKeeper();
+            sid = zk.getSessionId();
+            // ZooKeeper's toString() names the server as "remoteserver:host/ip:port".
+            String s = zk.toString();
+            int at = s.indexOf("remoteserver:");
+            if (at >= 0) {
+                String rest = s.substring(at + 13).split(" ")[0];
+                server = rest.substring(rest.indexOf('/') + 1);
+            }
+        } catch (Exception e) {
+            return;
+        }
+        if (lastSessionId != 0 && sid != lastSessionId) event("expired 0x" + Long.toHexString(lastSessionId));
+        lastSessionId = sid;
+        event("session 0x" + Long.toHexString(sid) + " " + server);
+    }
+
+    private boolean stopRequested() {
+        return stopFile != null && new File(stopFile).exists();
+    }
+
+    // Runs the fault-fence tool; returns its verdict ("accepted" or "rejected").
+    private String fence(String store, long token, boolean check) throws Exception {
+        ProcessBuilder pb = check
+            ? new ProcessBuilder(fenceTool, "write", store, id, Long.toString(token))
+            : new ProcessBuilder(fenceTool, "write", store, id, Long.toString(token), "--no-check");
+        pb.redirectErrorStream(true);
+        Process p = pb.start();
+        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8).trim();
+        if (!p.waitFor(10, TimeUnit.SECONDS) || p.exitValue() != 0) {
+            p.destroyForcibly();
+            throw new IOException("fault-fence failed: " + out);
+        }
+        return out;
+    }
+
     private int runHolder() throws Exception {
         final char mode;
         switch (recipe) {
@@ -209,45 +321,78 @@ public final class CuratorHolder {
         }
         long count = 0;
         long suspect = 0;
+        long holds = 0;
         boolean releaseFailed = false;
+        if (eventsFile != null) events = new FileOutputStream(eventsFile, true);
         try (OutputStream log = new FileOutputStream(logFile, true);
              CuratorFramework client = connect()) {
             System.err.println("CuratorHolder[" + id + "]: ready after "
                 + ManagementFactory.getRuntimeMXBean().getUptime() + " ms of JVM uptime");
             InterProcessLock lock = null;
+            FencedMutex mutex = null;
             InterProcessSemaphoreV2 sem = null;
             switch (recipe) {
                 case "read": lock = new InterProcessReadWriteLock(client, path).readLock(); break;
                 case "write": lock = new InterProcessReadWriteLock(client, path).writeLock(); break;
                 case "semaphore": sem = new InterProcessSemaphoreV2(client, path, leases); break;
-                default: lock = new InterProcessMutex(client, path); break;
+                default: mutex = new FencedMutex(client, path); lock = mutex; break;
             }
             final long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(durationMs);
-            while (count < maxCount) {
+            while (count < maxCount && !stopRequested()) {
                 long remainingMs = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
                 if (remainingMs <= 0) break;
                 long waitMs = Math.min(acquireTimeoutMs, remainingMs);
                 Lease lease = null;
-                if (sem != null) {
-                    lease = sem.acquire(waitMs, TimeUnit.MILLISECONDS);
-                    if (lease == null) continue; // timed out: retry while time remains
-                } else if (!lock.acquire(waitMs, TimeUnit.MILLISECONDS)) {
+                try {
+                    if (sem != null) {
+                        lease = sem.acquire(waitMs, TimeUnit.MILLISECONDS);
+                        if (lease == null) continue; // timed out: retry while time remains
+                    } else if (!lock.acquire(waitMs, TimeUnit.MILLISECONDS)) {
+                        continue;
+                    }
+                } catch (Exception e) {
+                    if (!tolerateErrors) throw e;
+                    // A fault may break the connection while we wait: note it and retry.
+                    event("error acquire: " + e.toString().replace('\n', ' '));
+                    Thread.sleep(200);
                     continue;
                 }
+                ++holds;
                 final long trouble = connectionTrouble.get();
+                final long lostBefore = lostCount.get();
+                long token = -1;
+                if (mutex != null && (fenceStore != null || controlStore != null || events != null)) {
+                    try {
+                        Stat st = client.checkExists().forPath(mutex.lockNodePath());
+                        if (st != null) token = st.getCzxid() * 64;
+                    } catch (Exception e) {
+                        event("error token: " + e.toString().replace('\n', ' '));
+                    }
+                }
+                final long sid = lastSessionId;
                 final long enter = System.nanoTime();
+                event("enter " + token + " 0x" + Long.toHexString(sid));
                 long exit;
                 try {
-                    if (holdMs > 0) Thread.sleep(holdMs);
+                    long hold = holds == 1 && firstHoldMs >= 0 ? firstHoldMs : holdMs;
+                    if (hold > 0) Thread.sleep(hold);
+                    if (lostCount.get() != lostBefore) {
+                        event("lost " + token + " 0x" + Long.toHexString(sid));
+                    } else if (token >= 0) {
+                        if (fenceStore != null) event("write " + token + " " + fence(fenceStore, token, true));
+                        if (controlStore != null) fence(controlStore, token, false);
+                    }
                 } finally {
                     exit = System.nanoTime();
+                    event("exit " + token);
                     try {
                         if (sem != null) sem.returnLease(lease); else lock.release();
                     } catch (Exception e) {
                         // Curator gives up after its retries; the node may linger until the
                         // session expires. The hold itself happened, so it is still logged.
-                        releaseFailed = true;
                         System.err.println("CuratorHolder[" + id + "]: release failed: " + e);
+                        event("error release: " + e.toString().replace('\n', ' '));
+                        if (!tolerateErrors) releaseFailed = true;
                     }
                 }
                 if (connectionTrouble.get() != trouble) {
@@ -261,6 +406,8 @@ public final class CuratorHolder {
                 ++count;
                 if (releaseFailed) break;
             }
+        } finally {
+            if (events != null) events.close();
         }
         if (suspect > 0) System.err.println("CuratorHolder[" + id + "]: " + suspect + " hold(s) overlapped connection trouble");
         System.out.println("acquired=" + count);

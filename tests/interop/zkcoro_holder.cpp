@@ -6,6 +6,9 @@
 //                 --id NAME [--recipe mutex|read|write|semaphore] [--leases N] [--tasks N]
 //                 [--session-timeout-ms 4000] [--connection-timeout-ms 3000]
 //                 [--acquire-timeout-ms 2000] [--max-count 100000]
+//                 [--events FILE] [--fence-store FILE] [--control-store FILE]
+//                 [--first-hold-ms N] [--freeze-before-write K] [--stop-file FILE]
+//                 [--tolerate-errors]
 //   zkcoro-holder --participants --connect HOST:PORT --path /locks/x [--recipe mutex]
 //
 // Recipes (the default is mutex), each with the log mode of CuratorHolder:
@@ -24,6 +27,25 @@
 // (zkcoro::mutex, zkcoro::shared_mutex or zkcoro::semaphore) of one client; task k (1..N) logs
 // with id "<id>.<k>". With N = 1 the id is "<id>".
 //
+// A hold is cut short when the lock is lost (the wait is bound to the guard's lost slot), as a
+// careful critical section would be.
+//
+// Options for the fault suite (tests/fault):
+//   --events FILE         appends "<monotonic_ns> <id> <kind> ..." lines (one write(2) each):
+//                         "session <sid> <server>" when connected (again), "expired <sid>",
+//                         "enter <token> <sid>", "exit <token>", "lost <token> <sid>",
+//                         "write <token> accepted|rejected", "freezing <token>", "error <what>".
+//   --fence-store FILE    at the end of each hold not lost, writes the fencing token to this
+//                         fence store (tests/support/fence_store.hpp), which refuses stale ones;
+//   --control-store FILE  and to this one, which accepts everything (the negative control).
+//   --first-hold-ms N     the first hold of each task lasts N ms instead of --hold-ms.
+//   --freeze-before-write K  on its K-th hold, task 1 checks that the lock is not lost, logs
+//                         "freezing", stops its own process with SIGSTOP, and writes after
+//                         SIGCONT: the worst moment for a pause (a GC pause, a frozen VM).
+//   --stop-file FILE      stop acquiring once FILE exists (checked before each acquire).
+//   --tolerate-errors     an acquire that fails (session expired, connection trouble) is logged
+//                         as an "error" event and retried 200 ms later instead of ending the task.
+//
 // stdout: "acquired=<total>" at the end (participants mode: one node path per line, holder
 // first). stderr: per-task counts and warnings. Exit 0 on success, 2 on error or bad usage.
 #include <zkcoro/client.hpp>
@@ -32,14 +54,22 @@
 #include <zkcoro/semaphore.hpp>
 #include <zkcoro/shared_mutex.hpp>
 
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/system/system_error.hpp>
 
+#include "fence_store.hpp"
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -72,6 +102,9 @@ constexpr std::string_view usage_text =
     "         --log FILE --id NAME [--recipe mutex|read|write|semaphore] [--leases N]\n"
     "         [--tasks N] [--session-timeout-ms 4000] [--connection-timeout-ms 3000]\n"
     "         [--acquire-timeout-ms 2000] [--max-count 100000]\n"
+    "         [--events FILE] [--fence-store FILE] [--control-store FILE]\n"
+    "         [--first-hold-ms N] [--freeze-before-write K] [--stop-file FILE]\n"
+    "         [--tolerate-errors]\n"
     "       zkcoro-holder --participants --connect HOST:PORT --path /locks/x [--recipe mutex]\n";
 
 struct usage_error : std::runtime_error {
@@ -93,6 +126,14 @@ struct options {
     long long max_count = 100000;
     long long tasks = 1;
     bool participants = false;
+    // Fault-suite options (see the header comment).
+    std::string events_file;
+    std::string fence_store;
+    std::string control_store;
+    std::string stop_file;
+    long long first_hold_ms = -1;
+    long long freeze_before_write = 0;
+    bool tolerate_errors = false;
 };
 
 long long number(std::string_view key, std::string_view val, long long min)
@@ -114,6 +155,10 @@ options parse(int argc, char** argv)
         std::string_view a = argv[i];
         if (a == "--participants") {
             o.participants = true;
+            continue;
+        }
+        if (a == "--tolerate-errors") {
+            o.tolerate_errors = true;
             continue;
         }
         if (a == "--help" || a == "-h")
@@ -150,6 +195,12 @@ options parse(int argc, char** argv)
         else if (k == "--acquire-timeout-ms") o.acquire_timeout_ms = number(k, val, 1);
         else if (k == "--max-count") o.max_count = number(k, val, 1);
         else if (k == "--tasks") o.tasks = std::min(number(k, val, 1), 64LL);
+        else if (k == "--events") o.events_file = val;
+        else if (k == "--fence-store") o.fence_store = val;
+        else if (k == "--control-store") o.control_store = val;
+        else if (k == "--stop-file") o.stop_file = val;
+        else if (k == "--first-hold-ms") o.first_hold_ms = number(k, val, 0);
+        else if (k == "--freeze-before-write") o.freeze_before_write = number(k, val, 1);
         else throw usage_error(fmt::format("unknown option {}", k));
     }
     if (o.connect.empty())
@@ -248,43 +299,146 @@ asio::awaitable<std::vector<zkcoro::guard>> acquire_lease(zkcoro::semaphore& s, 
     co_return out;
 }
 
-asio::awaitable<void> hold_loop(lock_target t, const options& o, int fd,
+std::string hex(std::int64_t v)
+{
+    return fmt::format("0x{:x}", static_cast<std::uint64_t>(v));
+}
+
+// One event line "<monotonic_ns> <id> <what>" (fault suite), nothing without --events.
+void event(int fd, std::string_view id, std::string_view what)
+{
+    if (fd >= 0)
+        append_line(fd, fmt::format("{} {} {}\n", monotonic_ns(), id, what));
+}
+
+bool stop_requested(const options& o)
+{
+    struct stat st{};
+    return !o.stop_file.empty() && ::stat(o.stop_file.c_str(), &st) == 0;
+}
+
+// Where a task writes: the hold log, the events file (-1: none), and its own result.
+struct task_io {
+    int log_fd;
+    int events_fd;
+    bool may_freeze;  // task 1 carries out --freeze-before-write
+};
+
+// Writes the token to the fence store and the control store, logging the store's verdict.
+void write_fenced(const options& o, const task_io& io, const std::string& id, std::int64_t token)
+{
+    if (!o.fence_store.empty()) {
+        const auto r = zkfault::write_token(o.fence_store, id, token, true);
+        event(io.events_fd, id,
+              fmt::format("write {} {}", token, r == zkfault::write_outcome::accepted ? "accepted" : "rejected"));
+    }
+    if (!o.control_store.empty())
+        zkfault::write_token(o.control_store, id, token, false);
+}
+
+asio::awaitable<void> hold_loop(lock_target t, const options& o, task_io io,
                                 std::chrono::steady_clock::time_point deadline, task_result& r)
 {
     auto ex = co_await asio::this_coro::executor;
     asio::steady_timer pause(ex);
+    long long holds = 0;
     while (r.count < o.max_count) {
         const auto now = std::chrono::steady_clock::now();
-        if (now >= deadline)
+        if (now >= deadline || stop_requested(o))
             break;
         const auto wait = std::min<std::chrono::steady_clock::duration>(
             std::chrono::milliseconds(o.acquire_timeout_ms), deadline - now);
         std::vector<zkcoro::guard> guards;
-        if (t.s != nullptr)
-            guards = co_await acquire_lease(*t.s, wait);
-        else
-            guards = co_await acquire_mutex(*t.m, wait);
+        std::string failure;
+        try {
+            if (t.s != nullptr)
+                guards = co_await acquire_lease(*t.s, wait);
+            else
+                guards = co_await acquire_mutex(*t.m, wait);
+        } catch (const boost::system::system_error& e) {
+            if (!o.tolerate_errors)
+                throw;
+            failure = e.code().message();
+        }
+        if (!failure.empty()) {
+            // A fault may end the session or the connection while we wait: note it and retry.
+            event(io.events_fd, r.id, fmt::format("error acquire: {}", failure));
+            pause.expires_after(200ms);
+            co_await pause.async_wait(asio::use_awaitable);
+            continue;
+        }
         if (guards.empty())
             continue;  // timed out: retry while time remains
+        ++holds;
+        const std::int64_t token = guards.front().fencing_token();
         const std::int64_t enter = monotonic_ns();
-        if (o.hold_ms > 0) {
-            pause.expires_after(std::chrono::milliseconds(o.hold_ms));
-            co_await pause.async_wait(asio::use_awaitable);
+        event(io.events_fd, r.id, fmt::format("enter {} {}", token, hex(guards.front().session_id())));
+        const long long this_hold = holds == 1 && o.first_hold_ms >= 0 ? o.first_hold_ms : o.hold_ms;
+        if (this_hold > 0) {
+            // The critical section ends early when the lock is lost.
+            pause.expires_after(std::chrono::milliseconds(this_hold));
+            boost::system::error_code ec;
+            co_await pause.async_wait(
+                asio::bind_cancellation_slot(guards.front().lost_slot(), asio::redirect_error(asio::use_awaitable, ec)));
         }
-        const std::int64_t exit = monotonic_ns();
         // lost() covers "the session may have expired": the hold may not have been exclusive.
         bool lost = false;
         for (const auto& g : guards)
             lost = lost || g.lost();
-        for (auto& g : guards)
-            co_await g.release();
+        if (lost) {
+            event(io.events_fd, r.id, fmt::format("lost {} {}", token, hex(guards.front().session_id())));
+        } else {
+            if (io.may_freeze && holds == o.freeze_before_write) {
+                // The lock was checked a moment ago; now the process freezes before its write.
+                event(io.events_fd, r.id, fmt::format("freezing {}", token));
+                ::raise(SIGSTOP);
+            }
+            write_fenced(o, io, r.id, token);
+        }
+        const std::int64_t exit = monotonic_ns();
+        event(io.events_fd, r.id, fmt::format("exit {}", token));
+        std::string release_failure;
+        for (auto& g : guards) {
+            try {
+                co_await g.release();
+            } catch (const boost::system::system_error& e) {
+                if (!o.tolerate_errors)
+                    throw;
+                release_failure = e.code().message();
+            }
+        }
+        if (!release_failure.empty())
+            event(io.events_fd, r.id, fmt::format("error release: {}", release_failure));
         if (lost) {
             ++r.suspect;
             fmt::print(stderr, "zkcoro-holder[{}]: warning: lock lost during hold {}..{} (exclusion not guaranteed for it)\n",
                        r.id, enter, exit);
         }
-        append_line(fd, fmt::format("{} {} {} {}\n", r.id, t.mode, enter, exit));
+        append_line(io.log_fd, fmt::format("{} {} {} {}\n", r.id, t.mode, enter, exit));
         ++r.count;
+    }
+}
+
+// Logs every new connection (with its session and server) and every session expiry.
+asio::awaitable<void> watch_session(zkcoro::client& c, int events_fd, std::string id)
+{
+    zkcoro::session_state known = zkcoro::session_state::connecting;
+    std::int64_t sid = 0;
+    for (;;) {
+        auto [ec, st] = co_await c.async_wait_state(known, asio::as_tuple(asio::use_awaitable));
+        if (ec || st == zkcoro::session_state::closed)
+            co_return;
+        const std::int64_t now_sid = c.session().id;
+        if (st == zkcoro::session_state::expired || (sid != 0 && now_sid != 0 && now_sid != sid)) {
+            if (sid != 0)
+                event(events_fd, id, fmt::format("expired {}", hex(sid)));
+            sid = 0;
+        }
+        if (st == zkcoro::session_state::connected) {
+            sid = now_sid;
+            event(events_fd, id, fmt::format("session {} {}", hex(sid), c.connected_server()));
+        }
+        known = st;
     }
 }
 
@@ -294,6 +448,14 @@ int run_holder(const options& o)
     if (fd < 0) {
         fmt::print(stderr, "zkcoro-holder: cannot open {}: {}\n", o.log_file, std::strerror(errno));
         return 2;
+    }
+    int events_fd = -1;
+    if (!o.events_file.empty()) {
+        events_fd = ::open(o.events_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (events_fd < 0) {
+            fmt::print(stderr, "zkcoro-holder: cannot open {}: {}\n", o.events_file, std::strerror(errno));
+            return 2;
+        }
     }
 
     asio::io_context ioc;
@@ -323,6 +485,8 @@ int run_holder(const options& o)
 
     asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
         auto ex = co_await asio::this_coro::executor;
+        if (events_fd >= 0)
+            asio::co_spawn(ex, watch_session(c, events_fd, o.id), asio::detached);
         try {
             co_await c.async_connect();
         } catch (...) {
@@ -334,8 +498,11 @@ int run_holder(const options& o)
         // Woken (cancelled) by the last task to finish.
         asio::steady_timer all_done(ex, std::chrono::steady_clock::time_point::max());
         std::size_t running = results.size();
+        bool first = true;
         for (auto& r : results) {
-            asio::co_spawn(ex, hold_loop(target, o, fd, deadline, r), [&](std::exception_ptr e) {
+            const task_io io{fd, events_fd, first};
+            first = false;
+            asio::co_spawn(ex, hold_loop(target, o, io, deadline, r), [&](std::exception_ptr e) {
                 r.error = e;
                 r.done = true;
                 if (--running == 0)
@@ -356,6 +523,7 @@ int run_holder(const options& o)
 
     // Bounded: duration, plus one acquire timeout and one hold, plus the connection, plus slack.
     const auto budget = std::chrono::milliseconds(o.duration_ms + o.acquire_timeout_ms + o.hold_ms +
+                                                  std::max(o.first_hold_ms, 0LL) +
                                                   std::max(o.connection_timeout_ms, o.session_timeout_ms)) +
                         30s;
     ioc.run_for(budget);
@@ -366,6 +534,8 @@ int run_holder(const options& o)
         std::_Exit(2);
     }
     ::close(fd);
+    if (events_fd >= 0)
+        ::close(events_fd);
 
     int rc = 0;
     auto describe = [](const std::exception_ptr& e) -> std::string {
