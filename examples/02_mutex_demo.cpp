@@ -39,7 +39,7 @@ asio::awaitable<int> co_main(zkcoro::client_config cfg, int, char**)
 
     int counter = tasks, next_expected = tasks, finished = 0, inside = 0, overlaps = 0, timeouts = 0;
     bool in_order = true, tokens_grow = true;
-    std::uint64_t last_token = 0;
+    std::int64_t last_token = 0;
     asio::steady_timer all_done(ex, std::chrono::steady_clock::time_point::max());
     const auto start = std::chrono::steady_clock::now();
     for (int task = 0; task < tasks; ++task)
