@@ -1,8 +1,11 @@
 // zklock-test-child: the COMMAND the zklock tests run under the lock.
 //
 //   zklock-test-child --id ID [--log FILE] [--events FILE] [--mode X|R|W|S] [--sleep-ms N]
-//                     [--exit CODE] [--raise SIGNAL]
+//                     [--exit CODE] [--raise SIGNAL] [--env-file FILE]
 //
+// --env-file FILE: at start, writes zklock's variables (ZKLOCK_FENCING_TOKEN, ZKLOCK_NODE,
+// ZKLOCK_SESSION_ID) to FILE as NAME=value lines, "unset" for a missing one, before the
+// "start" event.
 // At start it appends "<id> start <pid> <monotonic ns>" to the events file; then it sleeps
 // (sigtimedwait, so INT, TERM and HUP end the sleep). On such a signal it appends
 // "<id> signal <N> <pid>" to the events file and exits 128+N. Otherwise it appends the hold
@@ -51,7 +54,7 @@ void append(const std::string& file, const std::string& line)
 
 int main(int argc, char** argv)
 {
-    std::string id, log, events, mode = "X";
+    std::string id, log, events, env_file, mode = "X";
     long sleep_ms = 0;
     int exit_code = 0, raise_sig = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -64,6 +67,7 @@ int main(int argc, char** argv)
         else if (k == "--sleep-ms") sleep_ms = std::atol(v);
         else if (k == "--exit") exit_code = std::atoi(v);
         else if (k == "--raise") raise_sig = std::atoi(v);
+        else if (k == "--env-file") env_file = v;
         else {
             std::fprintf(stderr, "zklock-test-child: unknown option %s\n", argv[i]);
             return 2;
@@ -79,6 +83,14 @@ int main(int argc, char** argv)
         sigaddset(&set, s);
     sigprocmask(SIG_BLOCK, &set, nullptr);
 
+    if (!env_file.empty()) {
+        std::string vars;
+        for (const char* name : {"ZKLOCK_FENCING_TOKEN", "ZKLOCK_NODE", "ZKLOCK_SESSION_ID"}) {
+            const char* v = std::getenv(name);
+            vars += std::string(name) + "=" + (v != nullptr ? v : "unset") + "\n";
+        }
+        append(env_file, vars);
+    }
     const std::int64_t enter = monotonic_ns();
     append(events, id + " start " + std::to_string(::getpid()) + " " + std::to_string(enter) + "\n");
     const std::int64_t until = enter + sleep_ms * 1'000'000;

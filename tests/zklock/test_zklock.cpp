@@ -1,27 +1,43 @@
 // Integration tests of the zklock tool against a real ZooKeeper (the zktest harness starts one;
-// tick 200 ms, so sessions last 0.4-4 s). Every process is started here, waited for with a
-// bound, and ended by PID only. The children are zklock-test-child (monotonic hold logs in
-// interval-check's format, signal records).
+// tick 200 ms, so sessions last 0.4-4 s; audit log on, so server.log records who deleted which
+// node). Every process is started here, waited for with a bound, and ended by PID only. The
+// children are zklock-test-child (monotonic hold logs in interval-check's format, signal
+// records, zklock's environment). The test talks to ZooKeeper itself through a zkcoro client.
 #include <zk_server.hpp>
 #include <tcp_proxy.hpp>
+
+#include <zkcoro/client.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/system/system_error.hpp>
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <fcntl.h>
+#include <poll.h>
+#include <pty.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
+#include <functional>
+#include <map>
+#include <optional>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 extern char** environ;
@@ -38,7 +54,9 @@ const std::string curator_build_sh = CURATOR_BUILD_SH;
 
 zktest::zk_server& server()
 {
-    static zktest::zk_server s;
+    // The audit log tells a node deleted by its owner ("operation=delete") from one removed by
+    // the session's end ("ephemeralZNodeDeletionOnSessionCloseOrExpire").
+    static zktest::zk_server s(zktest::server_options{.extra_config = {"audit.enable=true"}});
     return s;
 }
 
@@ -211,6 +229,85 @@ nlohmann::json status_json(const std::string& path)
     return nlohmann::json::parse(slurp(p.out));
 }
 
+namespace asio = boost::asio;
+
+// Runs `body` with a zkcoro client connected to the test server (bounded: 20 s).
+void with_zk(const std::function<asio::awaitable<void>(zkcoro::client&)>& body, zkcoro::client_config cfg = {})
+{
+    asio::io_context ioc;
+    cfg.connect_string = connect();
+    cfg.connect_timeout = 10s;
+    zkcoro::client zk(ioc.get_executor(), cfg);
+    bool done = false;
+    std::exception_ptr error;
+    asio::co_spawn(
+        ioc,
+        [&]() -> asio::awaitable<void> {
+            co_await zk.async_connect();
+            co_await body(zk);
+        },
+        [&](std::exception_ptr e) {
+            done = true;
+            error = e;
+            ioc.stop();  // the client's session keeps the context busy
+        });
+    ioc.run_for(20s);
+    zk.close();
+    REQUIRE_MESSAGE(done, "the ZooKeeper operations of the test did not finish within 20 s");
+    if (error)
+        std::rethrow_exception(error);
+}
+
+// Creates `path` and its missing parents, persistent (the last one with `data`).
+asio::awaitable<void> create_all(zkcoro::client& zk, std::string path, std::string data = "")
+{
+    std::vector<std::string> parts;
+    for (std::size_t slash = path.find('/', 1); slash != std::string::npos; slash = path.find('/', slash + 1))
+        parts.push_back(path.substr(0, slash));
+    parts.push_back(path);
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+        // (No temporary in the co_await expression: g++ 12 destroys a ?: temporary twice there.)
+        const std::string_view d = i + 1 == parts.size() ? std::string_view(data) : std::string_view();
+        std::tuple<zkcoro::error_code, zkcoro::create_result> r = co_await zk.async_create(
+            parts[i], d, zkcoro::create_mode::persistent, asio::as_tuple(asio::use_awaitable));
+        const zkcoro::error_code ec = std::get<0>(r);
+        if (ec && ec != zkcoro::make_zk_error(-110))  // ZNODEEXISTS
+            throw boost::system::system_error(ec, "creating " + parts[i]);
+    }
+}
+
+// NAME=value lines of zklock-test-child's --env-file, once it is written.
+std::map<std::string, std::string> read_env_file(const std::string& path)
+{
+    std::map<std::string, std::string> vars;
+    REQUIRE_MESSAGE(eventually([&] { return contains(path, "ZKLOCK_SESSION_ID="); }, 20s),
+                    "the command did not write its environment to " << path);
+    std::istringstream in(slurp(path));
+    for (std::string line; std::getline(in, line);)
+        if (auto eq = line.find('='); eq != std::string::npos)
+            vars[line.substr(0, eq)] = line.substr(eq + 1);
+    return vars;
+}
+
+// True while `pid` runs (a zombie or a vanished process counts as ended).
+bool alive(pid_t pid)
+{
+    std::ifstream in(fmt::format("/proc/{}/stat", pid));
+    std::string s;
+    if (!std::getline(in, s))
+        return false;
+    const auto rp = s.rfind(')');
+    return rp != std::string::npos && rp + 2 < s.size() && s[rp + 2] != 'Z' && s[rp + 2] != 'X';
+}
+
+// The number in a file a command wrote (e.g. `echo $$ > FILE`), once it is there.
+pid_t read_pid(const std::string& path)
+{
+    REQUIRE_MESSAGE(eventually([&] { return slurp(path).find('\n') != std::string::npos; }, 20s),
+                    "no pid in " << path);
+    return static_cast<pid_t>(std::stol(slurp(path)));
+}
+
 }  // namespace
 
 TEST_CASE("bad usage exits 64 and names the problem")
@@ -237,6 +334,18 @@ TEST_CASE("bad usage exits 64 and names the problem")
         {{"/x", "true"}, "goes after '--'"},
         {{"status"}, "LOCKPATH"},
         {{"status", "/x", "--", "true"}, "no command"},
+        // Messages that state the rule broken, not a generic one.
+        {{"-t", "1e308", "/x", "--", "true"}, "from 0 to 1000000000"},
+        {{"-t", "nan", "/x", "--", "true"}, "from 0 to 1000000000"},
+        {{"--semaphore", "1.5", "/x", "--", "true"}, "whole number"},
+        {{"--kill-after", "-1", "/x", "--", "true"}, "--kill-after"},
+        {{"--lost-exit-code", "256", "/x", "--", "true"}, "from 0 to 255"},
+        {{"-E", "x", "/x", "--", "true"}, "whole number"},
+        {{"status", "-t", "3", "/x"}, "status takes LOCKPATH"},
+        {{"/a\x1b[2Jb", "--", "true"}, "\\x1b[2Jb"},
+        {{"--acl", "creator", "/x", "--", "true"}, "--acl creator needs credentials"},
+        {{"--acl", "nobody", "/x", "--", "true"}, "--acl"},
+        {{"--auth-file", "/nonexistent/auth", "/x", "--", "true"}, "--auth-file /nonexistent/auth"},
     };
     for (const auto& c : cases) {
         std::vector<std::string> argv{zklock_bin};
@@ -249,11 +358,48 @@ TEST_CASE("bad usage exits 64 and names the problem")
         CHECK(rc == 64);
         CHECK(err.find(c.says) != std::string::npos);
     }
+    // The escaped path: no raw escape character reaches the terminal.
+    {
+        proc p;
+        CHECK(run({zklock_bin, "/a\x1b[2Jb", "--", "true"}, 10s, &p) == 64);
+        CHECK(slurp(p.err).find('\x1b') == std::string::npos);
+    }
+    // A bad $ZK_CONNECT is blamed on $ZK_CONNECT, not on --connect.
+    {
+        ::setenv("ZK_CONNECT", "no-port-here:", 1);
+        proc p;
+        const int rc = run({zklock_bin, "/x", "--", "true"}, 10s, &p);
+        ::unsetenv("ZK_CONNECT");
+        CHECK(rc == 64);
+        CHECK(slurp(p.err).find("$ZK_CONNECT 'no-port-here:'") != std::string::npos);
+        CHECK(slurp(p.err).find("--connect") == std::string::npos);
+    }
+    // Malformed credentials: named by their origin, never echoed.
+    {
+        ::setenv("ZK_AUTH", "digest:only-a-user", 1);
+        proc p;
+        const int rc = run({zklock_bin, "/x", "--", "true"}, 10s, &p);
+        ::unsetenv("ZK_AUTH");
+        CHECK(rc == 64);
+        CHECK(slurp(p.err).find("$ZK_AUTH") != std::string::npos);
+        CHECK(slurp(p.err).find("only-a-user") == std::string::npos);
+        const auto auth = file("auth");
+        std::ofstream(auth) << "secret-without-scheme\n";
+        CHECK(run({zklock_bin, "--auth-file", auth, "/x", "--", "true"}, 10s, &p) == 64);
+        CHECK(slurp(p.err).find("--auth-file " + auth + ": expected scheme:credentials") != std::string::npos);
+        CHECK(slurp(p.err).find("secret-without-scheme") == std::string::npos);
+    }
     proc h;
     CHECK(run({zklock_bin, "--help"}, 10s, &h) == 0);
     const std::string help = slurp(h.out);
     for (const char* code : {"64", "69", "70", "75", "76", "126", "127", "128+N"})
         CHECK(help.find(code) != std::string::npos);
+    // One synopsis (CLI11's generated "[LOCKPATH] [SUBCOMMAND]" line contradicted it), and examples.
+    CHECK(help.find("Usage: zklock [OPTIONS] LOCKPATH -- COMMAND [ARGS...]") != std::string::npos);
+    CHECK(help.find("[SUBCOMMAND]") == std::string::npos);
+    CHECK(help.find("EXAMPLES") != std::string::npos);
+    CHECK(help.find("zklock -n /locks/deploy -- make deploy") != std::string::npos);
+    CHECK(help.find("ZKLOCK_FENCING_TOKEN") != std::string::npos);
     CHECK(run({zklock_bin, "--version"}, 10s) == 0);
 }
 
@@ -273,6 +419,7 @@ TEST_CASE("the command's exit status is zklock's")
     const auto dead = fmt::format("127.0.0.1:{}", zktest::free_loopback_port());
     CHECK(run(zklock({"-c", dead, "-t", "1"}, path, {"true"}), 20s, &p) == 69);
     CHECK(slurp(p.err).find("cannot connect") != std::string::npos);
+    CHECK(slurp(p.err).find("client_config") == std::string::npos);  // no library internals
 }
 
 TEST_CASE("--nonblock and --timeout give 75 while another zklock holds the lock")
@@ -552,4 +699,414 @@ TEST_CASE("status --json for a read-write lock and a semaphore")
         CHECK(wait_for(h, 10s) == 128 + SIGTERM);
         CHECK(wait_for(w, 20s) == 0);
     }
+}
+
+// Issue 1: the parent-death signal reached only zklock's direct child. Now the guardian signals
+// the command's whole process group when zklock dies, and SIGKILLs it after --kill-after.
+TEST_CASE("zklock killed with SIGKILL: the command's grandchildren get the signal, then SIGKILL")
+{
+    const auto path = unique_path("sigkill-tree");
+    const auto events = file("events");
+    const auto pid_file = file("pid");
+    reaper r;
+    // The shell stays (a command follows), so the test child is a grandchild of zklock; the
+    // second shell ignores TERM and its sleep inherits that.
+    const auto grandchild = fmt::format("( '{}' --id gk --sleep-ms 60000 --events '{}'; true )", child_bin, events);
+    const auto stubborn = fmt::format("trap '' TERM; sh -c 'echo $$ > {}; exec sleep 33'; true", pid_file);
+    proc p = start(zklock({"-c", connect(), "--session-timeout", "2000", "--kill-after", "1"}, path,
+                          {"sh", "-c", grandchild + " & " + stubborn}));
+    r.procs.push_back(&p);
+    REQUIRE(started(events, "gk"));
+    const pid_t sleeper = read_pid(pid_file);
+    REQUIRE(alive(sleeper));
+    ::kill(p.pid, SIGKILL);
+    CHECK(wait_for(p, 5s) == 128 + SIGKILL);
+    const auto t0 = clock_type::now();
+    CHECK_MESSAGE(eventually([&] { return contains(events, fmt::format("gk signal {}", SIGTERM)); }, 5s),
+                  "the grandchild got no SIGTERM after zklock's SIGKILL");
+    // The sleep ignores SIGTERM: SIGKILL after --kill-after 1.
+    CHECK_MESSAGE(eventually([&] { return !alive(sleeper); }, 6s), "sleep " << sleeper << " still runs");
+    const double took = seconds_since(t0);
+    MESSAGE("the TERM-ignoring sleep ended " << took << " s after zklock's SIGKILL (--kill-after 1)");
+    CHECK(took >= 0.8);
+    // Once the session expired, the lock is free, and nothing of the old tree runs any more.
+    CHECK(run(zklock({"-c", connect(), "-t", "15"}, path, {"true"}), 30s) == 0);
+}
+
+// Issue 10: a background job started by the command outlived the lock. zklock (a subreaper)
+// now holds the lock until every descendant has exited, a setsid() one included.
+TEST_CASE("the lock is held until the command's background jobs have exited, setsid ones too")
+{
+    for (const std::string launcher : {"", "setsid "}) {
+        CAPTURE(launcher);
+        const auto path = unique_path("background");
+        const auto events = file("events");
+        const auto log = file("holds.log");
+        reaper r;
+        const auto script =
+            fmt::format("{}'{}' --id bg --sleep-ms 2500 --events '{}' --log '{}' & exit 0", launcher, child_bin, events, log);
+        proc p = start(zklock({"-c", connect(), "-v"}, path, {"sh", "-c", script}));
+        r.procs.push_back(&p);
+        REQUIRE(started(events, "bg"));
+        // The shell has exited; the job runs; the lock is still held.
+        CHECK(run(zklock({"-c", connect(), "-n"}, path, {"true"}), 10s) == 75);
+        CHECK(wait_for(p, 20s) == 0);
+        CHECK_MESSAGE(contains(log, "bg X "), "zklock exited before its background job did");
+        CHECK(slurp(p.err).find("process(es) it left behind") != std::string::npos);
+        CHECK(run(zklock({"-c", connect(), "-n"}, path, {"true"}), 10s) == 0);
+    }
+}
+
+// Issue 2: a command that reads the terminal is stopped (SIGTTIN) and zklock waited forever with
+// the lock held. Now zklock reports the stop, and Ctrl-C or TERM (timeout(1)) ends the command:
+// every forwarded signal is followed by SIGCONT.
+TEST_CASE("a command stopped by SIGTTIN is reported, and Ctrl-C or SIGTERM ends it")
+{
+    for (const bool ctrl_c : {true, false}) {
+        CAPTURE(ctrl_c);
+        const auto path = unique_path("tty");
+        int master = -1;
+        std::vector<std::string> argv = zklock({"-c", connect()}, path, {"sh", "-c", "read x; exit 9"});
+        std::vector<char*> args;
+        for (auto& a : argv)
+            args.push_back(a.data());
+        args.push_back(nullptr);
+        const pid_t pid = ::forkpty(&master, nullptr, nullptr, nullptr);
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            ::execv(args[0], args.data());
+            ::_exit(127);
+        }
+        proc p;
+        p.pid = pid;
+        p.err = file("unused");
+        reaper r;
+        r.procs.push_back(&p);
+        std::string screen;
+        auto read_screen = [&](const std::string& want, clock_type::duration limit) {
+            const auto deadline = clock_type::now() + limit;
+            while (screen.find(want) == std::string::npos && clock_type::now() < deadline) {
+                pollfd pfd{master, POLLIN, 0};
+                if (::poll(&pfd, 1, 100) > 0) {
+                    char buf[512];
+                    const ssize_t n = ::read(master, buf, sizeof buf);
+                    if (n <= 0)
+                        break;
+                    screen.append(buf, static_cast<std::size_t>(n));
+                }
+            }
+            return screen.find(want) != std::string::npos;
+        };
+        CHECK_MESSAGE(read_screen("was stopped by SIGTTIN", 20s), "zklock did not report the stop; screen: " << screen);
+        if (ctrl_c) {
+            const char intr = '\x03';  // the terminal sends SIGINT to zklock's foreground group
+            REQUIRE(::write(master, &intr, 1) == 1);
+        } else {
+            ::kill(pid, SIGTERM);  // as timeout(1) does
+        }
+        const int rc = wait_for(p, 10s);
+        CHECK(rc == 128 + (ctrl_c ? SIGINT : SIGTERM));
+        read_screen("\n", 1s);
+        ::close(master);
+        // The lock was released.
+        CHECK(run(zklock({"-c", connect(), "-n"}, path, {"true"}), 10s) == 0);
+    }
+}
+
+// Issue 4: after a loss, a command that ignores SIGTERM kept the (lost) lock's command running.
+// --kill-after escalates to SIGKILL; --lost-exit-code sets the status that says "lost".
+TEST_CASE("lost lock, command ignores SIGTERM: SIGKILL after --kill-after, --lost-exit-code")
+{
+    const auto path = unique_path("kill-after");
+    const auto pid_file = file("pid");
+    zktest::tcp_proxy proxy("127.0.0.1", server().port());
+    reaper r;
+    proc p = start(zklock({"-c", proxy.address(), "--session-timeout", "2000", "--kill-after", "1", "--lost-exit-code", "99"},
+                          path, {"sh", "-c", fmt::format("trap '' TERM; echo $$ > {}; exec sleep 30", pid_file)}));
+    r.procs.push_back(&p);
+    const pid_t sleeper = read_pid(pid_file);
+    const auto t0 = clock_type::now();
+    proxy.set_blackhole(true);
+    CHECK(wait_for(p, 20s) == 99);
+    const double took = seconds_since(t0);
+    MESSAGE("zklock ended " << took << " s after the link went dark (session 2 s, --kill-after 1)");
+    CHECK(took < 10.0);
+    CHECK(!alive(sleeper));
+    const auto err = slurp(p.err);
+    CHECK(err.find("sending SIGTERM") != std::string::npos);
+    CHECK(err.find("SIGKILL (--kill-after)") != std::string::npos);
+    CHECK(err.find("exit 99: the lock on " + path + " was lost") != std::string::npos);
+}
+
+// Issue 5: zklock never deleted its node (the release came from another task and its error was
+// swallowed); only the session's end removed it. The audit log names the operation that
+// removed the node.
+TEST_CASE("the release deletes the lock node before the session ends, and says nothing of a loss")
+{
+    const auto path = unique_path("release");
+    const auto env = file("env");
+    const auto session_file = file("session");
+    proc p;
+    REQUIRE(run(zklock({"-c", connect(), "-v", "--session-file", session_file}, path,
+                       {child_bin, "--id", "rel", "--env-file", env}),
+                20s, &p) == 0);
+    const auto vars = read_env_file(env);
+    const std::string node = vars.at("ZKLOCK_NODE");
+    CHECK(node.starts_with(path + "/_c_"));
+    CHECK(slurp(p.err).find("lost") == std::string::npos);
+    CHECK(slurp(p.err).find("released " + path + " (deleted " + node + ")") != std::string::npos);
+    const std::string session = slurp(session_file).substr(0, slurp(session_file).find(' '));
+    // Both audit lines are written once the session is closed; wait for the session's own line.
+    const auto audit_of = [&](const std::string& operation) {
+        std::istringstream in(slurp(server().log_path()));
+        for (std::string line; std::getline(in, line);)
+            if (line.find("session=" + session) != std::string::npos && line.find("operation=" + operation) != std::string::npos &&
+                line.find("znode=" + node + "\t") != std::string::npos)
+                return line;
+        return std::string();
+    };
+    const auto audit_lines = [&] {
+        std::string out;
+        std::istringstream in(slurp(server().log_path()));
+        for (std::string line; std::getline(in, line);)
+            if (line.find("udit") != std::string::npos)
+                out += line + "\n";
+        return out;
+    };
+    CHECK_MESSAGE(eventually([&] { return !audit_of("delete").empty(); }, 5s),
+                  "no audit line for zklock deleting " << node << " (session " << session << "); audit lines:\n"
+                                                       << audit_lines());
+    CHECK(audit_of("delete").find("result=success") != std::string::npos);
+    CHECK(audit_of("ephemeralZNodeDeletionOnSessionCloseOrExpire").empty());
+}
+
+// Issue 5 (the other half): a release that ZooKeeper refuses is reported, never swallowed: the
+// lock path's ACL lets anyone create a child but nobody delete one.
+TEST_CASE("a refused release is reported with exit 76; the session close still removes the node")
+{
+    const auto path = unique_path("norelease");
+    zkcoro::client_config cfg;
+    cfg.default_acl = {zkcoro::acl_entry{zkcoro::perm::all & ~zkcoro::perm::remove, "world", "anyone"}};
+    with_zk([&](zkcoro::client& zk) { return create_all(zk, path); }, cfg);
+    proc p;
+    CHECK(run(zklock({"-c", connect()}, path, {"sh", "-c", "exit 3"}), 20s, &p) == 76);
+    const auto err = slurp(p.err);
+    CHECK(err.find("cannot release " + path) != std::string::npos);
+    CHECK(err.find("ZNOAUTH") != std::string::npos);
+    CHECK(err.find("exited with 3") != std::string::npos);
+    CHECK(status_json(path)["participants"].empty());
+}
+
+// Issue 3: a lock node deleted by someone else (an operator "breaking" the lock) was never
+// noticed. Needs the library's lost signal on deletion.
+TEST_CASE("the lock node deleted by someone else: the lock is lost at once, exit 70")
+{
+    const auto path = unique_path("deleted");
+    const auto events = file("events");
+    const auto env = file("env");
+    reaper r;
+    auto cmd = child("del", 6000, events);
+    cmd.insert(cmd.end(), {"--env-file", env});
+    proc p = start(zklock({"-c", connect(), "-v"}, path, cmd));
+    r.procs.push_back(&p);
+    REQUIRE(started(events, "del"));
+    const std::string node = read_env_file(env).at("ZKLOCK_NODE");
+    const auto t0 = clock_type::now();
+    with_zk([&](zkcoro::client& zk) -> asio::awaitable<void> { co_await zk.async_remove(node); });
+    CHECK(wait_for(p, 10s) == 70);
+    const double took = seconds_since(t0);
+    MESSAGE("zklock noticed the deletion and ended " << took << " s after the test connected to delete it");
+    CHECK(took < 2.5);
+    CHECK(contains(events, fmt::format("del signal {}", SIGTERM)));
+    CHECK(slurp(p.err).find("lock on " + path + " lost") != std::string::npos);
+}
+
+// Issue 6: a foreign child that sorts first blocks the lock; status, the waiting line (-v) and
+// the JSON said nothing of it.
+TEST_CASE("a foreign child that sorts first: status, -v and the timeout name it")
+{
+    const auto path = unique_path("foreign");
+    with_zk([&](zkcoro::client& zk) { return create_all(zk, path + "/0", "by hand"); });
+    proc p;
+    CHECK(run(zklock({"-c", connect(), "-v", "-t", "2"}, path, {"true"}), 20s, &p) == 75);
+    CHECK(slurp(p.err).find("foreign node 0 sorts first and blocks the lock") != std::string::npos);
+    CHECK(slurp(p.err).find("0 ahead") == std::string::npos);
+
+    auto j = status_json(path);
+    INFO(j.dump(2));
+    CHECK(j["recipe"] == "none");
+    REQUIRE(j["participants"].size() == 1);
+    CHECK(j["participants"][0]["node"] == "0");
+    CHECK(j["participants"][0]["mode"] == "foreign");
+    CHECK(j["participants"][0]["session"] == "0x0");
+    REQUIRE(j["notes"].size() == 1);
+    CHECK(j["notes"][0].get<std::string>().find("foreign node 0 sorts first") != std::string::npos);
+
+    // With a waiter queued behind it: the waiter does not hold, the foreign node is first.
+    const auto events = file("events");
+    reaper r;
+    proc w = start(zklock({"-c", connect(), "-t", "30", "--data", "waiter"}, path, child("w", 10, events)));
+    r.procs.push_back(&w);
+    REQUIRE(eventually([&] { return status_json(path)["participants"].size() == 2; }, 10s));
+    j = status_json(path);
+    CHECK(j["recipe"] == "mutex");
+    CHECK(j["participants"][0]["node"] == "0");
+    CHECK(j["participants"][1]["data"] == "waiter");
+    CHECK(j["participants"][1]["holding"] == false);
+    CHECK(j["notes"][0].get<std::string>().find("foreign node 0 sorts first and blocks the lock") != std::string::npos);
+    proc text;
+    CHECK(run({zklock_bin, "status", "-c", connect(), path}, 20s, &text) == 0);
+    CHECK(slurp(text.out).find("foreign") != std::string::npos);
+    CHECK(slurp(text.out).find("note: foreign node 0 sorts first") != std::string::npos);
+    // The operator deletes it: the waiter gets the lock.
+    with_zk([&](zkcoro::client& zk) -> asio::awaitable<void> { co_await zk.async_remove(path + "/0"); });
+    CHECK(wait_for(w, 20s) == 0);
+}
+
+// Issue 11: a mutex and a semaphore on one path; status showed only the semaphore.
+TEST_CASE("status shows a mutex and a semaphore on one path, and says they do not exclude each other")
+{
+    const auto path = unique_path("mixed");
+    const auto events = file("events");
+    reaper r;
+    proc m = start(zklock({"-c", connect(), "--data", "the-mutex"}, path, child("m", 60000, events)));
+    r.procs.push_back(&m);
+    proc s = start(zklock({"-c", connect(), "--semaphore", "1", "--data", "the-lease"}, path, child("s", 60000, events)));
+    r.procs.push_back(&s);
+    REQUIRE(started(events, "m"));
+    REQUIRE(started(events, "s"));
+    const auto j = status_json(path);
+    INFO(j.dump(2));
+    CHECK(j["recipe"] == "mutex+semaphore");
+    bool mutex_seen = false, lease_seen = false;
+    for (const auto& e : j["participants"]) {
+        mutex_seen = mutex_seen || (e["data"] == "the-mutex" && e["recipe"] == "mutex" && e["holding"] == true);
+        lease_seen = lease_seen || (e["data"] == "the-lease" && e["recipe"] == "semaphore" && e["mode"] == "lease");
+    }
+    CHECK(mutex_seen);
+    CHECK(lease_seen);
+    REQUIRE(!j["notes"].empty());
+    CHECK(j["notes"].back().get<std::string>().find("do not exclude each other") != std::string::npos);
+    for (proc* p : {&m, &s})
+        ::kill(p->pid, SIGTERM);
+    CHECK(wait_for(m, 10s) == 128 + SIGTERM);
+    CHECK(wait_for(s, 10s) == 128 + SIGTERM);
+}
+
+// ZKLOCK_FENCING_TOKEN, ZKLOCK_NODE and ZKLOCK_SESSION_ID in the command's environment; -E.
+TEST_CASE("the command gets the fencing token, node and session; -E sets the conflict status")
+{
+    const auto path = unique_path("env");
+    std::int64_t last_token = 0;
+    for (int i = 0; i < 2; ++i) {
+        const auto env = file("env");
+        const auto session_file = file("session");
+        CHECK(run(zklock({"-c", connect(), "--session-file", session_file}, path, {child_bin, "--id", "e", "--env-file", env}),
+                  20s) == 0);
+        const auto vars = read_env_file(env);
+        CHECK(vars.at("ZKLOCK_NODE").starts_with(path + "/_c_"));
+        CHECK(vars.at("ZKLOCK_SESSION_ID") == slurp(session_file).substr(0, slurp(session_file).find(' ')));
+        const std::int64_t token = std::stoll(vars.at("ZKLOCK_FENCING_TOKEN"));
+        CHECK(token > last_token);  // strictly increasing per grant
+        last_token = token;
+    }
+    const auto events = file("events");
+    reaper r;
+    proc holder = start(zklock({"-c", connect()}, path, child("h", 60000, events)));
+    r.procs.push_back(&holder);
+    REQUIRE(started(events, "h"));
+    CHECK(run(zklock({"-c", connect(), "-n", "-E", "3"}, path, {"true"}), 10s) == 3);
+    ::kill(holder.pid, SIGTERM);
+    CHECK(wait_for(holder, 10s) == 128 + SIGTERM);
+}
+
+// Issue 9: credentials (--auth-file, $ZK_AUTH), --acl creator, and ZNOAUTH messages that name
+// the path and the fix.
+TEST_CASE("ACL-protected paths: ZNOAUTH names the path and the fix; --auth-file, ZK_AUTH, --acl creator")
+{
+    const auto path = unique_path("acl");
+    zkcoro::client_config owner;
+    owner.auth = {{"digest", "alice:wonderland"}};
+    owner.default_acl = zkcoro::creator_all_acl();
+    with_zk([&](zkcoro::client& zk) { return create_all(zk, path); }, owner);
+
+    proc p;
+    CHECK(run(zklock({"-c", connect()}, path, {"true"}), 20s, &p) == 76);
+    CHECK(slurp(p.err).find("cannot acquire " + path) != std::string::npos);
+    CHECK(slurp(p.err).find("ZNOAUTH") != std::string::npos);
+    CHECK(slurp(p.err).find("--auth-file FILE or ZK_AUTH") != std::string::npos);
+    CHECK(run({zklock_bin, "status", "-c", connect(), path}, 20s, &p) == 76);
+    CHECK(slurp(p.err).find(path) != std::string::npos);
+    CHECK(slurp(p.err).find("--auth-file FILE or ZK_AUTH") != std::string::npos);
+
+    const auto auth = file("auth");
+    std::ofstream(auth) << "digest:alice:wonderland\n";
+    CHECK(run(zklock({"-c", connect(), "--auth-file", auth}, path, {"true"}), 20s, &p) == 0);
+    CHECK(run({zklock_bin, "status", "-c", connect(), "--auth-file", auth, path}, 20s, &p) == 0);
+    ::setenv("ZK_AUTH", "digest:alice:wonderland", 1);
+    const int with_env = run(zklock({"-c", connect()}, path, {"true"}), 20s, &p);
+    ::setenv("ZK_AUTH", "digest:mallory:guess", 1);
+    const int wrong = run(zklock({"-c", connect()}, path, {"true"}), 20s, &p);
+    ::unsetenv("ZK_AUTH");
+    CHECK(with_env == 0);
+    CHECK(wrong == 76);
+    CHECK(slurp(p.err).find("does not allow the credentials given") != std::string::npos);
+
+    // --acl creator: the lock's parent (created by zklock) is alice's alone.
+    const auto own = unique_path("acl-creator");
+    const auto events = file("events");
+    reaper r;
+    proc holder = start(zklock({"-c", connect(), "--auth-file", auth, "--acl", "creator"}, own, child("c", 60000, events)));
+    r.procs.push_back(&holder);
+    REQUIRE(started(events, "c"));
+    CHECK(run(zklock({"-c", connect(), "-n"}, own, {"true"}), 20s, &p) == 76);
+    CHECK(slurp(p.err).find("ZNOAUTH") != std::string::npos);
+    CHECK(run(zklock({"-c", connect(), "-n", "--auth-file", auth}, own, {"true"}), 20s, &p) == 75);
+    ::kill(holder.pid, SIGTERM);
+    CHECK(wait_for(holder, 10s) == 128 + SIGTERM);
+}
+
+// Issues 7 and 8: an unresolvable host and a missing chroot are "unavailable" (69) with a message
+// that names them, not a usage error. Needs the library's name_resolution_failed and
+// chroot_not_found.
+TEST_CASE("unresolvable host, bracketed IPv6, missing chroot: exit 69 naming the problem")
+{
+    const auto path = unique_path("connect");
+    proc p;
+    CHECK(run(zklock({"-c", "no-such-host.invalid:2181", "-t", "5"}, path, {"true"}), 20s, &p) == 69);
+    CHECK(slurp(p.err).find("resolve") != std::string::npos);
+    CHECK(slurp(p.err).find("no-such-host.invalid") != std::string::npos);
+    CHECK(run({zklock_bin, "status", "-c", "no-such-host.invalid:2181", path}, 30s, &p) == 69);
+    CHECK(slurp(p.err).find("resolve") != std::string::npos);
+
+    // Nothing listens on [::1] (the server is IPv4 only): a connect failure, not a usage error.
+    CHECK(run(zklock({"-c", fmt::format("[::1]:{}", zktest::free_loopback_port()), "-t", "1"}, path, {"true"}), 20s, &p) ==
+          69);
+    CHECK(slurp(p.err).find("invalid connect string") == std::string::npos);
+
+    const auto chroot = fmt::format("/nochroot-{}", ::getpid());
+    CHECK(run(zklock({"-c", connect() + chroot}, path, {"true"}), 20s, &p) == 69);
+    CHECK(slurp(p.err).find(chroot) != std::string::npos);
+    CHECK(slurp(p.err).find("does not exist") != std::string::npos);
+}
+
+// Issue 11: raw control characters in --data reach no terminal: status escapes them (the JSON
+// escapes them its own way).
+TEST_CASE("control characters in node data are escaped by status")
+{
+    const auto path = unique_path("escape");
+    const auto events = file("events");
+    reaper r;
+    proc h = start(zklock({"-c", connect(), "--data", "evil\x1b]0;owned\x07\n"}, path, child("x", 60000, events)));
+    r.procs.push_back(&h);
+    REQUIRE(started(events, "x"));
+    proc text;
+    CHECK(run({zklock_bin, "status", "-c", connect(), path}, 20s, &text) == 0);
+    const auto out = slurp(text.out);
+    CHECK(out.find("evil\\x1b]0;owned\\x07\\n") != std::string::npos);
+    CHECK(out.find('\x1b') == std::string::npos);
+    CHECK(out.find('\x07') == std::string::npos);
+    CHECK(status_json(path)["participants"][0]["data"] == "evil\x1b]0;owned\x07\n");
+    ::kill(h.pid, SIGTERM);
+    CHECK(wait_for(h, 10s) == 128 + SIGTERM);
 }

@@ -14,7 +14,9 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <memory>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -31,21 +33,105 @@ namespace zklock {
 
 namespace {
 
-constexpr std::string_view exit_codes_text = R"(EXIT STATUS
+constexpr std::string_view synopsis = R"(Usage: zklock [OPTIONS] LOCKPATH -- COMMAND [ARGS...]
+       zklock status [--json] [-c HOSTS] [--auth-file FILE] LOCKPATH
+)";
+
+constexpr std::string_view exit_codes_text = R"(EXAMPLES
+  zklock -c zk1:2181,zk2:2181 -t 600 /locks/nightly -- ./nightly.sh
+  zklock -n /locks/deploy -- make deploy || echo "someone else is deploying"
+  zklock --semaphore 3 /locks/encoders -- ffmpeg -i in.mkv out.mp4
+  ZK_AUTH=digest:deployer:secret zklock --acl creator /locks/prod -- ./deploy.sh
+  zklock status --json /locks/nightly
+
+The command's environment gets ZKLOCK_FENCING_TOKEN (strictly increasing per grant, for fencing
+what it writes), ZKLOCK_NODE (the lock node) and ZKLOCK_SESSION_ID (0x..., the node's owner).
+
+EXIT STATUS
   the command's    when it ran to the end with the lock held (128+N if it died of signal N)
   64  EX_USAGE     bad options or arguments (the message names the problem)
   69  EX_UNAVAILABLE  could not connect to ZooKeeper (within 10 s, or --timeout if shorter),
-                   or the session ended before the lock was held
+                   a host name did not resolve, the chroot does not exist, or the session
+                   ended before the lock was held
   70  EX_SOFTWARE  the lock was lost while the command ran (the command's own status is
-                   overridden; --on-lost says what was done to the command)
-  75  EX_TEMPFAIL  timed out (--timeout) or the lock is held (--nonblock)
-  76  EX_PROTOCOL  ZooKeeper refused an operation (e.g. no permission on LOCKPATH)
+                   overridden; --on-lost says what was done to the command; --lost-exit-code
+                   changes the 70)
+  75  EX_TEMPFAIL  timed out (--timeout) or the lock is held (--nonblock); -E changes it
+  76  EX_PROTOCOL  ZooKeeper refused an operation (e.g. no permission on LOCKPATH), or the
+                   release failed
   126              the command could not be run
   127              the command was not found
   128+N            zklock got signal N (INT, TERM, HUP) before the command started
-Signals INT, TERM and HUP are forwarded to the command's process group. Whenever zklock ends,
-it closes its ZooKeeper session at once, so the lock is free at once.
+Signals INT, TERM and HUP are forwarded to the command's process tree (then SIGCONT). zklock
+holds the lock until the command and every process it started have exited, then deletes its
+node and closes its ZooKeeper session.
 status: 0, or 64, 69, 76 as above.)";
+
+// CLI11's generated usage line ("zklock [OPTIONS] [LOCKPATH] [SUBCOMMAND]") does not show the
+// command after "--": ours replaces it.
+class formatter : public CLI::Formatter {
+public:
+    std::string make_usage(const CLI::App* app, std::string name) const override
+    {
+        if (app->get_parent() != nullptr)
+            return CLI::Formatter::make_usage(app, std::move(name));
+        return std::string(synopsis);
+    }
+};
+
+// A number of seconds in [0, max]: the message states the limit.
+CLI::Validator seconds_validator(double max, std::string_view what)
+{
+    return CLI::Validator(
+        [max, what = std::string(what)](std::string& v) -> std::string {
+            char* end = nullptr;
+            const double d = std::strtod(v.c_str(), &end);
+            if (v.empty() || end == nullptr || *end != '\0' || !(d >= 0 && d <= max))
+                return fmt::format("needs {} from 0 to {:.0f}, got '{}'", what, max, escape(v));
+            return {};
+        },
+        "", "seconds");
+}
+
+// A whole number in [lo, hi]: the message says "whole number" for 1.5, "out of range" for 0.
+CLI::Validator integer_validator(long lo, long hi, std::string_view what)
+{
+    return CLI::Validator(
+        [lo, hi, what = std::string(what)](std::string& v) -> std::string {
+            char* end = nullptr;
+            errno = 0;
+            const long n = std::strtol(v.c_str(), &end, 10);
+            if (v.empty() || end == nullptr || *end != '\0' || errno == ERANGE)
+                return fmt::format("needs a whole number ({} from {} to {}), got '{}'", what, lo, hi, escape(v));
+            if (n < lo || n > hi)
+                return fmt::format("needs {} from {} to {}, got {}", what, lo, hi, n);
+            return {};
+        },
+        "", "integer");
+}
+
+// "scheme:credentials", e.g. "digest:user:password". Never echoes the credentials.
+bool parse_auth(std::string_view text, zkcoro::auth_info& out, std::string& why)
+{
+    while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ' || text.back() == '\t'))
+        text.remove_suffix(1);
+    const auto colon = text.find(':');
+    if (text.find('\n') != std::string_view::npos) {
+        why = "one line expected: scheme:credentials, e.g. digest:USER:PASSWORD";
+        return false;
+    }
+    if (colon == std::string_view::npos || colon == 0 || colon + 1 == text.size()) {
+        why = "expected scheme:credentials, e.g. digest:USER:PASSWORD";
+        return false;
+    }
+    out.scheme = std::string(text.substr(0, colon));
+    out.credentials = std::string(text.substr(colon + 1));
+    if (out.scheme == "digest" && (out.credentials.find(':') == std::string::npos || out.credentials.front() == ':')) {
+        why = "digest credentials are USER:PASSWORD";
+        return false;
+    }
+    return true;
+}
 
 // Parses the command line; returns an exit code to stop with, or -1 to go on.
 int parse(int argc, char** argv, options& o, bool& status)
@@ -62,35 +148,33 @@ int parse(int argc, char** argv, options& o, bool& status)
     for (++i; i < argc; ++i)
         o.command.emplace_back(argv[i]);
 
+    std::string env_connect;
     if (const char* env = std::getenv("ZK_CONNECT"); env != nullptr && *env != '\0')
-        o.connect = env;
-    else
-        o.connect = "127.0.0.1:2181";
+        env_connect = env;
 
-    CLI::App app{"zklock [OPTIONS] LOCKPATH -- COMMAND [ARGS...]\n"
-                 "zklock status LOCKPATH [--json] [-c HOSTS]\n\n"
-                 "Runs COMMAND while holding a ZooKeeper lock (zkcoro; Curator-compatible node layouts):\n"
-                 "acquires, runs COMMAND in a process group of its own, releases when it exits, and\n"
-                 "exits with its status.",
+    CLI::App app{"Runs COMMAND while holding a ZooKeeper lock (zkcoro; Curator-compatible node layouts):\n"
+                 "acquires, runs COMMAND in a process group of its own, holds the lock until COMMAND\n"
+                 "and every process it started have exited, releases, and exits with its status.",
                  "zklock"};
+    app.formatter(std::make_shared<formatter>());
     app.set_version_flag("--version", "zklock " ZKLOCK_VERSION);
     app.footer(std::string(exit_codes_text));
 
-    app.add_option("-c,--connect", o.connect, "ZooKeeper hosts, host:port[,host:port...][/chroot] (default: $ZK_CONNECT, else 127.0.0.1:2181)");
+    std::string connect;
+    auto* c_opt = app.add_option("-c,--connect", connect,
+                                 "ZooKeeper hosts, host:port[,host:port...][/chroot] (default: $ZK_CONNECT, else "
+                                 "127.0.0.1:2181)")
+                      ->type_name("HOSTS");
     double timeout = 0;
     auto* t_opt = app.add_option("-t,--timeout", timeout, "Give up after SECONDS waiting (exit 75)")
                       ->type_name("SECONDS")
-                      ->check(CLI::Validator(
-                          [](std::string& v) -> std::string {
-                              char* end = nullptr;
-                              const double d = std::strtod(v.c_str(), &end);
-                              if (v.empty() || end == nullptr || *end != '\0' || !(d >= 0 && d <= 1e9))
-                                  return fmt::format("needs a number of seconds >= 0, got '{}'", v);
-                              return {};
-                          },
-                          "", "seconds"));
+                      ->check(seconds_validator(1e9, "a number of seconds"));
     auto* n_opt = app.add_flag("-n,--nonblock", o.nonblock, "Fail at once (exit 75) if the lock is held");
     n_opt->excludes(t_opt);
+    app.add_option("-E,--conflict-exit-code", o.conflict_exit_code,
+                   "Exit status when timed out or the lock is held (default 75), as flock -E")
+        ->type_name("N")
+        ->check(integer_validator(0, 255, "an exit status"));
     bool shared = false;
     auto* s_opt = app.add_flag("-s,--shared", shared, "Take the read side of the read-write lock at LOCKPATH");
     bool write = false;
@@ -100,18 +184,42 @@ int parse(int argc, char** argv, options& o, bool& status)
     s_opt->excludes(w_opt);
     auto* sem_opt = app.add_option("--semaphore", o.semaphore_leases, "Take one of N leases of the semaphore at LOCKPATH")
                         ->type_name("N")
-                        ->check(CLI::Range(1, 1000000));
+                        ->check(integer_validator(1, 1000000, "a number of leases"));
     s_opt->excludes(sem_opt);
     w_opt->excludes(sem_opt);
     app.add_option("--data", o.data, "Stored in the lock node (default: host:pid)")->type_name("TEXT");
     std::string lost = "term";
-    app.add_option("--on-lost", lost, "What to do to COMMAND when the lock is lost: term (SIGTERM), kill (SIGKILL) or ignore")
+    app.add_option("--on-lost", lost,
+                   "What to do to COMMAND's process tree when the lock is lost: term (SIGTERM, then SIGKILL "
+                   "after --kill-after), kill (SIGKILL) or ignore")
         ->check(CLI::IsMember({"term", "kill", "ignore"}))
         ->capture_default_str();
+    double kill_after = 5;
+    app.add_option("--kill-after", kill_after,
+                   "SIGKILL the command's process tree if it still runs SECONDS after the --on-lost SIGTERM "
+                   "(or after zklock's own death); 0: never (default 5)")
+        ->type_name("SECONDS")
+        ->check(seconds_validator(86400, "a number of seconds"));
+    app.add_option("--lost-exit-code", o.lost_exit_code,
+                   "Exit status when the lock was lost while COMMAND ran (default 70), so that it differs from "
+                   "COMMAND's own")
+        ->type_name("N")
+        ->check(integer_validator(0, 255, "an exit status"));
     long long session_ms = 10000;
     app.add_option("--session-timeout", session_ms, "ZooKeeper session timeout in MS (the server clamps it)")
         ->type_name("MS")
-        ->check(CLI::Range(100LL, 3600000LL))
+        ->check(integer_validator(100, 3600000, "milliseconds"))
+        ->capture_default_str();
+    std::string auth_file;
+    app.add_option("--auth-file", auth_file,
+                   "Read credentials from FILE, one line scheme:credentials (digest:USER:PASSWORD); default: "
+                   "$ZK_AUTH. Never pass them on the command line")
+        ->type_name("FILE");
+    std::string acl = "open";
+    app.add_option("--acl", acl,
+                   "ACL of the nodes zklock creates (the lock's parents included): open (anyone) or creator "
+                   "(only the authenticated creator; needs credentials)")
+        ->check(CLI::IsMember({"open", "creator"}))
         ->capture_default_str();
     app.add_flag("-v,--verbose", o.verbose, "Say what happens on stderr");
     app.add_option("--session-file", o.session_file, "(tests) write the session id and password here")->group("");
@@ -121,41 +229,86 @@ int parse(int argc, char** argv, options& o, bool& status)
     auto* st = app.add_subcommand("status", "Show the queue at LOCKPATH, holder first (any recipe, Curator's nodes too)");
     std::string status_path;
     st->add_option("LOCKPATH", status_path, "The lock's path")->required();
-    st->add_flag("--json", o.json, "Print JSON: {path, recipe, participants: [{node, session, data, age_s, mode?, holding?}]}");
-    st->add_option("-c,--connect", o.connect, "ZooKeeper hosts (default: $ZK_CONNECT, else 127.0.0.1:2181)");
+    st->add_flag("--json", o.json,
+                 "Print JSON: {path, recipe, participants: [{node, session, data, age_s, mode?, holding?, recipe?}], "
+                 "notes}");
+    auto* st_c_opt = st->add_option("-c,--connect", connect, "ZooKeeper hosts (default: $ZK_CONNECT, else 127.0.0.1:2181)")
+                         ->type_name("HOSTS");
+    st->add_option("--auth-file", auth_file, "Read credentials from FILE (default: $ZK_AUTH)")->type_name("FILE");
     st->add_flag("-v,--verbose", o.verbose, "Say what happens on stderr");
 
-    try {
-        app.parse(static_cast<int>(front.size()), front.data());
-    } catch (const CLI::ExtrasError& e) {
-        const std::string_view what = e.what();
-        if (what.find("expected: -") != std::string_view::npos)
-            fmt::print(stderr, "zklock: unknown option: {}\nRun with --help for more information.\n", what);
-        else
-            fmt::print(stderr, "zklock: {}\nzklock: the command goes after '--': zklock [OPTIONS] LOCKPATH -- COMMAND [ARGS...]\n",
-                       what);
-        return exit_code::usage;
-    } catch (const CLI::ParseError& e) {
-        if (e.get_exit_code() == 0)
-            return app.exit(e);  // --help, --version
-        fmt::print(stderr, "zklock: {}\nRun with --help for more information.\n", e.what());
-        return exit_code::usage;
-    }
     auto usage_error = [](std::string_view msg) {
         fmt::print(stderr, "zklock: {}\nRun with --help for more information.\n", msg);
         return exit_code::usage;
     };
+    const bool status_word = front.size() > 1 && std::string_view(front[1]) == "status";
+    try {
+        app.parse(static_cast<int>(front.size()), front.data());
+    } catch (const CLI::ParseError& e) {
+        if (e.get_exit_code() == 0)
+            return app.exit(e);  // --help, --version
+        const std::string what = escape(e.what());
+        if (st->parsed() || status_word)
+            return usage_error(fmt::format("status: {} (status takes LOCKPATH and --json, -c HOSTS, --auth-file "
+                                           "FILE, -v)",
+                                           what));
+        if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr && what.find("expected: -") == std::string::npos) {
+            fmt::print(stderr, "zklock: {}\nzklock: the command goes after '--': zklock [OPTIONS] LOCKPATH -- COMMAND [ARGS...]\n",
+                       what);
+            return exit_code::usage;
+        }
+        return usage_error(what);
+    }
 
     status = st->parsed();
     o.lock_path = status ? status_path : lock_path;
+    if (c_opt->count() > 0 || st_c_opt->count() > 0) {
+        o.connect = connect;
+        o.connect_origin = "--connect";
+    } else if (!env_connect.empty()) {
+        o.connect = env_connect;
+        o.connect_origin = "$ZK_CONNECT";
+    } else {
+        o.connect = "127.0.0.1:2181";
+        o.connect_origin = "the default connect string";
+    }
     if (status && has_separator)
         return usage_error("status takes no command ('--' given)");
     if (o.lock_path.empty())
         return usage_error("LOCKPATH is required");
     if (auto p = zkcoro::check_path(o.lock_path); !p.ok())
-        return usage_error(fmt::format("LOCKPATH: {}", p.describe(o.lock_path)));
+        return usage_error(fmt::format("LOCKPATH: {}", escape(p.describe(o.lock_path))));
     if (o.lock_path == "/")
         return usage_error("LOCKPATH: the root cannot be a lock");
+
+    // Credentials: --auth-file, else $ZK_AUTH; never on the command line (ps shows it).
+    if (!auth_file.empty()) {
+        std::FILE* f = std::fopen(auth_file.c_str(), "r");
+        if (f == nullptr)
+            return usage_error(fmt::format("--auth-file {}: {}", escape(auth_file), std::strerror(errno)));
+        std::string text;
+        char buf[4096];
+        for (int k = 0; k < 16; ++k) {  // at most 64 KiB
+            const std::size_t n = std::fread(buf, 1, sizeof buf, f);
+            text.append(buf, n);
+            if (n < sizeof buf)
+                break;
+        }
+        std::fclose(f);
+        zkcoro::auth_info a;
+        std::string why;
+        if (!parse_auth(text, a, why))
+            return usage_error(fmt::format("--auth-file {}: {}", escape(auth_file), why));
+        o.auth.push_back(std::move(a));
+        o.auth_origin = fmt::format("--auth-file {}", escape(auth_file));
+    } else if (const char* env = std::getenv("ZK_AUTH"); env != nullptr && *env != '\0') {
+        zkcoro::auth_info a;
+        std::string why;
+        if (!parse_auth(env, a, why))
+            return usage_error(fmt::format("$ZK_AUTH: {}", why));
+        o.auth.push_back(std::move(a));
+        o.auth_origin = "$ZK_AUTH";
+    }
     if (!status) {
         if (!has_separator || o.command.empty())
             return usage_error("COMMAND is missing: zklock [OPTIONS] LOCKPATH -- COMMAND [ARGS...]");
@@ -168,14 +321,22 @@ int parse(int argc, char** argv, options& o, bool& status)
         else if (sem_opt->count() > 0)
             o.kind = recipe::semaphore;
         o.lost_action = lost == "kill" ? on_lost::kill : lost == "ignore" ? on_lost::ignore : on_lost::term;
+        o.kill_after = std::chrono::milliseconds(static_cast<long long>(kill_after * 1000.0));
         o.session_timeout = std::chrono::milliseconds(session_ms);
+        if (acl == "creator") {
+            if (o.auth.empty())
+                return usage_error("--acl creator needs credentials (--auth-file FILE or ZK_AUTH): without them the "
+                                   "nodes would belong to nobody");
+            o.acl = acl_kind::creator;
+        }
     }
     zkcoro::client_config cfg;
     cfg.connect_string = o.connect;
     cfg.session_timeout = o.session_timeout;
     std::string why;
     if (auto ec = zkcoro::check_config(cfg, &why))
-        return usage_error(fmt::format("--connect '{}': {}", o.connect, why.empty() ? ec.message() : why));
+        return usage_error(fmt::format("{} '{}': {}", o.connect_origin, escape(o.connect),
+                                       escape(why.empty() ? ec.message() : why)));
     return -1;
 }
 
@@ -183,10 +344,21 @@ asio::awaitable<int> status_main(zkcoro::client& zk, const options& o)
 {
     auto [ec] = co_await zk.async_connect(asio::as_tuple(asio::use_awaitable));
     if (ec) {
-        fmt::print(stderr, "zklock: cannot connect to ZooKeeper at {}: {}\n", o.connect, ec.message());
-        co_return exit_code::unavailable;
+        fmt::print(stderr, "zklock: {}\n", connect_failure(o, ec));
+        const bool bad = ec == zkcoro::client_errc::invalid_connect_string || ec == zkcoro::client_errc::invalid_argument;
+        co_return bad ? exit_code::usage : exit_code::unavailable;
     }
-    auto q = co_await list_queue(zk, o.lock_path);
+    queue_listing q;
+    try {
+        q = co_await list_queue(zk, o.lock_path);
+    } catch (const boost::system::system_error& e) {
+        std::string msg = fmt::format("zklock: status of {}: {}", escape(o.lock_path), escape(e.what()));
+        if (is_noauth(e.code()))
+            msg += "; " + noauth_hint(o);
+        fmt::print(stderr, "{}\n", msg);
+        co_return zkcoro::is_session_lost(e.code()) || zkcoro::is_retriable(e.code()) ? exit_code::unavailable
+                                                                                       : exit_code::zk_error;
+    }
     std::string out = o.json ? render_json(q) : render_text(q);
     std::fwrite(out.data(), 1, out.size(), stdout);
     co_return 0;
@@ -197,10 +369,7 @@ asio::awaitable<int> status_main(zkcoro::client& zk, const options& o)
 int run_status(const options& o)
 {
     asio::io_context ioc;
-    zkcoro::client_config cfg;
-    cfg.connect_string = o.connect;
-    cfg.connect_timeout = std::chrono::seconds(10);
-    zkcoro::client zk(ioc.get_executor(), cfg);
+    zkcoro::client zk(ioc.get_executor(), make_config(o));
     int rc = 1;
     bool done = false;
     asio::co_spawn(ioc, status_main(zk, o), [&](std::exception_ptr e, int r) {
@@ -210,7 +379,7 @@ int run_status(const options& o)
             try {
                 std::rethrow_exception(e);
             } catch (const std::exception& x) {
-                fmt::print(stderr, "zklock: status of {}: {}\n", o.lock_path, x.what());
+                fmt::print(stderr, "zklock: status of {}: {}\n", escape(o.lock_path), escape(x.what()));
                 rc = exit_code::zk_error;
             }
         }

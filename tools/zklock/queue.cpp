@@ -79,58 +79,110 @@ std::vector<std::string> with(const std::vector<std::string>& names, std::string
     return out;
 }
 
-asio::awaitable<void> list_mutex(zkcoro::client& zk, const std::string& path, std::vector<std::string> names,
-                                 queue_listing& q)
+bool is_rw_node(std::string_view n)
 {
-    names = with(names, "lock-");
+    return contains(n, "__READ__") || contains(n, "__WRIT__");
+}
+
+bool is_semaphore_dir(std::string_view n)
+{
+    return n == "leases" || n == "locks";
+}
+
+// A child that belongs to no recipe zklock knows at a lock path. Curator does not filter them:
+// they take their place in its order (by the whole name), so one that sorts first blocks.
+bool is_foreign(std::string_view n)
+{
+    return !contains(n, "lock-") && !is_rw_node(n) && !is_semaphore_dir(n);
+}
+
+void mark_foreign(std::vector<queue_entry>& entries, std::size_t from, std::string_view marker)
+{
+    for (std::size_t i = from; i < entries.size(); ++i)
+        if (!contains(entries[i].node, marker))
+            entries[i].mode = "foreign";
+}
+
+// The mutex at `path` (`names` its children), in Curator's order: every child sorted by the text
+// after "lock-" (the whole name when absent), foreign ones included.
+asio::awaitable<void> list_mutex(zkcoro::client& zk, const std::string& path, std::vector<std::string> names,
+                                 queue_listing& q, std::string mode)
+{
     zkcoro::sort_by_sequence(names, "lock-");
-    q.recipe = "mutex";
-    co_await read_entries(zk, path, names, "", q.entries);
-    for (std::size_t i = 0; i < q.entries.size(); ++i)
-        q.entries[i].holding = i == 0;
+    const std::size_t first = q.entries.size();
+    co_await read_entries(zk, path, names, mode, q.entries);
+    mark_foreign(q.entries, first, "lock-");
+    for (std::size_t i = first; i < q.entries.size(); ++i) {
+        auto& e = q.entries[i];
+        e.recipe = "mutex";
+        if (e.mode == "foreign") {
+            if (i == first) {
+                q.notes.push_back(fmt::format("foreign node {} sorts first and blocks the lock (Curator's order; "
+                                              "delete it if nobody owns it)",
+                                              escape(e.node)));
+            }
+            continue;
+        }
+        e.holding = i == first;
+    }
 }
 
 asio::awaitable<void> list_read_write(zkcoro::client& zk, const std::string& path, std::vector<std::string> names,
                                       queue_listing& q)
 {
-    std::vector<std::string> rw;
-    for (const auto& n : names)
-        if (contains(n, "__READ__") || contains(n, "__WRIT__"))
-            rw.push_back(n);
-    zkcoro::sort_read_write(rw);
-    q.recipe = "read-write";
-    for (const auto& n : rw) {
+    zkcoro::sort_read_write(names);
+    const std::size_t first = q.entries.size();
+    for (const auto& n : names) {
         std::vector<queue_entry> one;
         std::vector<std::string> single{n};
-        std::string mode = contains(n, "__WRIT__") ? "write" : "read";
+        std::string mode = contains(n, "__WRIT__") ? "write" : contains(n, "__READ__") ? "read" : "foreign";
         co_await read_entries(zk, path, std::move(single), std::move(mode), one);
         for (auto& e : one)
             q.entries.push_back(std::move(e));
     }
-    // A writer holds when first; a reader holds when no writer is ahead of it.
+    // A writer holds when first; a reader holds when no writer is ahead of it. A foreign node
+    // ahead of a writer blocks it (not the readers: they only look for writers).
     bool writer_ahead = false;
-    for (std::size_t i = 0; i < q.entries.size(); ++i) {
+    bool noted = false;
+    for (std::size_t i = first; i < q.entries.size(); ++i) {
         auto& e = q.entries[i];
+        e.recipe = "read-write";
         if (e.mode == "write") {
-            e.holding = i == 0;
+            e.holding = i == first;
             writer_ahead = true;
-        } else {
+        } else if (e.mode == "read") {
             e.holding = !writer_ahead;
+        } else if (!noted && !writer_ahead) {
+            noted = true;
+            q.notes.push_back(fmt::format("foreign node {} sorts before every writer and blocks the write lock",
+                                          escape(e.node)));
         }
     }
 }
 
 asio::awaitable<void> list_semaphore(zkcoro::client& zk, const std::string& path, queue_listing& q)
 {
-    q.recipe = "semaphore";
     const auto leases_path = zkcoro::join_path(path, "leases");
     const auto locks_path = zkcoro::join_path(path, "locks");
-    auto leases = with(co_await children_of(zk, leases_path), "lease-");
+    // Every child of leases/ counts as a lease taken (Curator counts them all).
+    auto leases = co_await children_of(zk, leases_path);
     zkcoro::sort_by_sequence(leases, "lease-");
+    const std::size_t first = q.entries.size();
     co_await read_entries(zk, leases_path, leases, "lease", q.entries);
-    auto queued = with(co_await children_of(zk, locks_path), "lock-");
+    mark_foreign(q.entries, first, "lease-");
+    for (std::size_t i = first; i < q.entries.size(); ++i)
+        if (q.entries[i].mode == "foreign")
+            q.notes.push_back(fmt::format("foreign node leases/{} counts as a lease taken", escape(q.entries[i].node)));
+    auto queued = co_await children_of(zk, locks_path);
     zkcoro::sort_by_sequence(queued, "lock-");
+    const std::size_t second = q.entries.size();
     co_await read_entries(zk, locks_path, queued, "queued", q.entries);
+    mark_foreign(q.entries, second, "lock-");
+    if (second < q.entries.size() && q.entries[second].mode == "foreign")
+        q.notes.push_back(fmt::format("foreign node locks/{} sorts first and blocks the semaphore's entry",
+                                      escape(q.entries[second].node)));
+    for (std::size_t i = first; i < q.entries.size(); ++i)
+        q.entries[i].recipe = "semaphore";
 }
 
 }  // namespace
@@ -140,13 +192,18 @@ asio::awaitable<queue_listing> list_queue_as(zkcoro::client& zk, std::string pat
     queue_listing q;
     q.path = path;
     if (r == recipe::semaphore) {
+        q.recipe = "semaphore";
         co_await list_semaphore(zk, path, q);
     } else {
         auto names = co_await children_of(zk, path);
-        if (r == recipe::read || r == recipe::write)
+        if (r == recipe::read || r == recipe::write) {
+            q.recipe = "read-write";
+            std::erase_if(names, [](const std::string& n) { return contains(n, "lock-") || is_semaphore_dir(n); });
             co_await list_read_write(zk, path, std::move(names), q);
-        else
-            co_await list_mutex(zk, path, std::move(names), q);
+        } else {
+            q.recipe = "mutex";
+            co_await list_mutex(zk, path, std::move(names), q, "");
+        }
     }
     co_return q;
 }
@@ -156,19 +213,49 @@ asio::awaitable<queue_listing> list_queue(zkcoro::client& zk, std::string path)
     queue_listing q;
     q.path = path;
     auto names = co_await children_of(zk, path);
-    const bool semaphore = std::find(names.begin(), names.end(), "leases") != names.end();
-    const bool rw = std::any_of(names.begin(), names.end(), [](const std::string& n) {
-        return contains(n, "__READ__") || contains(n, "__WRIT__");
-    });
+    const bool semaphore = std::any_of(names.begin(), names.end(), [](const std::string& n) { return is_semaphore_dir(n); });
+    const bool rw = std::any_of(names.begin(), names.end(), [](const std::string& n) { return is_rw_node(n); });
     const bool mtx = std::any_of(names.begin(), names.end(), [](const std::string& n) { return contains(n, "lock-"); });
-    if (semaphore)
+    std::vector<std::string> foreign;
+    for (const auto& n : names)
+        if (is_foreign(n))
+            foreign.push_back(n);
+    std::vector<std::string> recipes;
+    // Foreign children are listed once, in the first recipe's order that they affect.
+    if (mtx) {
+        recipes.emplace_back("mutex");
+        auto mine = with(names, "lock-");
+        mine.insert(mine.end(), foreign.begin(), foreign.end());
+        co_await list_mutex(zk, path, std::move(mine), q, "");
+    }
+    if (rw) {
+        recipes.emplace_back("read-write");
+        std::vector<std::string> mine;
+        for (const auto& n : names)
+            if (is_rw_node(n) || (!mtx && is_foreign(n)))
+                mine.push_back(n);
+        co_await list_read_write(zk, path, std::move(mine), q);
+    }
+    if (semaphore) {
+        recipes.emplace_back("semaphore");
         co_await list_semaphore(zk, path, q);
-    else if (rw)
-        co_await list_read_write(zk, path, std::move(names), q);
-    else if (mtx)
-        co_await list_mutex(zk, path, std::move(names), q);
-    else
-        q.recipe = "none";
+    }
+    if (!mtx && !rw && !foreign.empty()) {
+        // No lock yet, but a mutex or a writer taken here would queue behind the first of these.
+        const std::size_t first = q.entries.size();
+        const std::size_t notes = q.notes.size();
+        co_await list_mutex(zk, path, foreign, q, "foreign");
+        for (std::size_t i = first; i < q.entries.size(); ++i)
+            q.entries[i].recipe = "none";
+        q.notes.resize(notes);
+        if (first < q.entries.size())
+            q.notes.push_back(fmt::format("foreign node {} sorts first and would block a mutex or a writer taken here",
+                                          escape(q.entries[first].node)));
+    }
+    if (recipes.size() > 1)
+        q.notes.push_back(fmt::format("the {} on this path do not exclude each other: use one kind of lock per path",
+                                      fmt::join(recipes, " and ")));
+    q.recipe = recipes.empty() ? "none" : fmt::format("{}", fmt::join(recipes, "+"));
     co_return q;
 }
 
@@ -185,9 +272,59 @@ std::string session_hex(std::int64_t id)
     return fmt::format("0x{:x}", static_cast<std::uint64_t>(id));
 }
 
+std::string escape(std::string_view text)
+{
+    std::string out;
+    out.reserve(text.size());
+    const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+    const std::size_t n = text.size();
+    for (std::size_t i = 0; i < n;) {
+        const unsigned char c = p[i];
+        if (c == '\\') {
+            out += "\\\\";
+            ++i;
+        } else if (c >= 0x20 && c < 0x7f) {
+            out += static_cast<char>(c);
+            ++i;
+        } else if (c == '\n') {
+            out += "\\n";
+            ++i;
+        } else if (c == '\t') {
+            out += "\\t";
+            ++i;
+        } else if (c == '\r') {
+            out += "\\r";
+            ++i;
+        } else if (c < 0x80) {
+            out += fmt::format("\\x{:02x}", c);
+            ++i;
+        } else {
+            // A well-formed UTF-8 sequence that is not a C1 control (U+0080..U+009F) passes.
+            std::size_t len = c >= 0xf0 && c < 0xf5 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
+            bool ok = len > 0 && i + len <= n;
+            for (std::size_t k = 1; ok && k < len; ++k)
+                ok = (p[i + k] & 0xc0) == 0x80;
+            if (ok && len == 3)  // no overlong forms, no surrogates
+                ok = !(c == 0xe0 && p[i + 1] < 0xa0) && !(c == 0xed && p[i + 1] >= 0xa0);
+            if (ok && len == 4)
+                ok = !(c == 0xf0 && p[i + 1] < 0x90) && !(c == 0xf4 && p[i + 1] >= 0x90);
+            if (ok && len == 2 && c == 0xc2 && p[i + 1] < 0xa0)
+                ok = false;
+            if (ok) {
+                out.append(text.substr(i, len));
+                i += len;
+            } else {
+                out += fmt::format("\\x{:02x}", c);
+                ++i;
+            }
+        }
+    }
+    return out;
+}
+
 std::string render_text(const queue_listing& q)
 {
-    std::string out = fmt::format("{} ({}): {} node{}\n", q.path, q.recipe, q.entries.size(),
+    std::string out = fmt::format("{} ({}): {} node{}\n", escape(q.path), q.recipe, q.entries.size(),
                                   q.entries.size() == 1 ? "" : "s");
     for (std::size_t i = 0; i < q.entries.size(); ++i) {
         const auto& e = q.entries[i];
@@ -195,9 +332,11 @@ std::string render_text(const queue_listing& q)
         if (e.holding)
             state = *e.holding ? "holds" : "waits";
         std::string mode = e.mode.empty() ? state : (state.empty() ? e.mode : e.mode + ", " + state);
-        out += fmt::format("{:3} {:<6} session {:<18} age {:>8.1f}s  data '{}'  {}\n", i + 1, mode,
-                           session_hex(e.session), age_seconds(e.ctime_ms), e.data, e.node);
+        out += fmt::format("{:3} {:<7} session {:<18} age {:>8.1f}s  data '{}'  {}\n", i + 1, mode,
+                           session_hex(e.session), age_seconds(e.ctime_ms), escape(e.data), escape(e.node));
     }
+    for (const auto& n : q.notes)
+        out += fmt::format("note: {}\n", n);
     return out;
 }
 
@@ -206,6 +345,7 @@ std::string render_json(const queue_listing& q)
     nlohmann::ordered_json j;
     j["path"] = q.path;
     j["recipe"] = q.recipe;
+    const bool mixed = contains(q.recipe, "+");
     j["participants"] = nlohmann::ordered_json::array();
     for (const auto& e : q.entries) {
         nlohmann::ordered_json p;
@@ -217,8 +357,11 @@ std::string render_json(const queue_listing& q)
             p["mode"] = e.mode;
         if (e.holding)
             p["holding"] = *e.holding;
+        if (mixed)
+            p["recipe"] = e.recipe;
         j["participants"].push_back(std::move(p));
     }
+    j["notes"] = q.notes;
     // Data read from ZooKeeper need not be UTF-8: replace what is not, rather than throw.
     return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }

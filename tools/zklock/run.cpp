@@ -1,6 +1,6 @@
-// `zklock LOCKPATH -- COMMAND`: connect, acquire, run the command, watch the lock, forward
-// signals, release. Every wait here is a coroutine on one io_context; the command is reaped on
-// SIGCHLD.
+// `zklock LOCKPATH -- COMMAND`: connect, acquire, run the command, watch the lock and the
+// command's process tree, forward signals, release. Every wait here is a coroutine on one
+// io_context; the tree is reaped on SIGCHLD.
 #include "zklock.hpp"
 
 #include <zkcoro/guard.hpp>
@@ -33,13 +33,18 @@
 #include <memory>
 #include <variant>
 
-namespace zklock {
+extern char** environ;
 
-namespace {
+namespace zklock {
 
 using namespace asio::experimental::awaitable_operators;
 using namespace std::chrono_literals;
+
+namespace {
+
 using clock = std::chrono::steady_clock;
+
+constexpr int zk_noauth = -102;  // ZooKeeper's ZNOAUTH
 
 void say(const options& o, std::string_view msg)
 {
@@ -47,12 +52,23 @@ void say(const options& o, std::string_view msg)
         fmt::print(stderr, "zklock: {}\n", msg);
 }
 
+std::string signal_name(int sig)
+{
+    const char* abbrev = ::sigabbrev_np(sig);
+    return abbrev != nullptr ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);
+}
+
+}  // namespace
+
 zkcoro::client_config make_config(const options& o)
 {
     zkcoro::client_config cfg;
     cfg.connect_string = o.connect;
     cfg.session_timeout = o.session_timeout;
     cfg.connect_timeout = 10s;
+    cfg.auth = o.auth;
+    if (o.acl == acl_kind::creator)
+        cfg.default_acl = zkcoro::creator_all_acl();
     if (o.timeout_s) {
         const auto t = std::chrono::milliseconds(static_cast<long long>(*o.timeout_s * 1000.0));
         cfg.connect_timeout = std::clamp<std::chrono::milliseconds>(t, 1s, 10s);
@@ -60,11 +76,30 @@ zkcoro::client_config make_config(const options& o)
     if (o.verbose) {
         cfg.log_threshold = zkcoro::log_level::info;
         cfg.log = [](zkcoro::log_level l, std::string_view m) {
-            fmt::print(stderr, "zklock: [{}] {}\n", zkcoro::to_string(l), m);
+            fmt::print(stderr, "zklock: [{}] {}\n", zkcoro::to_string(l), escape(m));
         };
     }
     return cfg;
 }
+
+// What to tell a user whose request ZooKeeper refused with ZNOAUTH.
+std::string noauth_hint(const options& o)
+{
+    if (o.auth.empty())
+        return fmt::format("the ACL of {} (or of a parent) refuses unauthenticated clients: pass credentials "
+                           "with --auth-file FILE or ZK_AUTH=digest:USER:PASSWORD",
+                           escape(o.lock_path));
+    return fmt::format("the ACL of {} (or of a parent) does not allow the credentials given (scheme {}): "
+                       "check them, or the node's ACL",
+                       escape(o.lock_path), o.auth.front().scheme);
+}
+
+bool is_noauth(const zkcoro::error_code& ec)
+{
+    return ec.value() == zk_noauth && ec.category() == zkcoro::zookeeper_category();
+}
+
+namespace {
 
 // Every wait below completes normally (no exception) except when cancelled: the `||` operator
 // waits for the first *successful* completion.
@@ -99,10 +134,15 @@ asio::awaitable<zkcoro::error_code> lost(zkcoro::guard& g)
     co_return ec;
 }
 
+asio::awaitable<void> sleep_until(clock::time_point t)
+{
+    asio::steady_timer timer(co_await asio::this_coro::executor, t);
+    co_await timer.async_wait(asio::use_awaitable);
+}
+
 asio::awaitable<void> sleep_for(clock::duration d)
 {
-    asio::steady_timer t(co_await asio::this_coro::executor, d);
-    co_await t.async_wait(asio::use_awaitable);
+    co_await sleep_until(clock::now() + d);
 }
 
 // The lock objects of one run: exactly one is set.
@@ -146,64 +186,71 @@ asio::awaitable<acquired> acquire(locks& l, bool write_side, clock::duration wai
             co_await acquire_mutex(*l.mtx, wait, out);
     } catch (const boost::system::system_error& e) {
         out.ec = e.code();
-        out.what = e.what();
+        out.what = e.code().message();
     }
     co_return out;
 }
 
-// The waiting line for a terminal: where we are in the queue and who holds the lock.
+// Where we are in the queue and what holds the lock (the waiting line).
 std::string waiting_line(const options& o, const queue_listing& q, std::int64_t me)
 {
     std::size_t mine = q.entries.size();
     for (std::size_t i = 0; i < q.entries.size(); ++i)
-        if (q.entries[i].session == me && (o.kind != recipe::semaphore || q.entries[i].mode == "queued")) {
+        if (q.entries[i].session == me && q.entries[i].mode != "foreign" &&
+            (o.kind != recipe::semaphore || q.entries[i].mode == "queued")) {
             mine = i;
             break;
         }
+    std::string line;
     if (o.kind == recipe::semaphore) {
         std::size_t leases = 0, ahead = 0;
         const queue_entry* oldest = nullptr;
         for (std::size_t i = 0; i < q.entries.size(); ++i) {
             const auto& e = q.entries[i];
-            if (e.mode == "lease" && e.session != me) {
+            const bool lease = e.mode == "lease" || (e.mode == "foreign" && e.path.find("/leases/") != std::string::npos);
+            if (lease && e.session != me) {
                 ++leases;
-                if (oldest == nullptr)
+                if (oldest == nullptr && e.mode == "lease")
                     oldest = &e;
-            } else if (e.mode == "queued" && i < mine) {
+            } else if (!lease && i < mine) {
                 ++ahead;
             }
         }
-        std::string line = fmt::format("waiting for {}: {} ahead, {} of {} leases held", q.path, ahead, leases,
-                                       o.semaphore_leases);
+        line = fmt::format("waiting for {}: {} ahead, {} of {} leases held", escape(q.path), ahead, leases,
+                           o.semaphore_leases);
         if (oldest != nullptr)
-            line += fmt::format(" (oldest by {} for {:.0f}s)", oldest->data, age_seconds(oldest->ctime_ms));
-        return line;
+            line += fmt::format(" (oldest by {} for {:.0f}s)", escape(oldest->data), age_seconds(oldest->ctime_ms));
+    } else {
+        std::vector<const queue_entry*> holders;
+        for (const auto& e : q.entries)
+            if (e.holding.value_or(false) && e.session != me)
+                holders.push_back(&e);
+        line = fmt::format("waiting for {}: {} ahead", escape(q.path), std::min(mine, q.entries.size()));
+        if (holders.size() == 1)
+            line += fmt::format(", held by {} for {:.0f}s", escape(holders[0]->data), age_seconds(holders[0]->ctime_ms));
+        else if (holders.size() > 1)
+            line += fmt::format(", held by {} readers", holders.size());
     }
-    std::vector<const queue_entry*> holders;
-    for (const auto& e : q.entries)
-        if (e.holding.value_or(false) && e.session != me)
-            holders.push_back(&e);
-    std::string line = fmt::format("waiting for {}: {} ahead", q.path, std::min(mine, q.entries.size()));
-    if (holders.size() == 1)
-        line += fmt::format(", held by {} for {:.0f}s", holders[0]->data, age_seconds(holders[0]->ctime_ms));
-    else if (holders.size() > 1)
-        line += fmt::format(", held by {} readers", holders.size());
+    for (const auto& n : q.notes)
+        line += fmt::format("; {}", n);
     return line;
 }
 
-// Refreshes the waiting line every 500 ms while on a terminal; otherwise just waits (until
+// While the acquisition waits: on a terminal, one line refreshed in place every 500 ms; with
+// -v off a terminal, the same line printed whenever it changes. Otherwise just waits (until
 // cancelled by the acquisition's end).
 asio::awaitable<void> show_waiting(zkcoro::client& zk, const options& o, bool tty)
 {
     auto ex = co_await asio::this_coro::executor;
     asio::steady_timer t(ex);
-    if (!tty) {
+    if (!tty && !o.verbose) {
         t.expires_at(clock::time_point::max());
         co_await t.async_wait(asio::use_awaitable);
         co_return;
     }
     t.expires_after(300ms);  // quiet when the lock comes at once
     co_await t.async_wait(asio::use_awaitable);
+    std::string last;
     for (;;) {
         std::string line;
         try {
@@ -212,24 +259,47 @@ asio::awaitable<void> show_waiting(zkcoro::client& zk, const options& o, bool tt
         } catch (const boost::system::system_error& e) {
             if (e.code() == asio::error::operation_aborted)
                 throw;
-            line = fmt::format("waiting for {}: ({})", o.lock_path, e.code().message());
+            line = fmt::format("waiting for {}: ({})", escape(o.lock_path), e.code().message());
         }
-        fmt::print(stderr, "\r\033[K{}", line);
-        std::fflush(stderr);
+        if (tty) {
+            fmt::print(stderr, "\r\033[K{}", line);
+            std::fflush(stderr);
+        } else if (line != last) {
+            fmt::print(stderr, "zklock: {}\n", line);
+        }
+        last = std::move(line);
         t.expires_after(500ms);
         co_await t.async_wait(asio::use_awaitable);
     }
 }
 
-asio::awaitable<void> release_all(std::vector<zkcoro::guard>& guards)
+// Releases every guard by deleting its node, each within 3 s. Returns what went wrong ("" if
+// nothing): a release error is never dropped.
+asio::awaitable<zkcoro::error_code> release_one(zkcoro::guard& g)
 {
+    auto [ec] = co_await g.async_release(asio::as_tuple(asio::use_awaitable));
+    co_return ec;
+}
+
+asio::awaitable<std::string> release_all(const options& o, std::vector<zkcoro::guard>& guards)
+{
+    std::string failed;
     for (auto& g : guards) {
-        try {
-            co_await g.release();
-        } catch (const std::exception&) {
-            // The session close that follows removes the node anyway.
+        if (!g.valid())
+            continue;
+        const std::string node = g.node_path();
+        auto r = co_await (release_one(g) || sleep_for(3s));
+        if (r.index() == 1) {
+            failed = fmt::format("no answer within 3 s deleting {}", escape(node));
+        } else if (auto ec = std::get<0>(r)) {
+            failed = fmt::format("deleting {}: {}", escape(node), ec.message());
+            if (is_noauth(ec))
+                failed += "; " + noauth_hint(o);
+        } else {
+            say(o, fmt::format("released {} (deleted {})", escape(o.lock_path), escape(node)));
         }
     }
+    co_return failed;
 }
 
 int exit_code_of(int status)
@@ -248,12 +318,163 @@ void write_session_file(const options& o, const zkcoro::session_credentials& s)
         pw += fmt::format("{:02x}", c);
     std::FILE* f = std::fopen(o.session_file.c_str(), "w");
     if (f == nullptr) {
-        fmt::print(stderr, "zklock: cannot write {}: {}\n", o.session_file, std::strerror(errno));
+        fmt::print(stderr, "zklock: cannot write {}: {}\n", escape(o.session_file), std::strerror(errno));
         return;
     }
     fmt::print(f, "{} {}\n", session_hex(s.id), pw);
     std::fclose(f);
 }
+
+// zklock's environment plus what the command needs to fence what it writes.
+std::vector<std::string> command_environment(const zkcoro::guard& g)
+{
+    std::vector<std::string> env;
+    for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+        const std::string_view v = *e;
+        if (!v.starts_with("ZKLOCK_FENCING_TOKEN=") && !v.starts_with("ZKLOCK_NODE=") &&
+            !v.starts_with("ZKLOCK_SESSION_ID="))
+            env.emplace_back(v);
+    }
+    env.push_back(fmt::format("ZKLOCK_FENCING_TOKEN={}", g.fencing_token()));
+    env.push_back(fmt::format("ZKLOCK_NODE={}", g.node_path()));
+    env.push_back(fmt::format("ZKLOCK_SESSION_ID={}", session_hex(g.session_id())));
+    return env;
+}
+
+// The command's process tree: the guardian (leader of the command's process group, see
+// spawn_guardian), the command, and every descendant, which zklock (a subreaper) inherits when
+// its parent dies. zklock waits until all of them have exited, as flock(1) holds its lock while
+// any process that inherited the lock's descriptor lives.
+struct process_tree {
+    pid_t guardian = -1;  // also the process group's id
+    bool guardian_reaped = false;
+    pid_t command = -1;
+    bool command_done = false;
+    int command_status = 0;
+    std::size_t reaped_others = 0;
+
+    // Reaps every child that exited; returns the signal that stopped the command (0: none).
+    int reap()
+    {
+        int stopped = 0;
+        for (int i = 0; i < 1'000'000; ++i) {  // bounded: at most one round per child
+            int st = 0;
+            const pid_t r = ::waitpid(-1, &st, WNOHANG | WUNTRACED);
+            if (r <= 0)
+                break;
+            if (WIFSTOPPED(st)) {
+                if (r == command)
+                    stopped = WSTOPSIG(st);
+                continue;
+            }
+            if (r == command) {
+                command_done = true;
+                command_status = st;
+            } else if (r == guardian) {
+                guardian_reaped = true;
+            } else {
+                ++reaped_others;
+            }
+        }
+        return stopped;
+    }
+
+    // Live descendants that are zklock's children (the guardian excepted). Without the kernel's
+    // children list, only the command is known.
+    std::vector<pid_t> children() const
+    {
+        auto c = children_of_self();
+        if (!c) {
+            if (!command_done)
+                return {command};
+            return {};
+        }
+        std::erase(*c, guardian);
+        return std::move(*c);
+    }
+
+    bool done() const { return command_done && children().empty(); }
+
+    // Sends `sig` to the command's process group, and to every child of zklock outside it
+    // (descendants that called setsid() and whose parent has exited).
+    void signal(int sig) const
+    {
+        // The group's id cannot be reused while the guardian is unreaped (even as a zombie).
+        if (!guardian_reaped)
+            ::kill(-guardian, sig);
+        for (pid_t p : children())
+            if (guardian_reaped || ::getpgid(p) != guardian)
+                ::kill(p, sig);
+    }
+
+    // Ends the guardian (nothing left to guard) and reaps it.
+    void end_guardian()
+    {
+        if (guardian > 0 && !guardian_reaped) {
+            ::kill(guardian, SIGKILL);
+            int st = 0;
+            while (::waitpid(guardian, &st, 0) < 0 && errno == EINTR) {
+            }
+            guardian_reaped = true;
+        }
+    }
+};
+
+enum class event_kind { child, signal, lost, escalate };
+struct event {
+    event_kind kind;
+    int sig = 0;
+};
+
+asio::awaitable<event> next_event(asio::signal_set& sigchld, asio::signal_set& sigs, zkcoro::guard* watch_lost,
+                                  clock::time_point escalate_at)
+{
+    if (watch_lost != nullptr) {
+        auto v = co_await (next_sigchld(sigchld) || next_signal(sigs) || lost(*watch_lost) || sleep_until(escalate_at));
+        if (v.index() == 0)
+            co_return event{event_kind::child};
+        if (v.index() == 1)
+            co_return event{event_kind::signal, std::get<1>(v)};
+        co_return event{v.index() == 2 ? event_kind::lost : event_kind::escalate};
+    }
+    auto v = co_await (next_sigchld(sigchld) || next_signal(sigs) || sleep_until(escalate_at));
+    if (v.index() == 0)
+        co_return event{event_kind::child};
+    if (v.index() == 1)
+        co_return event{event_kind::signal, std::get<1>(v)};
+    co_return event{event_kind::escalate};
+}
+
+int lost_signal(const options& o)
+{
+    return o.lost_action == on_lost::kill ? SIGKILL : o.lost_action == on_lost::term ? SIGTERM : 0;
+}
+
+}  // namespace
+
+std::string connect_failure(const options& o, const zkcoro::error_code& ec)
+{
+    if (ec == zkcoro::client_errc::name_resolution_failed)
+        return fmt::format("cannot resolve the host name(s) of {} '{}': {}", o.connect_origin, escape(o.connect),
+                           ec.message());
+    if (ec == zkcoro::client_errc::chroot_not_found) {
+        const auto slash = o.connect.find('/');
+        const std::string chroot = slash == std::string::npos ? std::string() : o.connect.substr(slash);
+        return fmt::format("the chroot {} of {} '{}' does not exist on the server: create it, or remove it from "
+                           "the connect string",
+                           escape(chroot), o.connect_origin, escape(o.connect));
+    }
+    if (ec == zkcoro::client_errc::connect_timeout)
+        return fmt::format("cannot connect to ZooKeeper at {} ({}): no session within {} s; is a server running "
+                           "there and reachable?",
+                           escape(o.connect), o.connect_origin,
+                           std::chrono::duration_cast<std::chrono::seconds>(make_config(o).connect_timeout).count());
+    if (ec == zkcoro::client_errc::auth_failed)
+        return fmt::format("ZooKeeper at {} rejected the credentials from {}", escape(o.connect), o.auth_origin);
+    return fmt::format("cannot connect to ZooKeeper at {} ({}): {}", escape(o.connect), o.connect_origin, ec.message());
+}
+
+namespace {
 
 asio::awaitable<int> lock_main(zkcoro::client& zk, const options& o, const std::set<int>& inherited)
 {
@@ -267,7 +488,7 @@ asio::awaitable<int> lock_main(zkcoro::client& zk, const options& o, const std::
     if (c.index() == 1)
         co_return 128 + std::get<1>(c);
     if (auto ec = std::get<0>(c)) {
-        fmt::print(stderr, "zklock: cannot connect to ZooKeeper at {}: {}\n", o.connect, ec.message());
+        fmt::print(stderr, "zklock: {}\n", connect_failure(o, ec));
         const bool bad = ec == zkcoro::client_errc::invalid_connect_string || ec == zkcoro::client_errc::invalid_argument;
         co_return bad ? exit_code::usage : exit_code::unavailable;
     }
@@ -298,14 +519,17 @@ asio::awaitable<int> lock_main(zkcoro::client& zk, const options& o, const std::
         std::fflush(stderr);
     }
     if (a.index() == 1) {
-        say(o, fmt::format("signal {} while waiting: giving up", std::get<1>(a)));
+        say(o, fmt::format("{} while waiting: giving up", signal_name(std::get<1>(a))));
         co_return 128 + std::get<1>(a);
     }
     if (a.index() != 0)
         co_return 1;  // unreachable: the waiting line never completes by itself
     acquired got = std::move(std::get<0>(a));
     if (got.ec) {
-        fmt::print(stderr, "zklock: cannot acquire {}: {}\n", o.lock_path, got.what);
+        std::string msg = fmt::format("zklock: cannot acquire {}: {}", escape(o.lock_path), got.what);
+        if (is_noauth(got.ec))
+            msg += "; " + noauth_hint(o);
+        fmt::print(stderr, "{}\n", msg);
         if (got.ec == zkcoro::client_errc::invalid_path || got.ec == zkcoro::client_errc::invalid_argument)
             co_return exit_code::usage;
         if (zkcoro::is_session_lost(got.ec) || zkcoro::is_retriable(got.ec))
@@ -314,68 +538,120 @@ asio::awaitable<int> lock_main(zkcoro::client& zk, const options& o, const std::
     }
     if (got.guards.empty()) {
         if (o.nonblock)
-            fmt::print(stderr, "zklock: {} is held by another process (--nonblock)\n", o.lock_path);
+            fmt::print(stderr, "zklock: {} is held by another process (--nonblock)\n", escape(o.lock_path));
         else
-            fmt::print(stderr, "zklock: timed out after {} s waiting for {}\n", *o.timeout_s, o.lock_path);
-        co_return exit_code::tempfail;
+            fmt::print(stderr, "zklock: timed out after {} s waiting for {}\n", *o.timeout_s, escape(o.lock_path));
+        co_return o.conflict_exit_code;
     }
     zkcoro::guard& g = got.guards.front();
-    say(o, fmt::format("acquired {} (node {}, fencing token {})", o.lock_path, g.node_path(), g.fencing_token()));
+    say(o, fmt::format("acquired {} (node {}, fencing token {})", escape(o.lock_path), escape(g.node_path()),
+                       g.fencing_token()));
 
-    // 3. Run the command. SIGCHLD is watched before the fork so that no exit is missed.
+    // 3. Run the command in the guardian's process group. SIGCHLD is watched before the fork so
+    // that no exit is missed.
     asio::signal_set sigchld(ex, SIGCHLD);
-    int death_signal = o.lost_action == on_lost::kill ? SIGKILL : SIGTERM;
-    if (o.lost_action == on_lost::ignore)
-        death_signal = 0;
-    const auto child = spawn_command(o.command, inherited, death_signal);
+    const std::string cmd_name = escape(o.command[0]);
+    if (!become_subreaper())
+        say(o, fmt::format("cannot become a subreaper ({}): only the command itself is waited for",
+                           std::strerror(errno)));
+    process_tree tree;
+    tree.guardian = spawn_guardian(lost_signal(o), o.kill_after);
+    spawn_result child;
+    if (tree.guardian > 0)
+        child = spawn_command(o.command, command_environment(g), inherited, tree.guardian);
+    else
+        child = {-1, -tree.guardian};
     if (child.pid < 0) {
-        fmt::print(stderr, "zklock: cannot start {}: {}\n", o.command[0], std::strerror(child.error));
-        co_await release_all(got.guards);
+        fmt::print(stderr, "zklock: cannot start {}: {}\n", cmd_name, std::strerror(child.error));
+        tree.end_guardian();
+        if (auto failed = co_await release_all(o, got.guards); !failed.empty())
+            fmt::print(stderr, "zklock: cannot release {}: {}\n", escape(o.lock_path), failed);
         co_return exit_code::cannot_exec;
     }
-    say(o, fmt::format("started {} (pid {})", o.command[0], child.pid));
+    tree.command = child.pid;
+    say(o, fmt::format("started {} (pid {}, process group {})", cmd_name, child.pid, tree.guardian));
 
     bool was_lost = false;
-    int status = 0;
+    bool killing = false;        // SIGKILL sent: send it to every descendant that shows up
+    bool reported_stop = false;
+    bool reported_leftovers = false;
+    auto escalate_at = clock::time_point::max();
     for (;;) {
-        const pid_t r = ::waitpid(child.pid, &status, WNOHANG);
-        if (r == child.pid || (r < 0 && errno == ECHILD))
+        if (const int stop = tree.reap(); stop != 0 && !reported_stop) {
+            reported_stop = true;
+            fmt::print(stderr,
+                       "zklock: {} was stopped by {}{}; the lock stays held. A signal to zklock (Ctrl-C, "
+                       "timeout(1), kill) is forwarded, followed by SIGCONT\n",
+                       cmd_name, signal_name(stop),
+                       stop == SIGTTIN || stop == SIGTTOU
+                           ? " (it used the terminal, but runs in a process group of its own: give it no terminal "
+                             "input, e.g. </dev/null)"
+                           : "");
+        }
+        if (killing)
+            tree.signal(SIGKILL);
+        if (tree.done())
             break;
-        if (!was_lost) {
-            auto ev = co_await (next_sigchld(sigchld) || next_signal(sigs) || lost(g));
-            if (ev.index() == 1) {
-                say(o, fmt::format("forwarding signal {} to process group {}", std::get<1>(ev), child.pid));
-                ::kill(-child.pid, std::get<1>(ev));
-            } else if (ev.index() == 2) {
-                was_lost = true;
-                const char* action = o.lost_action == on_lost::term   ? "sending SIGTERM to the command"
-                                     : o.lost_action == on_lost::kill ? "sending SIGKILL to the command"
-                                                                      : "leaving the command running (--on-lost ignore)";
-                fmt::print(stderr, "zklock: lock on {} lost (the session may have expired): {}\n", o.lock_path, action);
-                if (o.lost_action != on_lost::ignore)
-                    ::kill(-child.pid, death_signal);
+        if (tree.command_done && !reported_leftovers) {
+            reported_leftovers = true;
+            const auto left = tree.children();
+            say(o, fmt::format("{} exited with {}; the lock stays held until the {} process(es) it left behind "
+                               "exit (pid {})",
+                               cmd_name, exit_code_of(tree.command_status), left.size(), fmt::join(left, ", ")));
+        }
+        const auto ev = co_await next_event(sigchld, sigs, was_lost ? nullptr : &g, escalate_at);
+        if (ev.kind == event_kind::signal) {
+            say(o, fmt::format("forwarding {} to the command's process tree (group {})", signal_name(ev.sig),
+                               tree.guardian));
+            tree.signal(ev.sig);
+            tree.signal(SIGCONT);  // a stopped process gets it only once continued
+        } else if (ev.kind == event_kind::lost) {
+            was_lost = true;
+            const int sig = lost_signal(o);
+            fmt::print(stderr, "zklock: lock on {} lost (the session may have expired, or the node was deleted): {}\n",
+                       escape(o.lock_path),
+                       sig == 0 ? std::string("leaving the command running (--on-lost ignore)")
+                                : fmt::format("sending {} to the command's process tree", signal_name(sig)));
+            if (sig != 0) {
+                tree.signal(sig);
+                tree.signal(SIGCONT);
+                if (sig == SIGKILL)
+                    killing = true;
+                else if (o.kill_after > std::chrono::milliseconds::zero())
+                    escalate_at = clock::now() + o.kill_after;
             }
-        } else {
-            auto ev = co_await (next_sigchld(sigchld) || next_signal(sigs));
-            if (ev.index() == 1)
-                ::kill(-child.pid, std::get<1>(ev));
+        } else if (ev.kind == event_kind::escalate) {
+            escalate_at = clock::time_point::max();
+            fmt::print(stderr, "zklock: the command's process tree still runs {} s after {}: sending SIGKILL (--kill-after)\n",
+                       std::chrono::duration<double>(o.kill_after).count(), signal_name(lost_signal(o)));
+            killing = true;
         }
     }
+    tree.end_guardian();
     if (child.error != 0) {
-        fmt::print(stderr, "zklock: cannot run {}: {}\n", o.command[0], std::strerror(child.error));
-        co_await (release_all(got.guards) || sleep_for(3s));
+        fmt::print(stderr, "zklock: cannot run {}: {}\n", cmd_name, std::strerror(child.error));
+        if (auto failed = co_await release_all(o, got.guards); !failed.empty())
+            fmt::print(stderr, "zklock: cannot release {}: {}\n", escape(o.lock_path), failed);
         co_return child.error == ENOENT ? exit_code::not_found : exit_code::cannot_exec;
     }
-    const int child_rc = exit_code_of(status);
+    const int child_rc = exit_code_of(tree.command_status);
     was_lost = was_lost || g.lost();
-    say(o, fmt::format("{} exited with {}{}", o.command[0], child_rc, was_lost ? " after the lock was lost" : ""));
+    say(o, fmt::format("{} exited with {}{}", cmd_name, child_rc, was_lost ? " after the lock was lost" : ""));
 
-    // 4. Release (bounded: the session close that follows frees the node in any case).
-    co_await (release_all(got.guards) || sleep_for(3s));
+    // 4. Release: delete the node(s) now; the session close that follows would remove them too,
+    // but a failed delete means something is wrong (permissions, the server) and is reported.
+    const std::string failed = co_await release_all(o, got.guards);
+    was_lost = was_lost || g.lost();
     if (was_lost) {
-        if (o.lost_action == on_lost::ignore)
-            fmt::print(stderr, "zklock: the lock on {} was lost while {} ran\n", o.lock_path, o.command[0]);
-        co_return exit_code::lost;
+        fmt::print(stderr, "zklock: exit {}: the lock on {} was lost while {} ran (its own status: {})\n",
+                   o.lost_exit_code, escape(o.lock_path), cmd_name, child_rc);
+        co_return o.lost_exit_code;
+    }
+    if (!failed.empty()) {
+        fmt::print(stderr,
+                   "zklock: cannot release {}: {} ({} exited with {}; closing the session removes the node)\n",
+                   escape(o.lock_path), failed, cmd_name, child_rc);
+        co_return exit_code::zk_error;
     }
     co_return child_rc;
 }
@@ -406,8 +682,8 @@ int run_lock(const options& o)
     });
     while (!done && ioc.run_one() > 0) {
     }
-    // End the session now, so that its nodes vanish at once (bounded: over a dead link the
-    // server expires it instead).
+    // End the session now (its nodes are already deleted, unless the release failed): bounded,
+    // over a dead link the server expires it instead.
     bool closed = false;
     zk.async_close([&](zkcoro::error_code) { closed = true; });
     ioc.restart();

@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace zklock {
@@ -24,7 +25,7 @@ namespace asio = boost::asio;
 namespace exit_code {
 inline constexpr int usage = 64;        // EX_USAGE: bad options or arguments
 inline constexpr int unavailable = 69;  // EX_UNAVAILABLE: could not connect, or the session ended before the lock was held
-inline constexpr int lost = 70;         // EX_SOFTWARE: the lock was lost while the command ran
+inline constexpr int lost = 70;         // EX_SOFTWARE: the lock was lost while the command ran (default of --lost-exit-code)
 inline constexpr int zk_error = 76;     // EX_PROTOCOL: ZooKeeper refused an operation (e.g. no permission)
 inline constexpr int tempfail = 75;     // EX_TEMPFAIL: timed out (-t) or the lock is held (-n)
 inline constexpr int cannot_exec = 126; // the command was found but could not be run
@@ -33,9 +34,11 @@ inline constexpr int not_found = 127;   // the command was not found
 
 enum class recipe { mutex, read, write, semaphore };
 enum class on_lost { term, kill, ignore };
+enum class acl_kind { open, creator };
 
 struct options {
     std::string connect;
+    std::string connect_origin = "--connect";  // where `connect` came from, for messages
     std::string lock_path;
     std::vector<std::string> command;
     std::optional<double> timeout_s;  // -t; nullopt: wait forever
@@ -44,6 +47,14 @@ struct options {
     int semaphore_leases = 0;
     std::string data;  // empty: "host:pid"
     on_lost lost_action = on_lost::term;
+    // After the --on-lost SIGTERM (or zklock's own death), SIGKILL the command's whole process
+    // tree if it is still running after this long. Zero: never.
+    std::chrono::milliseconds kill_after{5000};
+    int lost_exit_code = exit_code::lost;
+    int conflict_exit_code = exit_code::tempfail;  // -E: timed out or would block
+    std::vector<zkcoro::auth_info> auth;  // from --auth-file or $ZK_AUTH
+    std::string auth_origin;              // "--auth-file FILE" or "$ZK_AUTH"
+    acl_kind acl = acl_kind::open;
     bool verbose = false;
     std::chrono::milliseconds session_timeout{10000};
     std::string session_file;  // hidden, for tests: "<id hex> <password hex>\n" once connected
@@ -58,14 +69,22 @@ struct queue_entry {
     std::string data;
     std::int64_t session = 0;  // ephemeral owner
     std::int64_t ctime_ms = 0; // server clock, ms since the epoch
-    std::string mode;          // "" (mutex), "read"/"write", "lease"/"queued" (semaphore)
+    std::string mode;          // "" (mutex), "read"/"write", "lease"/"queued" (semaphore),
+                               // "foreign" (a child of no known recipe: it still takes a place
+                               // in Curator's order)
+    std::string recipe;        // the recipe this entry belongs to (see queue_listing::recipe)
     std::optional<bool> holding;  // known for mutex and read-write nodes
 };
 
 struct queue_listing {
     std::string path;
-    std::string recipe;  // "mutex", "read-write", "semaphore" or "none" (no lock nodes)
+    // "mutex", "read-write", "semaphore" or "none" (no lock nodes); several recipes on one path
+    // are joined with '+', e.g. "mutex+semaphore" (they do not exclude each other).
+    std::string recipe;
     std::vector<queue_entry> entries;
+    // What a reader must know: foreign nodes that block the lock, recipes that do not exclude
+    // each other. Printed by `status` and, for the waiting process, on its waiting line.
+    std::vector<std::string> notes;
 };
 
 // Lists the queue at `path`, holder(s) first, whatever the recipe (detected from the children).
@@ -84,17 +103,46 @@ double age_seconds(std::int64_t ctime_ms);
 // Hex session id as ZooKeeper prints it (0x...).
 std::string session_hex(std::int64_t id);
 
-// The child process.
+// Text from outside (paths, node names, node data, --data, the command's name) made safe for a
+// terminal: control characters and invalid UTF-8 are written as \n, \t, \xHH escapes, and a
+// backslash as \\. Printable text, UTF-8 included, is unchanged.
+std::string escape(std::string_view text);
+
+// The child processes (child.cpp).
 struct spawn_result {
     pid_t pid = -1;
-    int error = 0;  // errno of a failed fork or exec (then pid is -1)
+    int error = 0;  // errno of a failed fork or exec (then pid is -1 for a failed fork)
 };
 // Descriptors open at startup (inherited from the caller): the command inherits these and only
 // these; everything zklock opened itself is closed in the child.
 std::set<int> open_descriptors();
-// Starts `argv` in a process group of its own; `death_signal` (0: none) is sent to it if
-// zklock dies first.
-spawn_result spawn_command(const std::vector<std::string>& argv, const std::set<int>& inherited, int death_signal);
+
+// Makes zklock a child subreaper (PR_SET_CHILD_SUBREAPER): every orphaned descendant of the
+// command, even one that called setsid(), becomes zklock's child, so zklock can wait for the
+// whole tree. False if the kernel refused.
+bool become_subreaper();
+
+// Starts the guardian: a process that leads a new process group (the command's group), does
+// nothing while zklock lives, and when zklock dies (even of SIGKILL: parent-death signal)
+// sends `signal` (0: none) and SIGCONT to the group, then after `kill_after` (zero: never)
+// SIGKILL. It keeps no descriptor open. Returns its pid (= the group's id), or -errno.
+pid_t spawn_guardian(int signal, std::chrono::milliseconds kill_after);
+
+// Starts `argv` in process group `pgid` with environment `env` ("NAME=value").
+spawn_result spawn_command(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                           const std::set<int>& inherited, pid_t pgid);
+
+// zklock's live children (zombies included until reaped), from /proc/self/task/*/children;
+// nullopt if the kernel does not provide that file.
+std::optional<std::vector<pid_t>> children_of_self();
+
+// The client configuration of a run: connect string, session timeout, credentials, ACL, log.
+zkcoro::client_config make_config(const options& o);
+// The message for a failed connect (names the host, the chroot, or where the string came from).
+std::string connect_failure(const options& o, const zkcoro::error_code& ec);
+// ZooKeeper's ZNOAUTH, and what to tell the user about it (names LOCKPATH and the fix).
+bool is_noauth(const zkcoro::error_code& ec);
+std::string noauth_hint(const options& o);
 
 int run_lock(const options& o);
 int run_status(const options& o);
