@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets of tests/fuzz/ with clang++ (-fsanitize=fuzzer,address,undefined)
+# into build-fuzz/, then runs each one for a bounded time on a temporary copy of its seed corpus
+# (the repository's corpus is never written to). Exits non-zero when a target finds a crash, and
+# prints where the crashing input was saved.
+#
+#   bash scripts/fuzz.sh                  # build, then run every target for FUZZ_SECONDS (20) s
+#   FUZZ_SECONDS=300 bash scripts/fuzz.sh # a longer search
+#   bash scripts/fuzz.sh path sort        # only these targets
+#   bash scripts/fuzz.sh --replay         # only run the seed corpora once, no search
+#   bash scripts/fuzz.sh --build-only
+#
+# The library's sources are compiled directly, not through Meson: the fuzzers need clang and
+# flags that the g++ build cannot share. Sources that hold fuzzed code are compiled by clang++
+# with instrumentation. The client and the recipes built on it are only needed to link (no
+# target runs them), so g++ compiles them at -O0 (see link_only below): that is quicker, and
+# clang 14 rejects some C++20 that g++ 12 takes (lambdas capturing structured bindings). A
+# source that clang++ cannot compile falls back to g++, without instrumentation, with a warning.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+seconds=${FUZZ_SECONDS:-20}
+mode=search
+targets=()
+for arg in "$@"; do
+  case $arg in
+    --replay) mode=replay ;;
+    --build-only) mode=build ;;
+    -*) echo "fuzz.sh: unknown option $arg" >&2; exit 64 ;;
+    *) targets+=("$arg") ;;
+  esac
+done
+if [ ${#targets[@]} -eq 0 ]; then
+  for f in tests/fuzz/fuzz_*.cpp; do t=$(basename "$f" .cpp); targets+=("${t#fuzz_}"); done
+fi
+
+cxx=${FUZZ_CXX:-clang++}
+gxx=${FUZZ_LINK_CXX:-g++}
+out=build-fuzz
+mkdir -p "$out/obj" "$out/artifacts"
+# -fno-sanitize=function: clang 14 cannot emit its prologue data for coroutines ("Cannot
+# represent a difference across sections"). -fno-sanitize-recover: undefined behaviour is a
+# crash that libFuzzer records, not a message it ignores.
+common=(-std=c++20 -Iinclude -Isrc -DBOOST_ASIO_NO_DEPRECATED)
+instrumented=(-O1 -gline-tables-only -fsanitize=address,undefined -fno-sanitize=function
+  -fno-sanitize-recover=all -fno-omit-frame-pointer)
+link_only="client.cpp client_impl.cpp multi_lock.cpp semaphore.cpp"
+
+# Rebuild everything when the compiler or the flags change.
+stamp="$cxx ${common[*]} ${instrumented[*]} | $gxx $link_only"
+if [ "$(cat "$out/flags" 2>/dev/null)" != "$stamp" ]; then rm -f "$out"/obj/*.o; echo "$stamp" > "$out/flags"; fi
+
+# An object is stale when its source or any header is newer than it.
+stale() {  # object, source
+  [ -f "$1" ] || return 0
+  [ "$2" -nt "$1" ] && return 0
+  [ -n "$(find include src tests/fuzz -name '*.hpp' -newer "$1" -print -quit)" ]
+}
+
+echo "== fuzz: compiling the library with $cxx"
+jobs=()
+for src in src/*.cpp; do
+  name=$(basename "$src" .cpp)
+  obj="$out/obj/$name.o"
+  stale "$obj" "$src" || continue
+  plain="$gxx ${common[*]} -O0 -c $src -o $obj"
+  if [[ " $link_only " == *" $name.cpp "* ]]; then
+    jobs+=("$plain")
+  else
+    jobs+=("$cxx ${common[*]} ${instrumented[*]} -fsanitize=fuzzer-no-link -c $src -o $obj 2>$obj.log ||
+      { echo 'fuzz.sh: warning: $cxx cannot compile $src (see $obj.log); built by $gxx, not instrumented' >&2; $plain; }")
+  fi
+done
+if [ ${#jobs[@]} -gt 0 ]; then
+  # One shell command per job, run in parallel; a failed job fails the build.
+  printf '%s\0' "${jobs[@]}" | xargs -0 -P "$(nproc)" -n 1 sh -c
+fi
+
+echo "== fuzz: linking ${targets[*]}"
+libs=(-lzookeeper_st -lfmt -lpthread)
+for t in "${targets[@]}"; do
+  src=tests/fuzz/fuzz_$t.cpp
+  exe=$out/fuzz_$t
+  [ -f "$src" ] || { echo "fuzz.sh: no target $src" >&2; exit 64; }
+  if stale "$exe" "$src" || [ -n "$(find "$out/obj" -name '*.o' -newer "$exe" -print -quit)" ]; then
+    "$cxx" "${common[@]}" "${instrumented[@]}" -fsanitize=fuzzer "$src" "$out"/obj/*.o "${libs[@]}" -o "$exe"
+  fi
+done
+[ "$mode" = build ] && exit 0
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failed=0
+for t in "${targets[@]}"; do
+  corpus=$tmp/corpus-$t
+  mkdir -p "$corpus"
+  if [ -d "tests/fuzz/corpus/$t" ]; then cp tests/fuzz/corpus/"$t"/* "$corpus"/ 2>/dev/null || true; fi
+  log=$tmp/$t.log
+  opts=(-print_final_stats=1 -timeout=10 -rss_limit_mb=2048 -artifact_prefix="$out/artifacts/$t-")
+  if [ "$mode" = replay ]; then opts+=(-runs=0); else opts+=(-max_total_time="$seconds"); fi
+  echo "== fuzz: $t ($mode$([ "$mode" = search ] && echo ", $seconds s"))"
+  rc=0
+  # The hard limit is a last resort in case the target hangs outside libFuzzer's own timer.
+  timeout --kill-after=10 $((seconds + 60)) "$out/fuzz_$t" "${opts[@]}" "$corpus" >"$log" 2>&1 || rc=$?
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 || true)
+  echo "   executions: ${execs:-?}, ${cov:-cov: ?}, corpus: $(find "$corpus" -type f | wc -l) inputs, exit $rc"
+  if [ "$rc" -ne 0 ]; then
+    failed=1
+    tail -n 40 "$log"
+    crash=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | tail -1)
+    echo "!! fuzz target $t failed; crashing input: ${crash:-(none written, see the log above)}"
+    echo "!! reproduce with: $out/fuzz_$t ${crash:-}"
+  fi
+done
+exit "$failed"
