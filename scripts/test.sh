@@ -61,6 +61,9 @@ flags=$(PKG_CONFIG_SYSROOT_DIR="$tmp/install" PKG_CONFIG_PATH="$pcdir" pkg-confi
 g++ -std=c++20 -o "$tmp/pkgconfig-consumer" tests/consumer/consumer.cpp $flags -Wl,-rpath,"$(dirname "$pcdir")"
 "$with_server" -- "$tmp/pkgconfig-consumer"
 
+stamp "fuzzing: each libFuzzer target for ${FUZZ_SECONDS:-20} s on its seed corpus (tests/fuzz/README.md)"
+bash scripts/fuzz.sh
+
 stamp "sanitizer build"
 run_suite build-san -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false
 stamp "all tests passed"
