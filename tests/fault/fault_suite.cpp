@@ -790,12 +790,21 @@ result run_partition(const suite_env& env, const std::string& name, const std::s
     auto& ens = *env.ensemble;
     const std::string victim = victim_kind == "zklock" ? "zlnear" : "zknear";
     std::unique_ptr<zkfault::netns_partition> net;
+    // The root namespace must look the same before, during and after: nothing of ours goes there.
+    const std::string root_before = zkfault::netns_partition::root_snapshot();
+    auto check_root = [&](const char* when) {
+        const std::string now = zkfault::netns_partition::root_snapshot();
+        if (now != root_before)
+            s.note_failure(fmt::format("the root namespace changed {}:\n--- before\n{}--- {}\n{}", when, root_before,
+                                       when, now));
+    };
     try {
         ens.wait_for_quorum(60s);
         std::vector<std::uint16_t> ports;
         for (int i = 0; i < ens.size(); ++i)
             ports.push_back(ens.member_port(i));
         net = std::make_unique<zkfault::netns_partition>(ports);
+        check_root("with the namespaces set up");
         log(fmt::format("  {}: namespaces {} ({}) and the relay's; {} connects to {}", name, net->near_namespace(),
                         victim, victim, net->relay_connect_string()));
         start_standard(s);
@@ -828,6 +837,7 @@ result run_partition(const suite_env& env, const std::string& name, const std::s
             if (!signalled)
                 throw scenario_failure("zklock exited 70 without ending its command with SIGTERM first");
         }
+        check_root("during the partition");
         const std::int64_t t_heal = monotonic_ns();
         net->heal();
         s.events().wait_for([&](const event& e) { return entered_after(e, victim, t_heal); }, fault_timeout,
@@ -839,6 +849,7 @@ result run_partition(const suite_env& env, const std::string& name, const std::s
     // Every holder ends before the namespaces go (the near one holds the victim).
     s.stop_all();
     net.reset();
+    check_root("after the namespaces were deleted");
     return s.finish(victim, false);
 }
 

@@ -275,6 +275,30 @@ void netns_partition::heal() { set_far_link(true); }
 
 std::size_t netns_partition::relayed_connections() const { return relay_->accepted.load(); }
 
+std::string netns_partition::root_snapshot()
+{
+    std::string addrs, routes, links;
+    run_command({"ip", "-o", "-4", "addr", "show"}, &addrs);
+    run_command({"ip", "-4", "route", "show"}, &routes);
+    run_command({"ip", "-o", "link", "show"}, &links);
+    // Addresses without their lifetimes (a DHCP lease counts down): the text before the "\".
+    std::string stable_addrs;
+    std::istringstream ain(addrs);
+    std::string line;
+    while (std::getline(ain, line))
+        stable_addrs += line.substr(0, line.find('\\')) + '\n';
+    // Interface names only: "N: name: <FLAGS> ..." -> "name".
+    std::string names;
+    std::istringstream in(links);
+    while (std::getline(in, line)) {
+        const auto a = line.find(": ");
+        const auto b = a == std::string::npos ? a : line.find(": ", a + 2);
+        if (b != std::string::npos)
+            names += line.substr(a + 2, b - a - 2) + '\n';
+    }
+    return "addresses:\n" + stable_addrs + "routes:\n" + routes + "interfaces:\n" + names;
+}
+
 void netns_partition::remove_stale()
 {
     DIR* d = ::opendir("/run/netns");

@@ -46,6 +46,11 @@ public:
     // Connections the relay has accepted so far.
     std::size_t relayed_connections() const;
 
+    // The root namespace's IPv4 addresses, IPv4 routes and interface names (`ip -o -4 addr`,
+    // `ip -4 route`, `ip -o link`, states left out): the suite compares it before, during and
+    // after a partition to prove that nothing was added there.
+    static std::string root_snapshot();
+
     // Deletes namespaces named by this scheme whose owning process no longer exists.
     static void remove_stale();
     // Best-effort deletion of this process's namespaces (the signal path uses it).
