@@ -324,7 +324,7 @@ TEST_CASE("bad usage exits 64 and names the problem")
         {{"/x", "--"}, "COMMAND is missing"},
         {{"relative", "--", "true"}, "must start with '/'"},
         {{"/a//b", "--", "true"}, "empty node name"},
-        {{"--bogus", "/x", "--", "true"}, "--bogus"},
+        {{"--bogus", "/x", "--", "true"}, "unknown option: --bogus"},
         {{"-t", "abc", "/x", "--", "true"}, "--timeout"},
         {{"-t", "-1", "/x", "--", "true"}, "--timeout"},
         {{"-n", "-t", "1", "/x", "--", "true"}, "excludes"},

@@ -252,7 +252,9 @@ int parse(int argc, char** argv, options& o, bool& status)
             return usage_error(fmt::format("status: {} (status takes LOCKPATH and --json, -c HOSTS, --auth-file "
                                            "FILE, -v)",
                                            what));
-        if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr && what.find("expected: -") == std::string::npos) {
+        if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr && what.find("expected: -") != std::string::npos)
+            return usage_error(fmt::format("unknown option: {}", what.substr(what.find("expected: ") + 10)));
+        if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
             fmt::print(stderr, "zklock: {}\nzklock: the command goes after '--': zklock [OPTIONS] LOCKPATH -- COMMAND [ARGS...]\n",
                        what);
             return exit_code::usage;
