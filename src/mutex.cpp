@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -69,6 +70,9 @@ queue_decision mutex_rule(const std::vector<std::string>&, std::size_t ours)
 struct queued_node {
     std::string path;
     zkcoro::stat stat;
+    // The children watch of the listing that granted (when the queue had one): it fires on any
+    // change of the queue since, our node's deletion included.
+    zkcoro::watch queue_watch;
 };
 
 struct hold;
@@ -143,6 +147,9 @@ struct mutex_state {
     std::unique_ptr<asio::steady_timer> deadline_timer;
     clock::time_point timer_at = clock::time_point::max();
     lock_metrics metrics;
+    // The queue was empty at this object's last listing (see queue_acquire). Starts false: a
+    // first acquire watches its node with one request rather than risk a stray event.
+    std::atomic<bool> alone{false};
 };
 
 struct hold {
@@ -449,7 +456,7 @@ void watch_session(const std::shared_ptr<mutex_state>& s, const std::shared_ptr<
 // Watches our own node while this process has it, so that a node deleted by anyone (an operator
 // "breaking" a stuck lock, a script) counts as a loss within one round trip, even while the
 // connection never dropped. The exists request is sent after the grant and nobody waits for its
-// reply: it costs one request per node, not acquire latency. A data change re-arms the watch.
+// reply. A data change re-arms the watch.
 void watch_node(const std::shared_ptr<mutex_state>& s, const std::shared_ptr<node_state>& ns)
 {
     s->zk.async_exists(ns->node, leave_watch, [s, ns](error_code ec, exists_result r) {
@@ -466,6 +473,21 @@ void watch_node(const std::shared_ptr<mutex_state>& s, const std::shared_ptr<nod
                 return fire_lost(s, ns, "the lock node was deleted by someone else");
             watch_node(s, ns);
         });
+    });
+}
+
+// Watches a node we were just granted. When the listing that granted it left a children watch,
+// that watch already covers our node's deletion at no extra request (the uncontended case);
+// the first change of the queue (someone queues, or our node goes) moves us to watch_node.
+void watch_held_node(const std::shared_ptr<mutex_state>& s, const std::shared_ptr<node_state>& ns,
+                     zkcoro::watch queue_watch)
+{
+    if (!queue_watch.valid())
+        return watch_node(s, ns);
+    queue_watch.async_wait([s, ns](error_code ec, watch_event) {
+        if (ec || ns->lost || ns->released)
+            return;  // session ended (the monitor decides), or released: our own deletion
+        watch_node(s, ns);
     });
 }
 
@@ -486,9 +508,13 @@ using engine_result = std::tuple<error_code, std::optional<queued_node>>;
 // The lock queue engine: enters ZooKeeper's queue under `path` with a protected
 // ephemeral-sequential node named `base_name`, and waits until `rule` says we hold. An empty
 // result with no error: the deadline passed. On any unsuccessful end our node is deleted.
+// `alone`: whether this lock object found the queue empty last time (its guess that it will now).
+// When it guesses so, the first listing leaves a children watch, which then covers our node's
+// deletion at no extra request; a waiter that guessed wrong gets one stray event when the queue
+// next changes, and guesses "contended" next time, so under contention no listing leaves one.
 awaitable<engine_result> queue_acquire(client& zk, std::string path, std::string base_name,
                                        std::function<void(std::vector<std::string>&)> sort, std::string data,
-                                       queue_rule rule, clock::time_point deadline)
+                                       queue_rule rule, clock::time_point deadline, std::atomic<bool>& alone)
 {
     auto ex = co_await asio::this_coro::executor;
     // One generator per thread: constructing one seeds a Mersenne twister from the OS each time.
@@ -511,12 +537,24 @@ awaitable<engine_result> queue_acquire(client& zk, std::string path, std::string
         if (cancelled(co_await asio::this_coro::cancellation_state))
             co_return give_up(asio::error::operation_aborted);
         if (node.empty()) {
-            // Create and list in one round trip.
-            auto [order, cr_ec, cr, ch_ec, ch] =
-                co_await asio::experimental::make_parallel_group(
-                    zk.async_create(create_path, data, create_mode::ephemeral_sequential, asio::deferred),
-                    zk.async_get_children(path, asio::deferred))
-                    .async_wait(asio::experimental::wait_for_all(), asio::use_awaitable);
+            // Create and list in one round trip. When we expect to be alone, the listing leaves a
+            // children watch: a holder granted by this listing learns from it, at no extra
+            // request, when the queue changes (see watch_held_node); a semaphore waits on it.
+            // (Two statements, not a conditional expression: see below.)
+            std::tuple<std::array<std::size_t, 2>, error_code, create_result, error_code, children_result> r;
+            if (alone)
+                r = co_await asio::experimental::make_parallel_group(
+                        zk.async_create(create_path, data, create_mode::ephemeral_sequential, asio::deferred),
+                        zk.async_get_children(path, leave_watch, asio::deferred))
+                        .async_wait(asio::experimental::wait_for_all(), asio::use_awaitable);
+            else
+                r = co_await asio::experimental::make_parallel_group(
+                        zk.async_create(create_path, data, create_mode::ephemeral_sequential, asio::deferred),
+                        zk.async_get_children(path, asio::deferred))
+                        .async_wait(asio::experimental::wait_for_all(), asio::use_awaitable);
+            auto& [order, cr_ec, cr, ch_ec, ch] = r;
+            if (!ch_ec)
+                alone = ch.children.size() == 1;
             if (cancelled(co_await asio::this_coro::cancellation_state))
                 co_return give_up(asio::error::operation_aborted);
             if (is_zk(cr_ec, ZNONODE)) {
@@ -542,6 +580,7 @@ awaitable<engine_result> queue_acquire(client& zk, std::string path, std::string
             node_stat = cr.stat;
             have_children = !ch_ec;
             children = std::move(ch.children);
+            children_watch = std::move(ch.watch);
         }
         if (!have_children) {
             // (Two statements, not a conditional expression: GCC 12 miscompiles a co_await of a
@@ -578,7 +617,7 @@ awaitable<engine_result> queue_acquire(client& zk, std::string path, std::string
         }
         auto decision = rule(children, static_cast<std::size_t>(it - children.begin()));
         if (decision.holds)
-            co_return engine_result{error_code{}, queued_node{node, node_stat}};
+            co_return engine_result{error_code{}, queued_node{node, node_stat, std::move(children_watch)}};
         if (clock::now() >= deadline)
             co_return give_up(error_code{});
         zkcoro::watch w;
@@ -625,7 +664,7 @@ awaitable<engine_result> queue_acquire(client& zk, std::string path, std::string
             co_return give_up(w_ec);
         }
         if (ev.type == watch_event_type::deleted && decision.deletion_grants)
-            co_return engine_result{error_code{}, queued_node{node, node_stat}};
+            co_return engine_result{error_code{}, queued_node{node, node_stat, std::move(children_watch)}};
     }
     co_return give_up(make_zk_error(ZOPERATIONTIMEOUT));
 }
@@ -665,7 +704,7 @@ std::shared_ptr<hold> make_hold(const std::shared_ptr<mutex_state>& s, const std
 
 // We hold `node`: record it, watch its session, and give the owner its guard.
 guard hold_node(const std::shared_ptr<mutex_state>& s, owner_id owner, const std::string& node,
-                const zkcoro::stat& st)
+                const zkcoro::stat& st, zkcoro::watch queue_watch = {})
 {
     auto ns = std::make_shared<node_state>();
     ns->node = node;
@@ -681,7 +720,7 @@ guard hold_node(const std::shared_ptr<mutex_state>& s, owner_id owner, const std
     }
     watch_session(s, ns);
     if (s->recipe.watch_own_node)
-        watch_node(s, ns);
+        watch_held_node(s, ns, std::move(queue_watch));
     return guard(h, owner);
 }
 
@@ -690,7 +729,7 @@ guard hold_node(const std::shared_ptr<mutex_state>& s, owner_id owner, const std
 awaitable<acquire_result> queue_in_zk(std::shared_ptr<mutex_state> s, owner_id owner, clock::time_point deadline)
 {
     auto [ec, queued] = co_await queue_acquire(s->zk, s->path, s->recipe.base_name, s->recipe.sort, s->data,
-                                               s->recipe.rule, deadline);
+                                               s->recipe.rule, deadline, s->alone);
     if (ec || !queued) {
         std::shared_ptr<local_waiter> next;
         {
@@ -700,7 +739,8 @@ awaitable<acquire_result> queue_in_zk(std::shared_ptr<mutex_state> s, owner_id o
         notify(s, next);
         co_return acquire_result{ec, std::nullopt};
     }
-    co_return acquire_result{error_code{}, hold_node(s, owner, queued->path, queued->stat)};
+    co_return acquire_result{error_code{},
+                             hold_node(s, owner, queued->path, queued->stat, std::move(queued->queue_watch))};
 }
 
 awaitable<acquire_result> acquire_coro(std::shared_ptr<mutex_state> s, owner_id owner, clock::time_point deadline)
