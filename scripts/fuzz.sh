@@ -91,6 +91,7 @@ done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failed=0
+summary=()
 for t in "${targets[@]}"; do
   corpus=$tmp/corpus-$t
   mkdir -p "$corpus"
@@ -105,6 +106,7 @@ for t in "${targets[@]}"; do
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 || true)
   echo "   executions: ${execs:-?}, ${cov:-cov: ?}, corpus: $(find "$corpus" -type f | wc -l) inputs, exit $rc"
+  summary+=("$(printf '%-12s %10s executions  %s' "$t" "${execs:-?}" "$([ "$rc" -eq 0 ] && echo ok || echo FAILED)")")
   if [ "$rc" -ne 0 ]; then
     failed=1
     tail -n 40 "$log"
@@ -113,4 +115,6 @@ for t in "${targets[@]}"; do
     echo "!! reproduce with: $out/fuzz_$t ${crash:-}"
   fi
 done
+echo "== fuzz: summary ($mode)"
+printf '   %s\n' "${summary[@]}"
 exit "$failed"
