@@ -320,7 +320,14 @@ public:
         events_ = std::make_unique<event_log>(dir_ + "/events.log");
         started_ = steady::now();
     }
-    ~scenario() { stop_all(); }
+    ~scenario()
+    {
+        try {
+            stop_all();
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "fault-suite: stopping %s: %s\n", name_.c_str(), e.what());
+        }
+    }
     scenario(const scenario&) = delete;
     scenario& operator=(const scenario&) = delete;
 

@@ -15,7 +15,9 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <cstdlib>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
 
 extern char** environ;
@@ -77,6 +79,24 @@ bool has_exited(pid_t pid)
     return info.si_pid == pid;
 }
 
+// argv[0] as a path: looked up in PATH before fork(), since the search allocates.
+std::string resolve_program(const std::string& name)
+{
+    if (name.find('/') != std::string::npos)
+        return name;
+    const char* path = std::getenv("PATH");
+    std::string_view rest = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
+    while (!rest.empty()) {
+        const auto colon = rest.find(':');
+        const std::string dir(rest.substr(0, colon));
+        rest = colon == std::string_view::npos ? std::string_view{} : rest.substr(colon + 1);
+        const std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + name;
+        if (::access(candidate.c_str(), X_OK) == 0)
+            return candidate;
+    }
+    throw std::runtime_error(fmt::format("{} not found in PATH", name));
+}
+
 }  // namespace
 
 pid_t spawn(const std::vector<std::string>& argv_in, const std::string& out_file, const std::string& err_file,
@@ -86,6 +106,7 @@ pid_t spawn(const std::vector<std::string>& argv_in, const std::string& out_file
         throw std::invalid_argument("spawn: empty command");
     // Everything the child needs is built before fork(): afterwards only async-signal-safe calls.
     std::vector<std::string> args = argv_in;
+    const std::string program = resolve_program(args[0]);
     std::vector<char*> argv;
     for (auto& a : args)
         argv.push_back(a.data());
@@ -125,7 +146,7 @@ pid_t spawn(const std::vector<std::string>& argv_in, const std::string& out_file
         ::dup2(o, 1);
         ::dup2(e, 2);
         ::close_range(3, ~0U, 0);
-        ::execvpe(argv[0], argv.data(), envp.data());
+        ::execve(program.c_str(), argv.data(), envp.data());
         static const char msg[] = "fault-suite: exec failed\n";
         [[maybe_unused]] auto n = ::write(2, msg, sizeof msg - 1);
         ::_exit(127);

@@ -12,7 +12,7 @@
 
 namespace zkfault {
 
-// Starts argv[0] (looked up in PATH) with stdin from /dev/null, stdout and stderr appended to
+// Starts argv[0] (looked up in PATH before the fork) with stdin from /dev/null, stdout and stderr appended to
 // the given files ("" for /dev/null), extra "NAME=VALUE" entries added to the environment, an
 // empty signal mask and default signal dispositions. Registers the PID. Throws on failure.
 pid_t spawn(const std::vector<std::string>& argv, const std::string& out_file, const std::string& err_file,
