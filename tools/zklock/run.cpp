@@ -9,7 +9,10 @@
 #include <zkcoro/shared_mutex.hpp>
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -29,6 +32,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <exception>
 #include <memory>
 #include <variant>
@@ -116,22 +120,6 @@ asio::awaitable<int> next_signal(asio::signal_set& sigs)
     if (ec)
         throw boost::system::system_error(ec);  // cancelled: not a completion
     co_return sig;
-}
-
-asio::awaitable<void> next_sigchld(asio::signal_set& sigchld)
-{
-    auto [ec, sig] = co_await sigchld.async_wait(asio::as_tuple(asio::use_awaitable));
-    (void)sig;
-    if (ec)
-        throw boost::system::system_error(ec);
-}
-
-asio::awaitable<zkcoro::error_code> lost(zkcoro::guard& g)
-{
-    auto [ec] = co_await g.async_wait_lost(asio::as_tuple(asio::use_awaitable));
-    if (ec != zkcoro::client_errc::lock_lost)
-        throw boost::system::system_error(ec);  // released or cancelled: not a loss
-    co_return ec;
 }
 
 asio::awaitable<void> sleep_until(clock::time_point t)
@@ -426,23 +414,45 @@ struct event {
     int sig = 0;
 };
 
-asio::awaitable<event> next_event(asio::signal_set& sigchld, asio::signal_set& sigs, zkcoro::guard* watch_lost,
-                                  clock::time_point escalate_at)
-{
-    if (watch_lost != nullptr) {
-        auto v = co_await (next_sigchld(sigchld) || next_signal(sigs) || lost(*watch_lost) || sleep_until(escalate_at));
-        if (v.index() == 0)
-            co_return event{event_kind::child};
-        if (v.index() == 1)
-            co_return event{event_kind::signal, std::get<1>(v)};
-        co_return event{v.index() == 2 ? event_kind::lost : event_kind::escalate};
+// What the supervision loop waits for, fed by one long-lived coroutine per source. (Not `a || b`
+// per wait: when two sources complete in the same round, `||` keeps one result and drops the
+// other, and a dropped signal is a signal lost; nor a lost-lock wait cancelled and restarted at
+// every SIGCHLD.) Shared, so that a source still pending when lock_main returns owns it.
+struct run_events {
+    explicit run_events(const asio::any_io_executor& ex)
+        : wake(ex), sigchld(ex, SIGCHLD), sigs(ex, SIGINT, SIGTERM, SIGHUP)
+    {
     }
-    auto v = co_await (next_sigchld(sigchld) || next_signal(sigs) || sleep_until(escalate_at));
-    if (v.index() == 0)
-        co_return event{event_kind::child};
-    if (v.index() == 1)
-        co_return event{event_kind::signal, std::get<1>(v)};
-    co_return event{event_kind::escalate};
+    asio::steady_timer wake;  // the loop sleeps on it; cancelled by every push
+    asio::signal_set sigchld;
+    asio::signal_set sigs;
+    asio::cancellation_signal stop_lost;
+    std::deque<event> queue;
+
+    void push(event e)
+    {
+        queue.push_back(e);
+        wake.cancel();
+    }
+};
+
+asio::awaitable<void> pump_signals(std::shared_ptr<run_events> ev, asio::signal_set* set, event_kind kind)
+{
+    for (;;) {
+        auto [ec, sig] = co_await set->async_wait(asio::as_tuple(asio::use_awaitable));
+        if (ec)
+            co_return;  // cancelled: the run is over
+        ev->push(event{kind, sig});
+    }
+}
+
+asio::awaitable<void> pump_lost(std::shared_ptr<run_events> ev, zkcoro::guard& g)
+{
+    // g is used only to start the wait (the operation keeps what it needs).
+    auto [ec] = co_await g.async_wait_lost(
+        asio::bind_cancellation_slot(ev->stop_lost.slot(), asio::as_tuple(asio::use_awaitable)));
+    if (ec == zkcoro::client_errc::lock_lost)
+        ev->push(event{event_kind::lost});
 }
 
 int lost_signal(const options& o)
@@ -549,7 +559,8 @@ asio::awaitable<int> lock_main(zkcoro::client& zk, const options& o, const std::
 
     // 3. Run the command in the guardian's process group. SIGCHLD is watched before the fork so
     // that no exit is missed.
-    asio::signal_set sigchld(ex, SIGCHLD);
+    auto events = std::make_shared<run_events>(ex);
+    sigs.cancel();  // from here on, `events` receives INT, TERM and HUP
     const std::string cmd_name = escape(o.command[0]);
     if (!become_subreaper())
         say(o, fmt::format("cannot become a subreaper ({}): only the command itself is waited for",
@@ -570,6 +581,9 @@ asio::awaitable<int> lock_main(zkcoro::client& zk, const options& o, const std::
     }
     tree.command = child.pid;
     say(o, fmt::format("started {} (pid {}, process group {})", cmd_name, child.pid, tree.guardian));
+    asio::co_spawn(ex, pump_signals(events, &events->sigchld, event_kind::child), asio::detached);
+    asio::co_spawn(ex, pump_signals(events, &events->sigs, event_kind::signal), asio::detached);
+    asio::co_spawn(ex, pump_lost(events, g), asio::detached);
 
     bool was_lost = false;
     bool killing = false;        // SIGKILL sent: send it to every descendant that shows up
@@ -599,7 +613,19 @@ asio::awaitable<int> lock_main(zkcoro::client& zk, const options& o, const std::
                                "exit (pid {})",
                                cmd_name, exit_code_of(tree.command_status), left.size(), fmt::join(left, ", ")));
         }
-        const auto ev = co_await next_event(sigchld, sigs, was_lost ? nullptr : &g, escalate_at);
+        if (events->queue.empty() && clock::now() < escalate_at) {
+            events->wake.expires_at(escalate_at);
+            co_await events->wake.async_wait(asio::as_tuple(asio::use_awaitable));  // expired, or a push
+        }
+        event ev{event_kind::escalate};
+        if (!events->queue.empty()) {
+            ev = events->queue.front();
+            events->queue.pop_front();
+        } else if (clock::now() < escalate_at) {
+            continue;  // woken with nothing to do
+        }
+        if (ev.kind == event_kind::lost && was_lost)
+            continue;
         if (ev.kind == event_kind::signal) {
             say(o, fmt::format("forwarding {} to the command's process tree (group {})", signal_name(ev.sig),
                                tree.guardian));
@@ -628,6 +654,8 @@ asio::awaitable<int> lock_main(zkcoro::client& zk, const options& o, const std::
         }
     }
     tree.end_guardian();
+    events->sigchld.cancel();
+    events->sigs.cancel();  // a signal from here on is queued, unhandled: the release and close are bounded
     if (child.error != 0) {
         fmt::print(stderr, "zklock: cannot run {}: {}\n", cmd_name, std::strerror(child.error));
         if (auto failed = co_await release_all(o, got.guards); !failed.empty())
@@ -642,6 +670,7 @@ asio::awaitable<int> lock_main(zkcoro::client& zk, const options& o, const std::
     // but a failed delete means something is wrong (permissions, the server) and is reported.
     const std::string failed = co_await release_all(o, got.guards);
     was_lost = was_lost || g.lost();
+    events->stop_lost.emit(asio::cancellation_type::terminal);
     if (was_lost) {
         fmt::print(stderr, "zklock: exit {}: the lock on {} was lost while {} ran (its own status: {})\n",
                    o.lost_exit_code, escape(o.lock_path), cmd_name, child_rc);
@@ -660,6 +689,13 @@ asio::awaitable<int> lock_main(zkcoro::client& zk, const options& o, const std::
 
 int run_lock(const options& o)
 {
+    // The signals zklock forwards and the SIGCHLD it reaps on must reach it, even if the caller
+    // started it with them blocked (a blocked mask is inherited across exec).
+    sigset_t ours;
+    sigemptyset(&ours);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD})
+        sigaddset(&ours, sig);
+    ::sigprocmask(SIG_UNBLOCK, &ours, nullptr);
     const auto inherited = open_descriptors();
     asio::io_context ioc;
     zkcoro::client zk(ioc.get_executor(), make_config(o));
