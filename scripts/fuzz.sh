@@ -41,7 +41,8 @@ mkdir -p "$out/obj" "$out/artifacts"
 # -fno-sanitize=function: clang 14 cannot emit its prologue data for coroutines ("Cannot
 # represent a difference across sections"). -fno-sanitize-recover: undefined behaviour is a
 # crash that libFuzzer records, not a message it ignores.
-common=(-std=c++20 -Iinclude -Isrc -DBOOST_ASIO_NO_DEPRECATED)
+common=(-std=c++20 -Iinclude -Isrc)
+# shellcheck disable=SC2054  # the commas are part of -fsanitize=
 instrumented=(-O1 -gline-tables-only -fsanitize=address,undefined -fno-sanitize=function
   -fno-sanitize-recover=all -fno-omit-frame-pointer)
 link_only="client.cpp client_impl.cpp multi_lock.cpp semaphore.cpp"
@@ -58,6 +59,10 @@ stale() {  # object, source
 }
 
 echo "== fuzz: compiling the library with $cxx"
+# Objects of sources that no longer exist would be linked in: remove them.
+for obj in "$out"/obj/*.o; do
+  [ -e "$obj" ] && [ ! -f "src/$(basename "$obj" .o).cpp" ] && rm -f "$obj" "$obj.log"
+done
 jobs=()
 for src in src/*.cpp; do
   name=$(basename "$src" .cpp)
