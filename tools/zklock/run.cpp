@@ -114,14 +114,6 @@ asio::awaitable<zkcoro::error_code> connect(zkcoro::client& zk)
     co_return ec;
 }
 
-asio::awaitable<int> next_signal(asio::signal_set& sigs)
-{
-    auto [ec, sig] = co_await sigs.async_wait(asio::as_tuple(asio::use_awaitable));
-    if (ec)
-        throw boost::system::system_error(ec);  // cancelled: not a completion
-    co_return sig;
-}
-
 asio::awaitable<void> sleep_until(clock::time_point t)
 {
     asio::steady_timer timer(co_await asio::this_coro::executor, t);
@@ -455,6 +447,32 @@ asio::awaitable<void> pump_lost(std::shared_ptr<run_events> ev, zkcoro::guard& g
         ev->push(event{event_kind::lost});
 }
 
+// Completes with the first INT, TERM or HUP queued (left in the queue), for `||` with the
+// connection and the acquisition: a signal that arrives as they complete stays queued.
+asio::awaitable<int> queued_signal(std::shared_ptr<run_events> ev)
+{
+    for (;;) {
+        for (const auto& e : ev->queue)
+            if (e.kind == event_kind::signal)
+                co_return e.sig;
+        if ((co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none)
+            throw boost::system::system_error(asio::error::operation_aborted);  // the other side won
+        ev->wake.expires_at(clock::time_point::max());
+        co_await ev->wake.async_wait(asio::as_tuple(asio::use_awaitable));  // a push, or cancelled
+    }
+}
+
+// Stops the event sources when lock_main ends, however it ends.
+struct stop_events {
+    std::shared_ptr<run_events> ev;
+    ~stop_events()
+    {
+        ev->sigchld.cancel();
+        ev->sigs.cancel();
+        ev->stop_lost.emit(asio::cancellation_type::terminal);
+    }
+};
+
 int lost_signal(const options& o)
 {
     return o.lost_action == on_lost::kill ? SIGKILL : o.lost_action == on_lost::term ? SIGTERM : 0;
@@ -490,11 +508,16 @@ asio::awaitable<int> lock_main(zkcoro::client& zk, const options& o, const std::
 {
     auto ex = co_await asio::this_coro::executor;
     const auto start = clock::now();
-    asio::signal_set sigs(ex, SIGINT, SIGTERM, SIGHUP);
+    // INT, TERM, HUP and SIGCHLD are queued from here on (SIGCHLD before any fork, so that no
+    // exit is missed).
+    auto events = std::make_shared<run_events>(ex);
+    stop_events stopper{events};
+    asio::co_spawn(ex, pump_signals(events, &events->sigs, event_kind::signal), asio::detached);
+    asio::co_spawn(ex, pump_signals(events, &events->sigchld, event_kind::child), asio::detached);
     const bool tty = ::isatty(STDERR_FILENO) == 1;
 
     // 1. Connect.
-    auto c = co_await (connect(zk) || next_signal(sigs));
+    auto c = co_await (connect(zk) || queued_signal(events));
     if (c.index() == 1)
         co_return 128 + std::get<1>(c);
     if (auto ec = std::get<0>(c)) {
@@ -523,7 +546,7 @@ asio::awaitable<int> lock_main(zkcoro::client& zk, const options& o, const std::
         const auto deadline = start + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(*o.timeout_s));
         wait = std::max(clock::duration::zero(), deadline - clock::now());
     }
-    auto a = co_await (acquire(l, o.kind == recipe::write, wait) || next_signal(sigs) || show_waiting(zk, o, tty));
+    auto a = co_await (acquire(l, o.kind == recipe::write, wait) || queued_signal(events) || show_waiting(zk, o, tty));
     if (tty) {
         fmt::print(stderr, "\r\033[K");
         std::fflush(stderr);
@@ -554,13 +577,21 @@ asio::awaitable<int> lock_main(zkcoro::client& zk, const options& o, const std::
         co_return o.conflict_exit_code;
     }
     zkcoro::guard& g = got.guards.front();
+    int early = 0;  // a signal that came as the lock was granted: still before the command
+    for (const auto& e : events->queue)
+        if (e.kind == event_kind::signal && early == 0)
+            early = e.sig;
+    if (early != 0) {
+        say(o, fmt::format("{} as the lock was acquired: giving up", signal_name(early)));
+        if (auto failed = co_await release_all(o, got.guards); !failed.empty())
+            fmt::print(stderr, "zklock: cannot release {}: {}\n", escape(o.lock_path), failed);
+        co_return 128 + early;
+    }
     say(o, fmt::format("acquired {} (node {}, fencing token {})", escape(o.lock_path), escape(g.node_path()),
                        g.fencing_token()));
 
     // 3. Run the command in the guardian's process group. SIGCHLD is watched before the fork so
     // that no exit is missed.
-    auto events = std::make_shared<run_events>(ex);
-    sigs.cancel();  // from here on, `events` receives INT, TERM and HUP
     const std::string cmd_name = escape(o.command[0]);
     if (!become_subreaper())
         say(o, fmt::format("cannot become a subreaper ({}): only the command itself is waited for",
@@ -581,8 +612,6 @@ asio::awaitable<int> lock_main(zkcoro::client& zk, const options& o, const std::
     }
     tree.command = child.pid;
     say(o, fmt::format("started {} (pid {}, process group {})", cmd_name, child.pid, tree.guardian));
-    asio::co_spawn(ex, pump_signals(events, &events->sigchld, event_kind::child), asio::detached);
-    asio::co_spawn(ex, pump_signals(events, &events->sigs, event_kind::signal), asio::detached);
     asio::co_spawn(ex, pump_lost(events, g), asio::detached);
 
     bool was_lost = false;
@@ -654,7 +683,6 @@ asio::awaitable<int> lock_main(zkcoro::client& zk, const options& o, const std::
         }
     }
     tree.end_guardian();
-    events->sigchld.cancel();
     events->sigs.cancel();  // a signal from here on is queued, unhandled: the release and close are bounded
     if (child.error != 0) {
         fmt::print(stderr, "zklock: cannot run {}: {}\n", cmd_name, std::strerror(child.error));
@@ -670,7 +698,6 @@ asio::awaitable<int> lock_main(zkcoro::client& zk, const options& o, const std::
     // but a failed delete means something is wrong (permissions, the server) and is reported.
     const std::string failed = co_await release_all(o, got.guards);
     was_lost = was_lost || g.lost();
-    events->stop_lost.emit(asio::cancellation_type::terminal);
     if (was_lost) {
         fmt::print(stderr, "zklock: exit {}: the lock on {} was lost while {} ran (its own status: {})\n",
                    o.lost_exit_code, escape(o.lock_path), cmd_name, child_rc);
