@@ -15,6 +15,7 @@
 //   partition      a zkcoro holder in a network namespace of ours, reaching the servers through a
 //                  relay in a second namespace (tests/fault/netns.hpp), is cut off by setting the
 //                  far end of the veth down while it holds, past the session timeout; then healed.
+//   (follower-stop-twice, only with --only: one zkcoro holder through two follower stops in a row.)
 //   frozen         a zkcoro holder stops itself (SIGSTOP) between its lock check and its write,
 //                  the worst moment; the suite resumes it (SIGCONT) once its session has expired
 //                  and another holder has written a higher token.
@@ -314,7 +315,6 @@ public:
         holds_ = dir_ + "/holds.log";
         store_ = dir_ + "/fence.store";
         control_ = dir_ + "/control.store";
-        stop_ = dir_ + "/stop";
         path_ = fmt::format("/zkcoro-fault/{}/{}", env_.run_id, name_);
         append_line(holds_, "");
         events_ = std::make_unique<event_log>(dir_ + "/events.log");
@@ -347,19 +347,20 @@ public:
              {env_.holder, std::string("--connect"), connect_string, std::string("--path"), path_,
               std::string("--id"), id, std::string("--tasks"), std::to_string(tasks)})
             argv.push_back(a);
-        add_common(argv);
+        add_common(argv, id);
         argv.insert(argv.end(), extra.begin(), extra.end());
         launch(id, "zkcoro", argv);
     }
 
-    void start_curator(const std::string& id, const std::vector<std::string>& extra = {})
+    void start_curator(const std::string& id, const std::vector<std::string>& extra = {},
+                       const std::string& connect_string = {})
     {
         std::vector<std::string> argv = {env_.java, "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
                                          "-Xshare:auto", "-XX:-UsePerfData", "-cp", env_.classpath, "CuratorHolder",
-                                         "--connect", connect(), "--path", path_, "--id", id, "--recipe", "mutex",
+                                         "--connect", connect_string.empty() ? connect() : connect_string, "--path", path_, "--id", id, "--recipe", "mutex",
                                          "--fence-tool", env_.fence_tool,
                                          "--retry-ms", std::to_string(session_timeout_ms * 2)};
-        add_common(argv);
+        add_common(argv, id);
         argv.insert(argv.end(), extra.begin(), extra.end());
         launch(id, "curator", argv);
     }
@@ -392,7 +393,7 @@ public:
         const auto first_argv = command(first_hold_ms >= 0 ? first_hold_ms : hold_ms);
         const auto argv = command(hold_ms);
         const std::string events = events_->path();
-        const std::string stop = stop_;
+        const std::string stop = stop_file(id);
         l->thread = std::thread([l, first_argv, argv, out, err, events, stop] {
             const auto deadline = steady::now() + ms(holder_duration_ms);
             bool held = false;
@@ -446,28 +447,27 @@ public:
         }
     }
 
-    // Asks every holder to stop (stop file), waits for each (bounded), joins the zklock loops.
+    // Asks every holder to stop (their stop files), waits for each (bounded), joins the zklock
+    // loops.
     void stop_all()
     {
         if (stopped_)
             return;
         stopped_ = true;
-        append_line(stop_, "stop\n");
-        for (auto& h : holders_) {
-            if (h.pid <= 0)
-                continue;
-            // An acquire attempt (2 s), a hold, a release and a close: 40 s is plenty.
-            auto s = zkfault::wait_exit(h.pid, 40s);
-            if (!s) {
-                failures_.push_back(fmt::format("{} did not stop within 40 s of the stop request: ended", h.id));
-                s = zkfault::end_process(h.pid, 5s);
+        for (const auto& h : holders_)
+            append_line(stop_file(h.id), "stop\n");
+        for (auto& h : holders_)
+            wait_stopped(h);
+    }
+
+    // Stops one holder before the others (bounded, like stop_all).
+    void stop_holder(const std::string& id)
+    {
+        for (auto& h : holders_)
+            if (h.id == id) {
+                append_line(stop_file(h.id), "stop\n");
+                wait_stopped(h);
             }
-            h.status = *s;
-            h.pid = -h.pid;  // remembered, but no longer ours to signal
-        }
-        for (auto& l : loops_)
-            if (l->thread.joinable())
-                l->thread.join();
     }
 
     // Everything after the run: the checks. victim: the holder the fault is meant to cost its
@@ -609,13 +609,36 @@ public:
     void note_failure(std::string s) { failures_.push_back(std::move(s)); }
 
 private:
-    void add_common(std::vector<std::string>& argv) const
+    // Each holder has a stop file of its own, so that one can be stopped before the others.
+    std::string stop_file(const std::string& id) const { return dir_ + "/stop-" + id; }
+
+    void wait_stopped(holder_info& h)
+    {
+        if (h.kind == "zklock") {
+            for (auto& l : loops_)
+                if (l->id == h.id && l->thread.joinable())
+                    l->thread.join();  // each zklock run is bounded (60 s), so is the join
+            return;
+        }
+        if (h.pid <= 0)
+            return;
+        // An acquire attempt (2 s), a hold, a release and a close: 40 s is plenty.
+        auto st = zkfault::wait_exit(h.pid, 40s);
+        if (!st) {
+            failures_.push_back(fmt::format("{} did not stop within 40 s of the stop request: ended", h.id));
+            st = zkfault::end_process(h.pid, 5s);
+        }
+        h.status = *st;
+        h.pid = -h.pid;  // remembered, but no longer ours to signal
+    }
+
+    void add_common(std::vector<std::string>& argv, const std::string& id) const
     {
         for (const std::string& a :
              {std::string("--duration-ms"), std::to_string(holder_duration_ms), std::string("--hold-ms"),
               std::to_string(hold_ms), std::string("--log"), holds_, std::string("--events"), events_->path(),
               std::string("--fence-store"), store_, std::string("--control-store"), control_,
-              std::string("--stop-file"), stop_, std::string("--session-timeout-ms"),
+              std::string("--stop-file"), stop_file(id), std::string("--session-timeout-ms"),
               std::to_string(session_timeout_ms), std::string("--connection-timeout-ms"),
               std::to_string(session_timeout_ms), std::string("--acquire-timeout-ms"), std::string("2000"),
               std::string("--tolerate-errors")})
@@ -630,7 +653,7 @@ private:
     }
 
     const suite_env& env_;
-    std::string name_, dir_, holds_, store_, control_, stop_, path_;
+    std::string name_, dir_, holds_, store_, control_, path_;
     std::unique_ptr<event_log> events_;
     std::vector<holder_info> holders_;
     std::vector<std::unique_ptr<zklock_loop>> loops_;
@@ -682,14 +705,41 @@ result run_baseline(const suite_env& env)
     return s.finish("", false);
 }
 
-std::string member_of(const zktest::zk_ensemble& ens, const std::string& server)
+// Starts a holder of the given kind ("zkcoro", "curator", "zklock") whose first hold lasts hold
+// ms (a zkcoro holder's ends early if its lock is lost); returns its id, e.g. "zklong".
+std::string start_long_holder(scenario& s, const std::string& kind, const std::string& suffix, int hold,
+                              const std::string& connect_string)
 {
-    for (int i = 0; i < ens.size(); ++i)
-        if (server == ens.member_connect_string(i))
-            return std::to_string(i);
-    return {};
+    const std::string h = std::to_string(hold);
+    if (kind == "curator") {
+        s.start_curator("cur" + suffix, {"--first-hold-ms", h}, connect_string);
+        return "cur" + suffix;
+    }
+    if (kind == "zklock") {
+        s.start_zklock("zl" + suffix, connect_string, {}, hold);
+        return "zl" + suffix;
+    }
+    s.start_zkcoro("zk" + suffix, 1, {"--first-hold-ms", h}, connect_string);
+    return "zk" + suffix;
 }
 
+// The member whose `cons` lists a connection of session sid ("0x..."), -1 if none.
+int member_with_session(const zktest::zk_ensemble& ens, const std::string& sid)
+{
+    for (int i = 0; i < ens.size(); ++i) {
+        if (ens.member_pid(i) <= 0)
+            continue;
+        const std::string cons = ens.four_letter(i, "cons", 2000ms);
+        if (cons.find("sid=" + sid + ",") != std::string::npos || cons.find("sid=" + sid + ")") != std::string::npos)
+            return i;
+    }
+    return -1;
+}
+
+const std::vector<std::string> holder_kinds = {"zkcoro", "curator", "zklock"};
+
+// One round per holder kind: a long holder of that kind holds while the leader is killed with
+// SIGKILL, a new leader is elected and the old one restarts.
 result run_leader_kill(const suite_env& env)
 {
     scenario s(env, "leader-kill");
@@ -699,26 +749,31 @@ result run_leader_kill(const suite_env& env)
         ens.wait_for_quorum(60s);
         start_standard(s);
         s.wait_all_ready(ready_timeout);
-        // Holds for 10 s unless lost: the kill, the election and the restart happen inside it.
-        s.start_zkcoro("zklong", 1, {"--first-hold-ms", "10000"}, s.connect());
-        const auto enter = s.events().wait_for([](const event& e) { return e.holder() == "zklong" && e.kind == "enter"; },
-                                               ready_timeout, "zklong to take its long hold");
-        killed = ens.leader();
-        if (killed < 0)
-            throw scenario_failure("no leader to kill");
-        log(fmt::format("  leader-kill: zklong holds (token {}); kill -9 of leader member {} (pid {})", enter.arg(0),
-                        killed, ens.member_pid(killed)));
-        const std::int64_t t_kill = monotonic_ns();
-        ens.kill(killed);
-        ens.wait_for_quorum(60s);
-        log(fmt::format("  leader-kill: new leader member {} after {} ms; restarting member {}", ens.leader(),
-                        (monotonic_ns() - t_kill) / 1'000'000, killed));
-        ens.restart(killed);
-        killed = -1;
-        ens.wait_for_quorum(60s);
-        s.events().wait_for([](const event& e) { return e.holder() == "zklong" && e.kind == "exit"; }, fault_timeout,
-                            "zklong to end its long hold");
-        wait_standard_recovered(s, t_kill);
+        for (const auto& kind : holder_kinds) {
+            // Holds for 10 s: the kill, the election and the restart happen inside it.
+            const std::string id = start_long_holder(s, kind, "long", 10000, s.connect());
+            const auto enter = s.events().wait_for([&](const event& e) { return e.holder() == id && e.kind == "enter"; },
+                                                   ready_timeout, fmt::format("{} to take its long hold", id));
+            killed = ens.leader();
+            if (killed < 0)
+                throw scenario_failure("no leader to kill");
+            log(fmt::format("  leader-kill: {} holds (token {}); kill -9 of leader member {} (pid {})", id,
+                            enter.arg(0), killed, ens.member_pid(killed)));
+            const std::int64_t t_kill = monotonic_ns();
+            ens.kill(killed);
+            ens.wait_for_quorum(60s);
+            log(fmt::format("  leader-kill: new leader member {} after {} ms; restarting member {}", ens.leader(),
+                            (monotonic_ns() - t_kill) / 1'000'000, killed));
+            ens.restart(killed);
+            killed = -1;
+            ens.wait_for_quorum(60s);
+            const auto exit = s.events().wait_for(
+                [&](const event& e) { return e.holder() == id && e.kind == "exit"; }, fault_timeout,
+                fmt::format("{} to end its long hold", id));
+            if (exit.t < t_kill)
+                throw scenario_failure(fmt::format("{}'s long hold ended before the kill", id));
+            wait_standard_recovered(s, t_kill);
+        }
     } catch (const std::exception& e) {
         s.note_failure(e.what());
     }
@@ -732,55 +787,64 @@ result run_leader_kill(const suite_env& env)
     return s.finish("", false);
 }
 
-result run_follower_stop(const suite_env& env)
+// One round per holder kind: a long holder of that kind, which knows only the two followers,
+// holds while the follower it is connected to is stopped past the session timeout; it must fail
+// over to the other follower with its session and its lock. The round's holder stops after its
+// round, unless `twice`: then one zkcoro holder goes through two rounds (the member it moved to
+// is stopped next), which is not part of the default run (see the report in README.md).
+result run_follower_stop(const suite_env& env, const std::string& name, bool twice)
 {
-    scenario s(env, "follower-stop");
+    scenario s(env, name);
     auto& ens = *env.ensemble;
     int paused = -1;
     try {
         ens.wait_for_quorum(60s);
-        const int leader = ens.leader();
-        // zkfollow knows only the two followers, so it is on one of them, and fails over to the other.
-        std::string followers;
-        for (int i = 0; i < ens.size(); ++i)
-            if (i != leader)
-                followers += (followers.empty() ? "" : ",") + ens.member_connect_string(i);
         start_standard(s);
         s.wait_all_ready(ready_timeout);
-        s.start_zkcoro("zkfollow", 1, {"--first-hold-ms", std::to_string(session_timeout_ms + 6000)}, followers);
-        s.events().wait_for([](const event& e) { return e.holder() == "zkfollow" && e.kind == "enter"; }, ready_timeout,
-                            "zkfollow to take its long hold");
-        // The member it is connected to now: its last "session" event.
-        std::string server;
-        for (const auto& e : s.events().all())
-            if (e.holder() == "zkfollow" && e.kind == "session")
-                server = e.arg(1);
-        const std::string m = member_of(ens, server);
-        if (m.empty())
-            throw scenario_failure(fmt::format("zkfollow is connected to {}, not a member", server));
-        paused = std::stoi(m);
-        if (paused == ens.leader())
-            throw scenario_failure("zkfollow's member became the leader");
-        const auto pause_for = ms(session_timeout_ms + 2000);
-        log(fmt::format("  follower-stop: zkfollow holds on member {}; SIGSTOP to it for {} ms", paused, pause_for.count()));
-        const std::int64_t t_stop = monotonic_ns();
-        ens.pause(paused);
-        // The fault lasts this long by definition: past the session timeout.
-        std::this_thread::sleep_for(pause_for);
-        ens.resume(paused);
-        paused = -1;
-        log("  follower-stop: SIGCONT; waiting for the quorum and for every holder");
-        ens.wait_for_quorum(60s);
-        s.events().wait_for([](const event& e) { return e.holder() == "zkfollow" && e.kind == "exit"; }, fault_timeout,
-                            "zkfollow to end its long hold");
-        // It must have moved to another member meanwhile, with the same session.
-        bool moved = false;
-        for (const auto& e : s.events().all())
-            if (e.holder() == "zkfollow" && e.kind == "session" && e.t > t_stop && member_of(ens, e.arg(1)) != m)
-                moved = true;
-        if (!moved)
-            throw scenario_failure("zkfollow never reconnected to another member during the stop");
-        wait_standard_recovered(s, t_stop);
+        const std::vector<std::string> kinds = twice ? std::vector<std::string>{"zkcoro", "again"} : holder_kinds;
+        std::string id;
+        for (const auto& kind : kinds) {
+            const int leader = ens.leader();
+            std::string followers;
+            for (int i = 0; i < ens.size(); ++i)
+                if (i != leader)
+                    followers += (followers.empty() ? "" : ",") + ens.member_connect_string(i);
+            const auto pause_for = ms(session_timeout_ms + 2000);
+            // The second round of `twice` reuses the first round's holder: it holds briefly now.
+            const std::int64_t t_round = monotonic_ns();
+            if (kind != "again")
+                id = start_long_holder(s, kind, "follow", static_cast<int>(pause_for.count()) + 4000, followers);
+            const auto enter = s.events().wait_for(
+                [&](const event& e) { return e.holder() == id && e.kind == "enter" && e.t > t_round; }, ready_timeout,
+                fmt::format("{} to take the lock", id));
+            // The member its session is on now, from the servers' own connection lists.
+            const std::string sid = enter.arg(1);
+            paused = member_with_session(ens, sid);
+            if (paused < 0)
+                throw scenario_failure(fmt::format("no member lists {}'s session {}", id, sid));
+            if (paused == ens.leader())
+                throw scenario_failure(fmt::format("{} is on the leader although it knows only the followers", id));
+            log(fmt::format("  {}: {} holds on member {} (session {}); SIGSTOP to it for {} ms", name, id, paused, sid,
+                            pause_for.count()));
+            const std::int64_t t_stop = monotonic_ns();
+            ens.pause(paused);
+            // The fault lasts this long by definition: past the session timeout.
+            std::this_thread::sleep_for(pause_for);
+            // Before the resume: the session must be on the other follower by now.
+            const int now_on = member_with_session(ens, sid);
+            ens.resume(paused);
+            const int was = paused;
+            paused = -1;
+            if (now_on < 0 || now_on == was)
+                throw scenario_failure(fmt::format("{}'s session {} did not move off the stopped member {}", id, sid, was));
+            log(fmt::format("  {}: {} moved to member {}; SIGCONT to member {}", name, id, now_on, was));
+            ens.wait_for_quorum(60s);
+            s.events().wait_for([&](const event& e) { return e.holder() == id && e.kind == "exit" && e.t > t_stop; },
+                                fault_timeout, fmt::format("{} to end its hold", id));
+            wait_standard_recovered(s, t_stop);
+            if (!twice)
+                s.stop_holder(id);
+        }
     } catch (const std::exception& e) {
         s.note_failure(e.what());
     }
@@ -1008,14 +1072,19 @@ int main(int argc, char** argv)
     }
 
     const std::vector<std::pair<std::string, std::function<result(const suite_env&)>>> all = {
-        {"baseline", run_baseline},       {"leader-kill", run_leader_kill}, {"follower-stop", run_follower_stop},
+        {"baseline", run_baseline},
+        {"leader-kill", run_leader_kill},
+        {"follower-stop", [](const suite_env& e) { return run_follower_stop(e, "follower-stop", false); }},
         {"partition", [](const suite_env& e) { return run_partition(e, "partition", "zkcoro"); }},
         {"partition-zklock", [](const suite_env& e) { return run_partition(e, "partition-zklock", "zklock"); }},
         {"frozen", run_frozen},
+        // Opt-in (--only): a second follower stop for the holder that failed over in the first.
+        {"follower-stop-twice", [](const suite_env& e) { return run_follower_stop(e, "follower-stop-twice", true); }},
     };
+    const std::set<std::string> opt_in = {"follower-stop-twice"};
     std::vector<result> results;
     for (const auto& [name, fn] : all) {
-        if (!only.empty() && !only.contains(name))
+        if (only.empty() ? opt_in.contains(name) : !only.contains(name))
             continue;
         log(fmt::format("== {}", name));
         result r;
