@@ -75,6 +75,12 @@ std::optional<connect_spec> parse_connect_string(std::string_view text, std::str
             if (rest.empty() || rest.front() != ':')
                 return fail(why, fmt::format("\"{}\" is not [address]:port", shown(entry)));
             port_text = rest.substr(1);
+            // Hex digits, ':' and '.' (an embedded IPv4 address) only: the parser below would take
+            // a scope ("%eth0") with any bytes after it, and stop at an embedded NUL.
+            for (char c : host)
+                if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || c == ':' || c == '.'))
+                    return fail(why, fmt::format("\"{}\": '{}' cannot appear in an IPv6 address (scoped addresses "
+                                                 "are not supported)", shown(entry), shown(std::string_view(&c, 1))));
             boost::system::error_code ec;
             auto a = boost::asio::ip::make_address_v6(std::string(host), ec);
             if (ec)
