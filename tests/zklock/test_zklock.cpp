@@ -33,6 +33,7 @@
 #include <map>
 #include <optional>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -136,9 +137,30 @@ int wait_for(proc& p, clock_type::duration limit)
         if (r == p.pid)
             break;
         if (clock_type::now() >= deadline) {
+            // Where it is stuck: each thread's state and kernel wait channel, and its children.
+            std::string where;
+            for (const auto& t : std::filesystem::directory_iterator(fmt::format("/proc/{}/task", p.pid))) {
+                const auto stat = slurp(t.path().string() + "/stat");
+                where += fmt::format("\n  thread {}: {} wchan {} children [{}]", t.path().filename().string(),
+                                     stat.substr(stat.rfind(')') + 2, 1), slurp(t.path().string() + "/wchan"),
+                                     slurp(t.path().string() + "/children"));
+            }
+            const auto signals = [](int pid) {
+                std::istringstream in(slurp(fmt::format("/proc/{}/status", pid)));
+                std::string out;
+                for (std::string line; std::getline(in, line);)
+                    if (line.starts_with("Sig") || line.starts_with("ShdPnd") || line.starts_with("State") ||
+                        line.starts_with("NSpgid") || line.starts_with("Name"))
+                        out += " " + line;
+                return out;
+            };
+            where += "\n  it:" + signals(p.pid);
+            std::istringstream kids(slurp(fmt::format("/proc/{}/task/{}/children", p.pid, p.pid)));
+            for (int kid = 0; kids >> kid;)
+                where += fmt::format("\n  child {}:", kid) + signals(kid);
             ::kill(p.pid, SIGKILL);
             ::waitpid(p.pid, &st, 0);
-            FAIL_CHECK("process " << p.pid << " did not end in time; stderr: " << slurp(p.err));
+            FAIL_CHECK("process " << p.pid << " did not end in time;" << where << "\nstderr: " << slurp(p.err));
             p.status = 999;
             return p.status;
         }

@@ -23,6 +23,7 @@
 
 #include <fmt/format.h>
 
+#include <dirent.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -375,6 +376,44 @@ struct process_tree {
 
     bool done() const { return command_done && children().empty(); }
 
+    // True if a process of the command's group, or a child of zklock, is stopped (state T): a
+    // signal sent to it stays pending until SIGCONT. Scans /proc; zklock does this only when it
+    // forwards a signal.
+    bool any_stopped() const
+    {
+        const auto kids = children();
+        DIR* d = ::opendir("/proc");
+        if (d == nullptr)
+            return true;  // cannot tell: continue them to be sure
+        bool stopped = false;
+        int scanned = 0;
+        while (dirent* e = ::readdir(d)) {
+            if (++scanned > 1'000'000 || stopped)
+                break;
+            char* end = nullptr;
+            const long pid = std::strtol(e->d_name, &end, 10);
+            if (end == e->d_name || *end != '\0')
+                continue;
+            std::FILE* f = std::fopen(fmt::format("/proc/{}/stat", pid).c_str(), "r");
+            if (f == nullptr)
+                continue;
+            char buf[1024];
+            const std::size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+            std::fclose(f);
+            buf[n] = '\0';
+            // "pid (comm) state ppid pgrp ...": comm may hold anything, so parse after the last ')'.
+            const char* rp = std::strrchr(buf, ')');
+            char state = 0;
+            long ppid = 0, pgrp = 0;
+            if (rp == nullptr || std::sscanf(rp + 1, " %c %ld %ld", &state, &ppid, &pgrp) != 3)
+                continue;
+            const bool ours = pgrp == guardian || std::find(kids.begin(), kids.end(), static_cast<pid_t>(pid)) != kids.end();
+            stopped = ours && static_cast<pid_t>(pid) != guardian && (state == 'T' || state == 't');
+        }
+        ::closedir(d);
+        return stopped;
+    }
+
     // Sends `sig` to the command's process group, and to every child of zklock outside it
     // (descendants that called setsid() and whose parent has exited).
     void signal(int sig) const
@@ -659,7 +698,8 @@ asio::awaitable<int> lock_main(zkcoro::client& zk, const options& o, const std::
             say(o, fmt::format("forwarding {} to the command's process tree (group {})", signal_name(ev.sig),
                                tree.guardian));
             tree.signal(ev.sig);
-            tree.signal(SIGCONT);  // a stopped process gets it only once continued
+            if (tree.any_stopped())
+                tree.signal(SIGCONT);  // a stopped process gets it only once continued
         } else if (ev.kind == event_kind::lost) {
             was_lost = true;
             const int sig = lost_signal(o);
@@ -669,7 +709,8 @@ asio::awaitable<int> lock_main(zkcoro::client& zk, const options& o, const std::
                                 : fmt::format("sending {} to the command's process tree", signal_name(sig)));
             if (sig != 0) {
                 tree.signal(sig);
-                tree.signal(SIGCONT);
+                if (tree.any_stopped())
+                    tree.signal(SIGCONT);
                 if (sig == SIGKILL)
                     killing = true;
                 else if (o.kill_after > std::chrono::milliseconds::zero())
