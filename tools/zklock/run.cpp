@@ -36,6 +36,7 @@
 #include <deque>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <variant>
 
 extern char** environ;
@@ -113,17 +114,6 @@ asio::awaitable<zkcoro::error_code> connect(zkcoro::client& zk)
 {
     auto [ec] = co_await zk.async_connect(asio::as_tuple(asio::use_awaitable));
     co_return ec;
-}
-
-asio::awaitable<void> sleep_until(clock::time_point t)
-{
-    asio::steady_timer timer(co_await asio::this_coro::executor, t);
-    co_await timer.async_wait(asio::use_awaitable);
-}
-
-asio::awaitable<void> sleep_for(clock::duration d)
-{
-    co_await sleep_until(clock::now() + d);
 }
 
 // The lock objects of one run: exactly one is set.
@@ -255,24 +245,38 @@ asio::awaitable<void> show_waiting(zkcoro::client& zk, const options& o, bool tt
 }
 
 // Releases every guard by deleting its node, each within 3 s. Returns what went wrong ("" if
-// nothing): a release error is never dropped.
-asio::awaitable<zkcoro::error_code> release_one(zkcoro::guard& g)
+// nothing): a release error is never dropped. The delete runs on its own and a timer bounds the
+// wait (not `release || timer`, which would wait for the delete to honour the cancellation).
+struct release_state {
+    explicit release_state(const asio::any_io_executor& ex) : timer(ex) {}
+    asio::steady_timer timer;
+    std::optional<zkcoro::error_code> result;
+};
+
+asio::awaitable<void> release_one(std::shared_ptr<release_state> st, zkcoro::guard* g)
 {
-    auto [ec] = co_await g.async_release(asio::as_tuple(asio::use_awaitable));
-    co_return ec;
+    // g is used only to start the release (the operation keeps what it needs).
+    auto [ec] = co_await g->async_release(asio::as_tuple(asio::use_awaitable));
+    st->result = ec;
+    st->timer.cancel();
 }
 
 asio::awaitable<std::string> release_all(const options& o, std::vector<zkcoro::guard>& guards)
 {
+    auto ex = co_await asio::this_coro::executor;
     std::string failed;
     for (auto& g : guards) {
         if (!g.valid())
             continue;
         const std::string node = g.node_path();
-        auto r = co_await (release_one(g) || sleep_for(3s));
-        if (r.index() == 1) {
+        auto st = std::make_shared<release_state>(ex);
+        st->timer.expires_after(3s);
+        asio::co_spawn(ex, release_one(st, &g), asio::detached);
+        if (!st->result)
+            co_await st->timer.async_wait(asio::as_tuple(asio::use_awaitable));  // expired, or done
+        if (!st->result) {
             failed = fmt::format("no answer within 3 s deleting {}", escape(node));
-        } else if (auto ec = std::get<0>(r)) {
+        } else if (auto ec = *st->result) {
             failed = fmt::format("deleting {}: {}", escape(node), ec.message());
             if (is_noauth(ec))
                 failed += "; " + noauth_hint(o);
