@@ -163,7 +163,7 @@ asio::awaitable<acquired> acquire(locks& l, bool write_side, clock::duration wai
 }
 
 // Where we are in the queue and what holds the lock (the waiting line).
-std::string waiting_line(const options& o, const queue_listing& q, std::int64_t me)
+std::string waiting_line(const options& o, const queue_listing& q, std::int64_t me, bool ages = true)
 {
     std::size_t mine = q.entries.size();
     for (std::size_t i = 0; i < q.entries.size(); ++i)
@@ -190,7 +190,8 @@ std::string waiting_line(const options& o, const queue_listing& q, std::int64_t 
         line = fmt::format("waiting for {}: {} ahead, {} of {} leases held", escape(q.path), ahead, leases,
                            o.semaphore_leases);
         if (oldest != nullptr)
-            line += fmt::format(" (oldest by {} for {:.0f}s)", escape(oldest->data), age_seconds(oldest->ctime_ms));
+            line += fmt::format(" (oldest by {}{})", escape(oldest->data),
+                                ages ? fmt::format(" for {:.0f}s", age_seconds(oldest->ctime_ms)) : "");
     } else {
         std::vector<const queue_entry*> holders;
         for (const auto& e : q.entries)
@@ -198,7 +199,8 @@ std::string waiting_line(const options& o, const queue_listing& q, std::int64_t 
                 holders.push_back(&e);
         line = fmt::format("waiting for {}: {} ahead", escape(q.path), std::min(mine, q.entries.size()));
         if (holders.size() == 1)
-            line += fmt::format(", held by {} for {:.0f}s", escape(holders[0]->data), age_seconds(holders[0]->ctime_ms));
+            line += fmt::format(", held by {}{}", escape(holders[0]->data),
+                                ages ? fmt::format(" for {:.0f}s", age_seconds(holders[0]->ctime_ms)) : "");
         else if (holders.size() > 1)
             line += fmt::format(", held by {} readers", holders.size());
     }
@@ -221,24 +223,25 @@ asio::awaitable<void> show_waiting(zkcoro::client& zk, const options& o, bool tt
     }
     t.expires_after(300ms);  // quiet when the lock comes at once
     co_await t.async_wait(asio::use_awaitable);
-    std::string last;
+    std::string last;  // off a terminal: the last line printed, ages left out (they change every second)
     for (;;) {
-        std::string line;
+        std::string line, ageless;
         try {
             auto q = co_await list_queue_as(zk, o.lock_path, o.kind);
             line = waiting_line(o, q, zk.session().id);
+            ageless = waiting_line(o, q, zk.session().id, false);
         } catch (const boost::system::system_error& e) {
             if (e.code() == asio::error::operation_aborted)
                 throw;
-            line = fmt::format("waiting for {}: ({})", escape(o.lock_path), e.code().message());
+            line = ageless = fmt::format("waiting for {}: ({})", escape(o.lock_path), e.code().message());
         }
         if (tty) {
             fmt::print(stderr, "\r\033[K{}", line);
             std::fflush(stderr);
-        } else if (line != last) {
+        } else if (ageless != last) {
             fmt::print(stderr, "zklock: {}\n", line);
+            last = std::move(ageless);
         }
-        last = std::move(line);
         t.expires_after(500ms);
         co_await t.async_wait(asio::use_awaitable);
     }
