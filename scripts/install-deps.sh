@@ -4,7 +4,10 @@
 #                          and the ZooKeeper server
 #   install-deps.sh test   (default) everything: the demo's packages plus the test framework, the
 #                          tools' libraries, a JDK and Curator (interop), cmake (the CMake consumer
-#                          check), clang and libFuzzer (the fuzzers)
+#                          check), clang and libFuzzer (the fuzzers), iproute2 (network namespaces
+#                          of the fault suite), dpkg-dev (Meson reads the multiarch libdir from
+#                          dpkg-architecture; without it the install goes to lib64, where CMake on
+#                          Debian does not look)
 # Skips apt-get entirely when everything is already installed.
 set -euo pipefail
 profile=${1:-test}
@@ -17,7 +20,7 @@ test=(
   "${demo[@]}"
   doctest-dev libcli11-dev nlohmann-json3-dev
   default-jdk-headless libcurator-recipes-java
-  cmake
+  cmake dpkg-dev
   clang libfuzzer-14-dev
   iproute2 procps
 )
