@@ -680,9 +680,10 @@ void client_impl::on_watch_event(int type, const char* path)
 void client_impl::drop_socket()
 {
     if (desc_.is_open()) {
+        // The error_code overloads: nothing may throw out of io_context::run.
         error_code ignored;
-        desc_.cancel();
-        desc_.close();
+        desc_.cancel(ignored);
+        desc_.close(ignored);
     }
     ++desc_gen_;
     read_pending_ = write_pending_ = false;
@@ -723,9 +724,15 @@ void client_impl::rearm()
         if (!same) {
             drop_socket();
             int d = ::dup(fd);
+            error_code ec;
+            if (d >= 0)
+                desc_.assign(d, ec);
+            if (d >= 0 && ec) {
+                log(log_level::error, fmt::format("cannot watch the ZooKeeper socket: {}", ec.message()));
+                ::close(d);
+                d = -1;
+            }
             if (d >= 0) {
-                error_code ec;
-                desc_.assign(d);
                 lib_fd_ = fd;
                 sock_dev_ = st.st_dev;
                 sock_ino_ = st.st_ino;
