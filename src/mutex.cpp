@@ -383,7 +383,9 @@ awaitable<void> monitor(std::shared_ptr<mutex_state> st, std::shared_ptr<node_st
     auto& zk = st->zk;
     auto ex = co_await asio::this_coro::executor;
     bool was_suspended = left_connected;
-    for (int i = 0; i < 1000000 && !ns->lost; ++i) {
+    // No cap on the number of state changes: each round waits for one, and a lock may be held
+    // for months across many reconnections. It ends at the release (cancellation) or the loss.
+    while (!ns->lost) {
         auto s = zk.state();
         if (zk.session_generation() != ns->generation || s == session_state::expired ||
             s == session_state::closed || s == session_state::connecting) {
@@ -533,7 +535,9 @@ awaitable<engine_result> queue_acquire(client& zk, std::string path, std::string
     // For rules that wait on the children (semaphores): list with a watch and wait on it.
     bool list_with_watch = false;
     zkcoro::watch children_watch;
-    for (int round = 0; round < 10000; ++round) {
+    // Each round waits for an event, the deadline, or a reply, so it cannot spin; and no cap on
+    // their number: a waiter behind a busy queue may see any number of predecessors go.
+    for (;;) {
         if (cancelled(co_await asio::this_coro::cancellation_state))
             co_return give_up(asio::error::operation_aborted);
         if (node.empty()) {
@@ -666,7 +670,6 @@ awaitable<engine_result> queue_acquire(client& zk, std::string path, std::string
         if (ev.type == watch_event_type::deleted && decision.deletion_grants)
             co_return engine_result{error_code{}, queued_node{node, node_stat, std::move(children_watch)}};
     }
-    co_return give_up(make_zk_error(ZOPERATIONTIMEOUT));
 }
 
 using acquire_result = std::tuple<error_code, std::optional<guard>>;
