@@ -4,7 +4,7 @@
 #                          and the ZooKeeper server
 #   install-deps.sh test   (default) everything: the demo's packages plus the test framework, the
 #                          tools' libraries, a JDK and Curator (interop), cmake (the CMake consumer
-#                          check), clang and libFuzzer (the fuzzers), iproute2 (network namespaces
+#                          check), clang, libFuzzer and the sanitizer runtimes (the fuzzers), iproute2 (network namespaces
 #                          of the fault suite), dpkg-dev (Meson reads the multiarch libdir from
 #                          dpkg-architecture; without it the install goes to lib64, where CMake on
 #                          Debian does not look)
@@ -21,7 +21,7 @@ test=(
   doctest-dev libcli11-dev nlohmann-json3-dev
   default-jdk-headless libcurator-recipes-java
   cmake dpkg-dev
-  clang libfuzzer-14-dev
+  clang libfuzzer-14-dev libclang-rt-14-dev
   iproute2 procps
 )
 case $profile in

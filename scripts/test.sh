@@ -32,6 +32,7 @@ run_suite() {  # build-dir, meson test options (one word), extra meson -D option
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 stamp "normal build"
 run_suite build "" -Dbuildtype=debugoptimized
+grep -h '^fault-suite:' build/meson-logs/testlog.txt || true  # the fault suite's summary line
 stamp "benchmark smoke test (tiny counts; the full run is bash bench/run.sh)"
 BUILD_DIR=build bash bench/run.sh --quick
 
