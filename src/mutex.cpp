@@ -373,6 +373,12 @@ void fire_lost(const std::shared_ptr<mutex_state>& s, const std::shared_ptr<node
     asio::co_spawn(s->zk.get_executor(), guaranteed_delete(client_access::share(s->zk), ns->node), asio::detached);
 }
 
+// Whether an exists reply shows our node still there, owned by the session that created it.
+bool still_ours(const exists_result& r, const node_state& ns)
+{
+    return r.stat && r.stat->ephemeral_owner == ns.session_id;
+}
+
 // Watches the session of a held node and applies the lost policy. Runs on the client's executor
 // until the node is released (monitor_stop) or lost.
 // `left_connected`: the session has left the connected state since the node was taken (so a
@@ -421,7 +427,7 @@ awaitable<void> monitor(std::shared_ptr<mutex_state> st, std::shared_ptr<node_st
             auto [ec, r] = co_await zk.async_exists(ns->node, use_tuple);
             if (cancelled(co_await asio::this_coro::cancellation_state))
                 co_return;
-            if (!ec && (!r.stat || r.stat->ephemeral_owner != ns->session_id)) {
+            if (!ec && !still_ours(r, *ns)) {
                 fire_lost(st, ns, "the lock node is gone");
                 co_return;
             }
@@ -466,7 +472,7 @@ void watch_node(const std::shared_ptr<mutex_state>& s, const std::shared_ptr<nod
             return;
         if (ec)
             return;  // the session ended or the connection dropped: the session monitor decides
-        if (!r.stat || r.stat->ephemeral_owner != ns->session_id)
+        if (!still_ours(r, *ns))
             return fire_lost(s, ns, "the lock node is gone (deleted by someone else)");
         r.watch.async_wait([s, ns](error_code wec, watch_event ev) {
             if (wec || ns->lost || ns->released)
