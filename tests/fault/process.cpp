@@ -1,9 +1,10 @@
 #include "process.hpp"
 
+#include <zk_server.hpp>
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -126,17 +127,7 @@ pid_t spawn(const std::vector<std::string>& argv_in, const std::string& out_file
     if (pid < 0)
         throw std::runtime_error(fmt::format("fork: {}", std::strerror(errno)));
     if (pid == 0) {
-        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (::getppid() != parent)
-            ::_exit(127);
-        sigset_t none;
-        ::sigemptyset(&none);
-        ::sigprocmask(SIG_SETMASK, &none, nullptr);
-        struct sigaction dfl{};
-        dfl.sa_handler = SIG_DFL;
-        ::sigemptyset(&dfl.sa_mask);
-        for (int s : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT, SIGCHLD})
-            ::sigaction(s, &dfl, nullptr);
+        zktest::prepare_child_after_fork(parent);
         const int in = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
         const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
         const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);

@@ -29,6 +29,22 @@
 
 namespace zktest {
 
+void prepare_child_after_fork(pid_t parent) noexcept
+{
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    // The parent may have died before prctl() took effect.
+    if (::getppid() != parent)
+        ::_exit(127);
+    sigset_t none;
+    ::sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    struct sigaction dfl{};
+    dfl.sa_handler = SIG_DFL;
+    ::sigemptyset(&dfl.sa_mask);
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT, SIGCHLD})
+        ::sigaction(s, &dfl, nullptr);
+}
+
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using steady = std::chrono::steady_clock;
@@ -464,20 +480,10 @@ public:
 
 private:
     [[noreturn]] static void exec_child(char** argv, const char* log, pid_t parent, int max_fd) noexcept {
-        // Die with the parent, even if it is SIGKILLed.
-        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-        // The parent may have died before prctl() took effect.
-        if (::getppid() != parent) ::_exit(127);
+        prepare_child_after_fork(parent);
         // Own process group: a terminal's Ctrl-C goes to the test, which then
         // decides how the server ends.
         ::setpgid(0, 0);
-        sigset_t none;
-        ::sigemptyset(&none);
-        ::sigprocmask(SIG_SETMASK, &none, nullptr);
-        struct sigaction dfl{};
-        dfl.sa_handler = SIG_DFL;
-        ::sigemptyset(&dfl.sa_mask);
-        for (int s : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT, SIGCHLD}) ::sigaction(s, &dfl, nullptr);
         int in = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
         int out = ::open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
         if (in < 0 || out < 0) ::_exit(126);

@@ -45,6 +45,11 @@ std::uint16_t free_loopback_port();
 // variable ZKTEST_JVM_FLAGS (space separated).
 std::vector<std::string> default_jvm_flags();
 
+// For a child between fork and exec (async-signal-safe): dies with `parent`, even if it is
+// SIGKILLed (exits 127 at once when it is already gone), and resets the signal mask and the
+// handlers a test program installs, so that the exec'd program starts with default handling.
+void prepare_child_after_fork(pid_t parent) noexcept;
+
 namespace detail {
 class server_process;
 }
