@@ -121,13 +121,15 @@ int main(int argc, char** argv)
             return 128 + sig;
         }
         if (token >= 0) {
+            // The control store first: once the fence store has a token, the suite may act on it,
+            // and the negative control must have it by then.
+            if (!control_store.empty())
+                zkfault::write_token(control_store, id, token, false);
             if (!fence_store.empty()) {
                 const auto r = zkfault::write_token(fence_store, id, token, true);
                 append(events, fmt::format("{} {} write {} {}\n", monotonic_ns(), id, token,
                                            r == zkfault::write_outcome::accepted ? "accepted" : "rejected"));
             }
-            if (!control_store.empty())
-                zkfault::write_token(control_store, id, token, false);
         }
         const std::int64_t exit = monotonic_ns();
         append(events, fmt::format("{} {} exit {}\n", exit, id, token));

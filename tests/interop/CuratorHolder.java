@@ -379,8 +379,9 @@ public final class CuratorHolder {
                     if (lostCount.get() != lostBefore) {
                         event("lost " + token + " 0x" + Long.toHexString(sid));
                     } else if (token >= 0) {
-                        if (fenceStore != null) event("write " + token + " " + fence(fenceStore, token, true));
+                        // The control store first: the suite may act once the fence store has it.
                         if (controlStore != null) fence(controlStore, token, false);
+                        if (fenceStore != null) event("write " + token + " " + fence(fenceStore, token, true));
                     }
                 } finally {
                     exit = System.nanoTime();

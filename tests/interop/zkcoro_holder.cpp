@@ -324,16 +324,18 @@ struct task_io {
     bool may_freeze;  // task 1 carries out --freeze-before-write
 };
 
-// Writes the token to the fence store and the control store, logging the store's verdict.
+// Writes the token to the control store and the fence store, logging the fence store's verdict.
+// The control store first: the suite may end this holder as soon as it sees the verdict, and the
+// negative control must have the write by then.
 void write_fenced(const options& o, const task_io& io, const std::string& id, std::int64_t token)
 {
+    if (!o.control_store.empty())
+        zkfault::write_token(o.control_store, id, token, false);
     if (!o.fence_store.empty()) {
         const auto r = zkfault::write_token(o.fence_store, id, token, true);
         event(io.events_fd, id,
               fmt::format("write {} {}", token, r == zkfault::write_outcome::accepted ? "accepted" : "rejected"));
     }
-    if (!o.control_store.empty())
-        zkfault::write_token(o.control_store, id, token, false);
 }
 
 asio::awaitable<void> hold_loop(lock_target t, const options& o, task_io io,
