@@ -60,13 +60,15 @@ stale() {  # object, source
 
 echo "== fuzz: compiling the library with $cxx"
 # Objects of sources that no longer exist would be linked in: remove them.
+# An object is named after its source's path under src/, '/' spelled '+' (engine+lease.o).
 for obj in "$out"/obj/*.o; do
-  [ -e "$obj" ] && [ ! -f "src/$(basename "$obj" .o).cpp" ] && rm -f "$obj" "$obj.log"
+  [ -e "$obj" ] && [ ! -f "src/$(basename "$obj" .o | tr '+' '/').cpp" ] && rm -f "$obj" "$obj.log"
 done
 jobs=()
-for src in src/*.cpp; do
+for src in $(find src -name '*.cpp' | sort); do
+  rel=${src#src/}
   name=$(basename "$src" .cpp)
-  obj="$out/obj/$name.o"
+  obj="$out/obj/$(echo "${rel%.cpp}" | tr '/' '+').o"
   stale "$obj" "$src" || continue
   plain="$gxx ${common[*]} -O0 -c $src -o $obj"
   if [[ " $link_only " == *" $name.cpp "* ]]; then

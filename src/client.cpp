@@ -1,6 +1,6 @@
 // zkcoro::client: validation of each request, its submission to the C library, and the copy of
 // its result out of the C callback (whose pointers die when the callback returns).
-#include "client_impl.hpp"
+#include "driver/client_impl.hpp"
 
 #include <zkcoro/client.hpp>
 #include <zkcoro/error.hpp>

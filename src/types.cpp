@@ -1,4 +1,4 @@
-#include "connect_string.hpp"
+#include "driver/connect_string.hpp"
 
 #include <zkcoro/client_config.hpp>
 #include <zkcoro/error.hpp>

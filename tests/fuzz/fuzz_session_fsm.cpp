@@ -17,7 +17,7 @@
 // - may_expire_at, computed from the last time a connected state was seen, never moves back.
 #include "fuzz_check.hpp"
 
-#include <zkcoro/detail/session_fsm.hpp>
+#include "session/session_fsm.hpp"
 #include <zkcoro/error.hpp>
 #include <zkcoro/types.hpp>
 

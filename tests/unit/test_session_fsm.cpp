@@ -1,5 +1,5 @@
 // The session state machine, driven without a server.
-#include <zkcoro/detail/session_fsm.hpp>
+#include "session/session_fsm.hpp"
 #include <zkcoro/error.hpp>
 
 #include <doctest/doctest.h>

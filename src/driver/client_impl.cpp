@@ -2,7 +2,7 @@
 // its own. zookeeper_interest() tells which socket, which readiness and which deadline the
 // library needs; we wait for them on a dup() of its fd and a steady_timer, then let
 // zookeeper_process() do the work, and ask again.
-#include "client_impl.hpp"
+#include "driver/client_impl.hpp"
 
 #include <zkcoro/error.hpp>
 

@@ -4,9 +4,9 @@
 #define ZKCORO_SRC_CLIENT_IMPL_HPP
 
 #include <zkcoro/client.hpp>
-#include <zkcoro/detail/session_fsm.hpp>
+#include "session/session_fsm.hpp"
 
-#include "connect_string.hpp"
+#include "driver/connect_string.hpp"
 
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/associated_executor.hpp>

@@ -6,10 +6,10 @@
 // wait. When that predecessor was the head of the listing, its deletion makes us the head: no
 // further round trip. Timeout, cancellation and errors delete our node from a task that does not
 // share the caller's (possibly cancelled) cancellation slot.
-#include "client_impl.hpp"
-#include "lock_engine.hpp"
+#include "driver/client_impl.hpp"
+#include "engine/lock_engine.hpp"
 
-#include <zkcoro/detail/session_fsm.hpp>
+#include "session/session_fsm.hpp"
 #include <zkcoro/mutex.hpp>
 #include <zkcoro/path.hpp>
 

@@ -3,7 +3,7 @@
 #ifndef ZKCORO_SRC_LOCK_ENGINE_HPP
 #define ZKCORO_SRC_LOCK_ENGINE_HPP
 
-#include "client_impl.hpp"
+#include "driver/client_impl.hpp"
 
 #include <zkcoro/metrics.hpp>
 #include <zkcoro/mutex.hpp>

@@ -1,4 +1,4 @@
-#include <zkcoro/detail/session_fsm.hpp>
+#include "session/session_fsm.hpp"
 #include <zkcoro/error.hpp>
 
 namespace zkcoro::detail {

@@ -1,7 +1,7 @@
 // The counting semaphore: a mutex at <path>/locks serialises entry, and the lock queue engine
 // waits at <path>/leases until the number of leases is within max_leases.
-#include "client_impl.hpp"
-#include "lock_engine.hpp"
+#include "driver/client_impl.hpp"
+#include "engine/lock_engine.hpp"
 
 #include <zkcoro/path.hpp>
 #include <zkcoro/semaphore.hpp>

@@ -1,5 +1,5 @@
 // The read-write lock: two recipes of the lock queue engine on one path.
-#include "lock_engine.hpp"
+#include "engine/lock_engine.hpp"
 
 #include <zkcoro/error.hpp>
 #include <zkcoro/path.hpp>

@@ -1,6 +1,6 @@
 // All-or-nothing acquisition of several locks, sorted by path, with one deadline.
-#include "client_impl.hpp"
-#include "lock_engine.hpp"
+#include "driver/client_impl.hpp"
+#include "engine/lock_engine.hpp"
 
 #include <zkcoro/multi_lock.hpp>
 
