@@ -116,25 +116,37 @@ const zookeeper_category_impl zookeeper_cat;
 const boost::system::error_category& client_category() noexcept { return client_cat; }
 const boost::system::error_category& zookeeper_category() noexcept { return zookeeper_cat; }
 
-bool is_session_lost(const error_code& ec) noexcept
+error_kind classify(const error_code& ec) noexcept
 {
+    if (!ec)
+        return error_kind::none;
     if (ec.category() == client_category()) {
-        auto e = static_cast<client_errc>(ec.value());
-        return e == client_errc::session_expired || e == client_errc::closed ||
-               e == client_errc::auth_failed || e == client_errc::lock_lost;
+        switch (static_cast<client_errc>(ec.value())) {
+        case client_errc::session_expired:
+        case client_errc::closed:
+        case client_errc::auth_failed:
+        case client_errc::lock_lost:
+            return error_kind::session_lost;
+        default:
+            return error_kind::permanent;
+        }
     }
-    if (ec.category() == zookeeper_category())
-        return ec.value() == ZSESSIONEXPIRED || ec.value() == ZAUTHFAILED ||
-               ec.value() == ZCLOSING || ec.value() == ZSESSIONMOVED;
-    return false;
-}
-
-bool is_retriable(const error_code& ec) noexcept
-{
-    if (ec.category() == zookeeper_category())
-        return ec.value() == ZCONNECTIONLOSS || ec.value() == ZOPERATIONTIMEOUT ||
-               ec.value() == ZTHROTTLEDOP;
-    return false;
+    if (ec.category() == zookeeper_category()) {
+        switch (static_cast<zk_errc>(ec.value())) {
+        case zk_errc::connection_loss:
+        case zk_errc::operation_timeout:
+        case zk_errc::throttled_op:
+            return error_kind::retriable;
+        case zk_errc::session_expired:
+        case zk_errc::auth_failed:
+        case zk_errc::closing:
+        case zk_errc::session_moved:
+            return error_kind::session_lost;
+        default:
+            return error_kind::permanent;
+        }
+    }
+    return error_kind::permanent;
 }
 
 }  // namespace zkcoro

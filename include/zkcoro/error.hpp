@@ -37,8 +37,46 @@ enum class client_errc : int {
 // The category of client_errc.
 ZKCORO_API const boost::system::error_category& client_category() noexcept;
 
-// ZooKeeper's own result codes (ZOK, ZNONODE, ...) passed through unchanged: the value of the
-// error_code is the C client's integer. Category name "zkcoro.zookeeper".
+// ZooKeeper's own result codes, with ZooKeeper's own numbers (the C client's ZNONODE is -101,
+// so zk_errc::no_node is -101): errors the server or the C client reported, passed through
+// unchanged. Compare with them instead of with numbers: `ec == zk_errc::no_node`.
+// Category name "zkcoro.zookeeper".
+enum class zk_errc : int {
+    system_error = -1,                        // ZSYSTEMERROR
+    runtime_inconsistency = -2,               // ZRUNTIMEINCONSISTENCY (a transaction's rolled-back op)
+    data_inconsistency = -3,                  // ZDATAINCONSISTENCY
+    connection_loss = -4,                     // ZCONNECTIONLOSS
+    marshalling_error = -5,                   // ZMARSHALLINGERROR
+    unimplemented = -6,                       // ZUNIMPLEMENTED
+    operation_timeout = -7,                   // ZOPERATIONTIMEOUT
+    bad_arguments = -8,                       // ZBADARGUMENTS
+    invalid_state = -9,                       // ZINVALIDSTATE
+    new_config_no_quorum = -13,               // ZNEWCONFIGNOQUORUM
+    reconfig_in_progress = -14,               // ZRECONFIGINPROGRESS
+    ssl_connection_error = -15,               // ZSSLCONNECTIONERROR
+    api_error = -100,                         // ZAPIERROR
+    no_node = -101,                           // ZNONODE
+    no_auth = -102,                           // ZNOAUTH
+    bad_version = -103,                       // ZBADVERSION
+    no_children_for_ephemerals = -108,        // ZNOCHILDRENFOREPHEMERALS
+    node_exists = -110,                       // ZNODEEXISTS
+    not_empty = -111,                         // ZNOTEMPTY
+    session_expired = -112,                   // ZSESSIONEXPIRED
+    invalid_callback = -113,                  // ZINVALIDCALLBACK
+    invalid_acl = -114,                       // ZINVALIDACL
+    auth_failed = -115,                       // ZAUTHFAILED
+    closing = -116,                           // ZCLOSING
+    nothing = -117,                           // ZNOTHING
+    session_moved = -118,                     // ZSESSIONMOVED
+    not_read_only = -119,                     // ZNOTREADONLY
+    ephemeral_on_local_session = -120,        // ZEPHEMERALONLOCALSESSION
+    no_watcher = -121,                        // ZNOWATCHER
+    reconfig_disabled = -123,                 // ZRECONFIGDISABLED
+    session_closed_requires_sasl_auth = -124, // ZSESSIONCLOSEDREQUIRESASLAUTH
+    throttled_op = -127,                      // ZTHROTTLEDOP
+};
+
+// The category of zk_errc (and of any other integer the C client returns).
 ZKCORO_API const boost::system::error_category& zookeeper_category() noexcept;
 
 inline error_code make_error_code(client_errc e) noexcept
@@ -46,23 +84,40 @@ inline error_code make_error_code(client_errc e) noexcept
     return {static_cast<int>(e), client_category()};
 }
 
-// Wraps a ZooKeeper C client result code. ZOK (0) yields an empty error_code.
+inline error_code make_error_code(zk_errc e) noexcept
+{
+    return {static_cast<int>(e), zookeeper_category()};
+}
+
+// Wraps a ZooKeeper C client result code (an int). ZOK (0) yields an empty error_code.
 inline error_code make_zk_error(int rc) noexcept
 {
     return {rc, zookeeper_category()};
 }
 
-// The session is gone (expired, closed, or authentication failed): retrying on the same
-// session cannot succeed. Locks held through it must be considered lost.
-ZKCORO_API bool is_session_lost(const error_code& ec) noexcept;
+// What an error means for the caller: the one classification every retry decision uses.
+enum class error_kind {
+    none,          // no error
+    retriable,     // transient (connection loss, operation timeout, throttled): the same request
+                   // may succeed later on the same session; a create may still have happened
+    session_lost,  // the session is gone (expired, closed, authentication failed, lock lost):
+                   // nothing more will succeed on it; locks held through it are lost
+    permanent,     // anything else: retrying the same request cannot help
+};
 
-// A transient failure (connection loss, operation timeout): the same request may succeed
-// later on the same session. Note that a non-idempotent create may still have happened.
-ZKCORO_API bool is_retriable(const error_code& ec) noexcept;
+ZKCORO_API error_kind classify(const error_code& ec) noexcept;
+
+// classify(ec) == error_kind::session_lost.
+inline bool is_session_lost(const error_code& ec) noexcept { return classify(ec) == error_kind::session_lost; }
+
+// classify(ec) == error_kind::retriable.
+inline bool is_retriable(const error_code& ec) noexcept { return classify(ec) == error_kind::retriable; }
 
 }  // namespace zkcoro
 
 template <>
 struct boost::system::is_error_code_enum<zkcoro::client_errc> : std::true_type {};
+template <>
+struct boost::system::is_error_code_enum<zkcoro::zk_errc> : std::true_type {};
 
 #endif

@@ -2,6 +2,8 @@
 #include <zkcoro/client_config.hpp>
 #include <zkcoro/error.hpp>
 
+#include <boost/asio/error.hpp>
+
 #include <zookeeper/zookeeper.h>
 
 #include <doctest/doctest.h>
@@ -63,4 +65,69 @@ TEST_CASE("check_config")
     c.session_timeout = std::chrono::milliseconds(0);
     CHECK(check_config(c, &why) == client_errc::invalid_argument);
     CHECK(why.find("session_timeout") != std::string::npos);
+}
+
+// zk_errc carries ZooKeeper's own numbers: each enumerator is the C client's constant.
+static_assert(static_cast<int>(zk_errc::system_error) == ZSYSTEMERROR);
+static_assert(static_cast<int>(zk_errc::runtime_inconsistency) == ZRUNTIMEINCONSISTENCY);
+static_assert(static_cast<int>(zk_errc::data_inconsistency) == ZDATAINCONSISTENCY);
+static_assert(static_cast<int>(zk_errc::connection_loss) == ZCONNECTIONLOSS);
+static_assert(static_cast<int>(zk_errc::marshalling_error) == ZMARSHALLINGERROR);
+static_assert(static_cast<int>(zk_errc::unimplemented) == ZUNIMPLEMENTED);
+static_assert(static_cast<int>(zk_errc::operation_timeout) == ZOPERATIONTIMEOUT);
+static_assert(static_cast<int>(zk_errc::bad_arguments) == ZBADARGUMENTS);
+static_assert(static_cast<int>(zk_errc::invalid_state) == ZINVALIDSTATE);
+static_assert(static_cast<int>(zk_errc::new_config_no_quorum) == ZNEWCONFIGNOQUORUM);
+static_assert(static_cast<int>(zk_errc::reconfig_in_progress) == ZRECONFIGINPROGRESS);
+static_assert(static_cast<int>(zk_errc::ssl_connection_error) == ZSSLCONNECTIONERROR);
+static_assert(static_cast<int>(zk_errc::api_error) == ZAPIERROR);
+static_assert(static_cast<int>(zk_errc::no_node) == ZNONODE);
+static_assert(static_cast<int>(zk_errc::no_auth) == ZNOAUTH);
+static_assert(static_cast<int>(zk_errc::bad_version) == ZBADVERSION);
+static_assert(static_cast<int>(zk_errc::no_children_for_ephemerals) == ZNOCHILDRENFOREPHEMERALS);
+static_assert(static_cast<int>(zk_errc::node_exists) == ZNODEEXISTS);
+static_assert(static_cast<int>(zk_errc::not_empty) == ZNOTEMPTY);
+static_assert(static_cast<int>(zk_errc::session_expired) == ZSESSIONEXPIRED);
+static_assert(static_cast<int>(zk_errc::invalid_callback) == ZINVALIDCALLBACK);
+static_assert(static_cast<int>(zk_errc::invalid_acl) == ZINVALIDACL);
+static_assert(static_cast<int>(zk_errc::auth_failed) == ZAUTHFAILED);
+static_assert(static_cast<int>(zk_errc::closing) == ZCLOSING);
+static_assert(static_cast<int>(zk_errc::nothing) == ZNOTHING);
+static_assert(static_cast<int>(zk_errc::session_moved) == ZSESSIONMOVED);
+static_assert(static_cast<int>(zk_errc::not_read_only) == ZNOTREADONLY);
+static_assert(static_cast<int>(zk_errc::ephemeral_on_local_session) == ZEPHEMERALONLOCALSESSION);
+static_assert(static_cast<int>(zk_errc::no_watcher) == ZNOWATCHER);
+static_assert(static_cast<int>(zk_errc::reconfig_disabled) == ZRECONFIGDISABLED);
+static_assert(static_cast<int>(zk_errc::session_closed_requires_sasl_auth) == ZSESSIONCLOSEDREQUIRESASLAUTH);
+static_assert(static_cast<int>(zk_errc::throttled_op) == ZTHROTTLEDOP);
+
+TEST_CASE("zk_errc compares with what the C client returns")
+{
+    CHECK(make_zk_error(ZNONODE) == zk_errc::no_node);
+    CHECK(make_zk_error(ZNOTEMPTY) != zk_errc::no_node);
+    error_code ec = zk_errc::node_exists;
+    CHECK(ec.category() == zookeeper_category());
+    CHECK(ec.value() == ZNODEEXISTS);
+    CHECK(ec.message().rfind("ZNODEEXISTS: ", 0) == 0);
+}
+
+TEST_CASE("one classifier decides retriable and session-ending")
+{
+    CHECK(classify(error_code{}) == error_kind::none);
+    for (auto e : {zk_errc::connection_loss, zk_errc::operation_timeout, zk_errc::throttled_op}) {
+        CHECK(classify(e) == error_kind::retriable);
+        CHECK(is_retriable(e));
+        CHECK_FALSE(is_session_lost(e));
+    }
+    for (auto e : {zk_errc::session_expired, zk_errc::auth_failed, zk_errc::closing, zk_errc::session_moved}) {
+        CHECK(classify(e) == error_kind::session_lost);
+        CHECK(is_session_lost(e));
+        CHECK_FALSE(is_retriable(e));
+    }
+    for (auto e : {client_errc::session_expired, client_errc::closed, client_errc::auth_failed, client_errc::lock_lost})
+        CHECK(classify(e) == error_kind::session_lost);
+    for (auto e : {zk_errc::no_node, zk_errc::no_auth, zk_errc::node_exists, zk_errc::bad_version})
+        CHECK(classify(e) == error_kind::permanent);
+    CHECK(classify(client_errc::invalid_path) == error_kind::permanent);
+    CHECK(classify(boost::asio::error::operation_aborted) == error_kind::permanent);
 }
