@@ -22,23 +22,23 @@ namespace zkcoro {
 
 struct create_result {
     std::string path;   // the created node's path (with the sequence number for sequential modes)
-    zkcoro::stat stat;  // its Stat; stat.czxid is the create's transaction id
+    zkcoro::node_stat stat;  // its Stat; stat.czxid is the create's transaction id
 };
 
 struct exists_result {
-    std::optional<zkcoro::stat> stat;  // empty when the node does not exist (not an error)
+    std::optional<zkcoro::node_stat> stat;  // empty when the node does not exist (not an error)
     zkcoro::watch watch;               // valid when leave_watch was given
 };
 
 struct data_result {
     std::string data;
-    zkcoro::stat stat;
+    zkcoro::node_stat stat;
     zkcoro::watch watch;  // valid when leave_watch was given
 };
 
 struct children_result {
     std::vector<std::string> children;  // names, not paths, in the server's order (unsorted)
-    zkcoro::stat stat;                  // the parent's Stat
+    zkcoro::node_stat stat;             // the parent's Stat
     zkcoro::watch watch;                // valid when leave_watch was given
 };
 
@@ -68,12 +68,12 @@ struct multi_result {
     error_code ec;  // this operation's own result (ZooKeeper reports ZRUNTIMEINCONSISTENCY
                          // for operations rolled back because another one failed)
     std::string path;    // create: the created path
-    zkcoro::stat stat;   // create and set_data: the node's new Stat
+    zkcoro::node_stat stat;   // create and set_data: the node's new Stat
 };
 
 namespace detail {
 class client_impl;
-struct client_access;
+struct access;
 }  // namespace detail
 
 // A ZooKeeper client: one session at a time (a new one after expiry), on one executor.
@@ -194,13 +194,13 @@ public:
     }
 
     // Replaces a node's data if its version matches (-1: any).
-    // Handler signature: void(error_code, stat) with the node's new Stat.
-    template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(error_code, zkcoro::stat))
+    // Handler signature: void(error_code, node_stat) with the node's new Stat.
+    template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(error_code, zkcoro::node_stat))
                   CompletionToken = detail::default_token>
     auto async_set_data(std::string_view path, std::string_view data, std::int32_t version = -1,
                         CompletionToken&& token = {})
     {
-        return asio::async_initiate<CompletionToken, void(error_code, zkcoro::stat)>(
+        return asio::async_initiate<CompletionToken, void(error_code, zkcoro::node_stat)>(
             initiation{this}, token, op_set_data{std::string(path), std::string(data), version});
     }
 
@@ -265,14 +265,12 @@ public:
     };
     counters stats() const noexcept;
 
-    // Log through the client's sink (used by recipes built on the client).
-    void log(log_level level, std::string_view message) const;
-
 private:
-    friend struct detail::client_access;
-    // A second handle on the same session, for recipes: it does not close the session when
-    // destroyed.
+    friend struct detail::access;
+    // A second handle on the same session, for the lock objects built on it: it does not close
+    // the session when destroyed.
     client(std::shared_ptr<detail::client_impl> impl, bool owning) noexcept;
+    void log(log_level level, std::string_view message) const;
 
     struct op_connect {};
     struct op_close {};
@@ -291,7 +289,7 @@ private:
     void start(op_remove, detail::any_handler<void(error_code)>);
     void start(op_exists, detail::any_handler<void(error_code, exists_result)>);
     void start(op_get_data, detail::any_handler<void(error_code, data_result)>);
-    void start(op_set_data, detail::any_handler<void(error_code, zkcoro::stat)>);
+    void start(op_set_data, detail::any_handler<void(error_code, zkcoro::node_stat)>);
     void start(op_get_children, detail::any_handler<void(error_code, children_result)>);
     void start(op_multi, detail::any_handler<void(error_code, std::vector<multi_result>)>);
     void start(op_wait_state, detail::any_handler<void(error_code, session_state)>);

@@ -15,13 +15,14 @@
 namespace zkcoro {
 
 namespace detail {
-struct hold;
-ZKCORO_API void async_wait_lost_impl(std::shared_ptr<hold> h, any_handler<void(error_code)> handler);
+struct access;
+class lease;
+ZKCORO_API void async_wait_lost_impl(std::shared_ptr<lease> l, any_handler<void(error_code)> handler);
 }  // namespace detail
 
 // One acquisition of a lock. The lock is a lease: ZooKeeper ends it when the session ends, so a
 // guard can be lost while held (see lost_policy). Fencing tokens protect what a lost holder
-// might still touch.
+// might still touch. Guards are made by the locks' acquire operations only.
 //
 // Destroying a guard that was not released releases it in the background (never blocks).
 //
@@ -30,8 +31,9 @@ ZKCORO_API void async_wait_lost_impl(std::shared_ptr<hold> h, any_handler<void(e
 // session_id() may be called from any thread.
 class ZKCORO_API guard {
 public:
+    using executor_type = asio::any_io_executor;
+
     guard() = default;
-    guard(std::shared_ptr<detail::hold> h, owner_id owner) noexcept;
     guard(guard&&) noexcept;
     guard& operator=(guard&&) noexcept;
     guard(const guard&) = delete;
@@ -39,7 +41,7 @@ public:
     ~guard();
 
     // True until released (a lost guard stays valid until released; its release is a no-op).
-    bool valid() const noexcept { return hold_ != nullptr; }
+    bool valid() const noexcept { return lease_ != nullptr; }
     explicit operator bool() const noexcept { return valid(); }
 
     // Strictly increasing across every grant of this lock, across processes: the lock node's
@@ -53,6 +55,10 @@ public:
     std::int64_t session_id() const noexcept;
     // The task (or explicit owner) that acquired it; its reentrancy count includes this guard.
     owner_id owner() const noexcept { return owner_; }
+
+    // The executor of the lock's client (where lost_slot() is emitted and handlers run when they
+    // have no executor of their own); a system executor for an empty guard.
+    executor_type get_executor() const noexcept;
 
     // True once the lock is lost: the session may have expired, has expired, or the node is gone.
     bool lost() const noexcept;
@@ -71,10 +77,9 @@ public:
     auto async_wait_lost(CompletionToken&& token = {})
     {
         return asio::async_initiate<CompletionToken, void(error_code)>(
-            [](auto handler, std::shared_ptr<detail::hold> h) {
-                detail::async_wait_lost_impl(std::move(h), std::move(handler));
-            },
-            token, hold_);
+            detail::make_initiation(get_executor(),
+                                    [l = lease_](auto handler) { detail::async_wait_lost_impl(l, std::move(handler)); }),
+            token);
     }
 
     // Releases this acquisition. Any task or thread may do it: the guard is the ownership (a
@@ -95,13 +100,15 @@ public:
     auto async_release(CompletionToken&& token = {})
     {
         return asio::async_initiate<CompletionToken, void(error_code)>(
-            [this](auto handler) { release_with(std::move(handler)); }, token);
+            detail::make_initiation(get_executor(), [this](auto handler) { release_with(std::move(handler)); }), token);
     }
 
 private:
+    friend struct detail::access;
+    guard(std::shared_ptr<detail::lease> l, owner_id owner) noexcept;
     void release_with(detail::any_handler<void(error_code)> handler);
 
-    std::shared_ptr<detail::hold> hold_;
+    std::shared_ptr<detail::lease> lease_;
     owner_id owner_ = 0;
 };
 

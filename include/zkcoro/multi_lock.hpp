@@ -15,23 +15,48 @@
 namespace zkcoro {
 
 // A lock a multi_lock can take: a mutex, either side of a shared_mutex (reader() / writer()), or
-// a semaphore_mutex. Refers to the object, which must outlive the multi_lock.
+// a semaphore_mutex. Refers to the object, which must outlive the lock_ref and its operations.
 class ZKCORO_API lock_ref {
 public:
     lock_ref(mutex& m);
     lock_ref(semaphore_mutex& m);
 
     const std::string& path() const noexcept { return *path_; }
+    asio::any_io_executor get_executor() const noexcept { return ex_; }
+    // For one path, the write side sorts before the read side (a downgrade, not an upgrade).
+    bool is_read_side() const noexcept { return read_side_; }
 
-    using start_fn = std::function<void(owner_id, std::chrono::steady_clock::duration,
-                                        detail::any_handler<void(error_code, std::optional<guard>)>)>;
+    // The referred lock's async_acquire. Handler: void(error_code, std::optional<guard>).
+    template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(error_code, std::optional<guard>))
+                  CompletionToken = detail::default_token>
+    auto async_acquire(owner_id owner, std::chrono::steady_clock::duration timeout, CompletionToken&& token = {}) const
+    {
+        return asio::async_initiate<CompletionToken, void(error_code, std::optional<guard>)>(
+            detail::make_initiation(ex_, [this](auto handler, owner_id o, std::chrono::steady_clock::duration t) {
+                start_(o, t, std::move(handler));
+            }),
+            token, owner, timeout);
+    }
+
+    // The referred lock's async_participants. Handler: void(error_code, std::vector<participant>).
+    template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(error_code, std::vector<participant>))
+                  CompletionToken = detail::default_token>
+    auto async_participants(CompletionToken&& token = {}) const
+    {
+        return asio::async_initiate<CompletionToken, void(error_code, std::vector<participant>)>(
+            detail::make_initiation(ex_, [this](auto handler) { participants_(std::move(handler)); }), token);
+    }
 
 private:
-    friend class multi_lock;
+    using start_fn = std::function<void(owner_id, std::chrono::steady_clock::duration,
+                                        detail::any_handler<void(error_code, std::optional<guard>)>)>;
+    using participants_fn = std::function<void(detail::any_handler<void(error_code, std::vector<participant>)>)>;
+
     const std::string* path_;
     asio::any_io_executor ex_;
-    int rank_ = 0;  // for one path: the write side before the read side (a downgrade, not an upgrade)
+    bool read_side_ = false;
     start_fn start_;
+    participants_fn participants_;
 };
 
 // What a multi_lock holds: one guard per lock, in acquisition order. Released in reverse order,
@@ -78,18 +103,35 @@ public:
     auto async_acquire(owner_id owner, std::chrono::steady_clock::duration timeout, CompletionToken&& token = {})
     {
         return asio::async_initiate<CompletionToken, void(error_code, std::optional<multi_guard>)>(
-            [this](auto handler, owner_id o, std::chrono::steady_clock::duration t) {
-                start_acquire(o, t, std::move(handler));
-            },
+            detail::make_initiation(get_executor(),
+                                    [this](auto handler, owner_id o, std::chrono::steady_clock::duration t) {
+                                        start_acquire(o, t, std::move(handler));
+                                    }),
             token, owner, timeout);
+    }
+
+    // Every member's queue, in the order the locks are taken (participant::path tells which lock
+    // a node belongs to), each member's holders first.
+    // Handler: void(error_code, std::vector<participant>).
+    template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(error_code, std::vector<participant>))
+                  CompletionToken = detail::default_token>
+    auto async_participants(CompletionToken&& token = {})
+    {
+        return asio::async_initiate<CompletionToken, void(error_code, std::vector<participant>)>(
+            detail::make_initiation(get_executor(), [this](auto handler) { start_participants(std::move(handler)); }),
+            token);
     }
 
     // The locks in the order they are taken.
     std::vector<std::string> order() const;
 
+    // The first member's executor (a system executor when there is none).
+    asio::any_io_executor get_executor() const noexcept;
+
 private:
     void start_acquire(owner_id o, std::chrono::steady_clock::duration t,
                        detail::any_handler<void(error_code, std::optional<multi_guard>)> handler);
+    void start_participants(detail::any_handler<void(error_code, std::vector<participant>)> handler);
     std::vector<lock_ref> locks_;
     asio::any_io_executor ex_;
 };

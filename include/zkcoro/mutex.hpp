@@ -6,6 +6,7 @@
 #include <zkcoro/detail/config.hpp>
 #include <zkcoro/guard.hpp>
 #include <zkcoro/metrics.hpp>
+#include <zkcoro/queue_order.hpp>
 #include <zkcoro/this_task.hpp>
 
 #include <boost/asio/awaitable.hpp>
@@ -47,25 +48,10 @@ struct mutex_options {
     bool local_handoff = true;
 };
 
-// One node in a lock's queue.
-struct participant {
-    std::string name;             // e.g. "_c_<uuid>-lock-0000000042"
-    std::string path;             // full path
-    std::string data;             // what the holder stored (Curator: its IP address)
-    std::int64_t session_id = 0;  // the node's ephemeral owner
-    std::int64_t ctime = 0;       // creation time, ms since the epoch (server clock)
-    std::int64_t czxid = 0;
-    // Not a node of this recipe (its name has none of the recipe's markers, e.g. a child "0" a
-    // user created by hand): it still takes its place in Curator's order, so a foreign node that
-    // sorts first blocks the lock for everyone. session_id 0 means it is persistent and will
-    // never go away by itself.
-    bool foreign = false;
-};
-
 namespace detail {
-struct mutex_state;
-struct mutex_access;
-}
+struct access;
+class lock_object;
+}  // namespace detail
 
 // A reentrant mutex shared by every process that uses the same path, zkcoro's or Curator's
 // InterProcessMutex: ephemeral-sequential nodes `<path>/_c_<uuid>-lock-<seq>`; the lowest
@@ -113,22 +99,24 @@ public:
                        CompletionToken&& token = {})
     {
         return asio::async_initiate<CompletionToken, void(error_code, std::optional<guard>)>(
-            [this](auto handler, owner_id o, std::chrono::steady_clock::duration t) {
-                start_acquire(o, t, std::move(handler));
-            },
+            detail::make_initiation(get_executor(),
+                                    [this](auto handler, owner_id o, std::chrono::steady_clock::duration t) {
+                                        start_acquire(o, t, std::move(handler));
+                                    }),
             token, owner, timeout);
     }
 
-    // The queue, holder first, Curator's nodes included, like Curator's getParticipantNodes. Every
-    // child of the lock path is listed in Curator's order, foreign ones too (participant::foreign):
-    // when the first one is foreign, it is what blocks the lock.
-    // Handler: void(error_code, std::vector<participant>).
+    // The queue, holders first, then waiters, each in Curator's order, Curator's nodes included
+    // (like Curator's getParticipantNodes), each with its mode. Foreign children of the lock path
+    // are listed too (lock_mode::foreign): when the first in order is foreign, it is what blocks
+    // the lock. Handler: void(error_code, std::vector<participant>).
     template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(error_code, std::vector<participant>))
                   CompletionToken = detail::default_token>
     auto async_participants(CompletionToken&& token = {})
     {
         return asio::async_initiate<CompletionToken, void(error_code, std::vector<participant>)>(
-            [this](auto handler) { start_participants(std::move(handler)); }, token);
+            detail::make_initiation(get_executor(), [this](auto handler) { start_participants(std::move(handler)); }),
+            token);
     }
 
     // How many times the lock passed between tasks of this object in memory.
@@ -142,22 +130,15 @@ public:
     std::size_t hold_count(owner_id owner) const;
 
 private:
-    friend struct detail::mutex_access;
-    explicit mutex(std::shared_ptr<detail::mutex_state> state) noexcept;
+    friend struct detail::access;
+    explicit mutex(std::shared_ptr<detail::lock_object> state) noexcept;
 
     void start_acquire(owner_id o, std::chrono::steady_clock::duration t,
                        detail::any_handler<void(error_code, std::optional<guard>)> handler);
     void start_participants(detail::any_handler<void(error_code, std::vector<participant>)> handler);
 
-    std::shared_ptr<detail::mutex_state> state_;
+    std::shared_ptr<detail::lock_object> state_;
 };
-
-// Sorting rule of Curator's lock recipes: the text after the last occurrence of `marker`
-// ("lock-"), or the whole name when the marker is absent. Compared byte-wise.
-ZKCORO_API std::string_view sequence_key(std::string_view name, std::string_view marker) noexcept;
-
-// Sorts child names by sequence_key (stable: equal keys keep their order).
-ZKCORO_API void sort_by_sequence(std::vector<std::string>& names, std::string_view marker);
 
 }  // namespace zkcoro
 

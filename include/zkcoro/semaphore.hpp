@@ -53,14 +53,24 @@ public:
     auto async_acquire(int n, std::chrono::steady_clock::duration timeout, CompletionToken&& token = {})
     {
         return asio::async_initiate<CompletionToken, void(error_code, std::optional<std::vector<guard>>)>(
-            [this](auto handler, int count, std::chrono::steady_clock::duration t) {
-                start_acquire(count, t, std::move(handler));
-            },
+            detail::make_initiation(get_executor(),
+                                    [this](auto handler, int count, std::chrono::steady_clock::duration t) {
+                                        start_acquire(count, t, std::move(handler));
+                                    }),
             token, n, timeout);
     }
 
     const std::string& path() const noexcept;
     client::executor_type get_executor() const noexcept;
+
+    // The leases under <path>/leases, holders first (the first max_leases in order), each with
+    // lock_mode::lease (or foreign). Handler: void(error_code, std::vector<participant>).
+    template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(error_code, std::vector<participant>))
+                  CompletionToken = detail::default_token>
+    auto async_participants(CompletionToken&& token = {})
+    {
+        return leases().async_participants(std::forward<CompletionToken>(token));
+    }
 
     // A snapshot of this semaphore's counters: one acquisition per acquire call (of n leases),
     // losses per lease.
@@ -69,6 +79,7 @@ public:
 private:
     void start_acquire(int n, std::chrono::steady_clock::duration t,
                        detail::any_handler<void(error_code, std::optional<std::vector<guard>>)> handler);
+    mutex& leases() const noexcept;
     std::shared_ptr<detail::semaphore_state> state_;
 };
 
@@ -90,13 +101,23 @@ public:
     auto async_acquire(owner_id, std::chrono::steady_clock::duration timeout, CompletionToken&& token = {})
     {
         return asio::async_initiate<CompletionToken, void(error_code, std::optional<guard>)>(
-            [this](auto handler, std::chrono::steady_clock::duration t) { start_acquire(t, std::move(handler)); },
+            detail::make_initiation(get_executor(), [this](auto handler, std::chrono::steady_clock::duration t) {
+                start_acquire(t, std::move(handler));
+            }),
             token, timeout);
     }
 
     const std::string& path() const noexcept { return sem_.path(); }
     client::executor_type get_executor() const noexcept { return sem_.get_executor(); }
     lock_metrics metrics() const { return sem_.metrics(); }
+
+    // The lease (holder) and the waiter, as for a semaphore of one lease.
+    template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(error_code, std::vector<participant>))
+                  CompletionToken = detail::default_token>
+    auto async_participants(CompletionToken&& token = {})
+    {
+        return sem_.async_participants(std::forward<CompletionToken>(token));
+    }
 
 private:
     void start_acquire(std::chrono::steady_clock::duration t,

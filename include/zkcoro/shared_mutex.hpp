@@ -43,15 +43,21 @@ public:
     }
 
     const std::string& path() const noexcept { return writer_->path(); }
+    client::executor_type get_executor() const noexcept { return writer_->get_executor(); }
+
+    // The queue, holders first (the readers that hold, or the writer), then the waiters, each
+    // with its mode (read, write, or foreign). Handler: void(error_code, std::vector<participant>).
+    template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(error_code, std::vector<participant>))
+                  CompletionToken = detail::default_token>
+    auto async_participants(CompletionToken&& token = {})
+    {
+        return writer_->async_participants(std::forward<CompletionToken>(token));
+    }
 
 private:
     std::unique_ptr<mutex> reader_;
     std::unique_ptr<mutex> writer_;
 };
-
-// Queue order of a read-write lock: by the text after the last "__READ__", else after the last
-// "__WRIT__", else the whole name; a write node sorts before a read node of the same sequence.
-ZKCORO_API void sort_read_write(std::vector<std::string>& names);
 
 }  // namespace zkcoro
 

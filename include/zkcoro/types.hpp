@@ -12,7 +12,7 @@
 namespace zkcoro {
 
 // The metadata ZooKeeper keeps for every node (its Stat structure), copied out of the reply.
-struct stat {
+struct node_stat {
     std::int64_t czxid = 0;           // transaction that created the node (globally increasing)
     std::int64_t mzxid = 0;           // transaction that last modified the data
     std::int64_t ctime = 0;           // creation time, ms since the epoch (server clock)
@@ -24,7 +24,7 @@ struct stat {
     std::int32_t data_length = 0;
     std::int32_t num_children = 0;
     std::int64_t pzxid = 0;           // transaction that last changed the children
-    bool operator==(const stat&) const = default;
+    bool operator==(const node_stat&) const = default;
 };
 
 enum class create_mode {

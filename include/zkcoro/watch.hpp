@@ -11,6 +11,7 @@
 namespace zkcoro {
 
 namespace detail {
+struct access;
 struct watch_state;
 ZKCORO_API void async_watch_wait_impl(std::shared_ptr<watch_state> st,
                                       any_handler<void(error_code, watch_event)> h);
@@ -31,10 +32,12 @@ inline constexpr leave_watch_t leave_watch{};
 class ZKCORO_API watch {
 public:
     watch() = default;
-    explicit watch(std::shared_ptr<detail::watch_state> st) noexcept : st_(std::move(st)) {}
 
     // True when this handle refers to a watch (the read asked for one and succeeded).
     bool valid() const noexcept { return st_ != nullptr; }
+
+    // The client's executor (a system executor for an empty handle).
+    asio::any_io_executor get_executor() const noexcept;
 
     // True once the watch fired or failed (async_wait would complete at once).
     bool ready() const noexcept;
@@ -53,13 +56,15 @@ public:
     auto async_wait(CompletionToken&& token = {})
     {
         return asio::async_initiate<CompletionToken, void(error_code, watch_event)>(
-            [](auto handler, std::shared_ptr<detail::watch_state> st) {
-                detail::async_watch_wait_impl(std::move(st), std::move(handler));
-            },
-            token, st_);
+            detail::make_initiation(get_executor(),
+                                    [st = st_](auto handler) { detail::async_watch_wait_impl(st, std::move(handler)); }),
+            token);
     }
 
 private:
+    friend struct detail::access;
+    explicit watch(std::shared_ptr<detail::watch_state> st) noexcept : st_(std::move(st)) {}
+
     std::shared_ptr<detail::watch_state> st_;
 };
 

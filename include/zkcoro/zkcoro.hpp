@@ -10,6 +10,7 @@
 #include <zkcoro/multi_lock.hpp>
 #include <zkcoro/mutex.hpp>
 #include <zkcoro/path.hpp>
+#include <zkcoro/queue_order.hpp>
 #include <zkcoro/semaphore.hpp>
 #include <zkcoro/shared_mutex.hpp>
 #include <zkcoro/types.hpp>

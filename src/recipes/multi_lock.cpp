@@ -1,6 +1,6 @@
 // All-or-nothing acquisition of several locks, sorted by path, with one deadline.
-#include "driver/client_impl.hpp"
-#include "engine/lock_engine.hpp"
+#include "async/op_state.hpp"
+#include "engine/acquisition.hpp"
 
 #include <zkcoro/multi_lock.hpp>
 
@@ -10,7 +10,10 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <boost/asio/system_executor.hpp>
+
 #include <algorithm>
+#include <iterator>
 
 namespace zkcoro {
 
@@ -19,21 +22,15 @@ namespace {
 using clock = std::chrono::steady_clock;
 using multi_outcome = std::tuple<error_code, std::optional<multi_guard>>;
 
-// Starts one member's acquisition as an awaitable.
-auto acquire_member(const lock_ref::start_fn& start, owner_id owner, clock::duration t)
-{
-    const auto token = asio::as_tuple(asio::use_awaitable);
-    return asio::async_initiate<const decltype(token)&, void(error_code, std::optional<guard>)>(
-        [&start](auto handler, owner_id o, clock::duration d) { start(o, d, std::move(handler)); }, token, owner,
-        t);
-}
-
 }  // namespace
 
-lock_ref::lock_ref(mutex& m) : path_(&m.path()), ex_(m.get_executor()), rank_(m.is_read_side() ? 1 : 0)
+lock_ref::lock_ref(mutex& m) : path_(&m.path()), ex_(m.get_executor()), read_side_(m.is_read_side())
 {
     start_ = [&m](owner_id o, clock::duration t, detail::any_handler<void(error_code, std::optional<guard>)> h) {
         m.async_acquire(o, t, std::move(h));
+    };
+    participants_ = [&m](detail::any_handler<void(error_code, std::vector<participant>)> h) {
+        m.async_participants(std::move(h));
     };
 }
 
@@ -41,6 +38,9 @@ lock_ref::lock_ref(semaphore_mutex& m) : path_(&m.path()), ex_(m.get_executor())
 {
     start_ = [&m](owner_id o, clock::duration t, detail::any_handler<void(error_code, std::optional<guard>)> h) {
         m.async_acquire(o, t, std::move(h));
+    };
+    participants_ = [&m](detail::any_handler<void(error_code, std::vector<participant>)> h) {
+        m.async_participants(std::move(h));
     };
 }
 
@@ -86,17 +86,22 @@ multi_lock::multi_lock(std::vector<lock_ref> locks) : locks_(std::move(locks))
     std::stable_sort(locks_.begin(), locks_.end(), [](const lock_ref& a, const lock_ref& b) {
         if (a.path() != b.path())
             return a.path() < b.path();
-        return a.rank_ < b.rank_;
+        return !a.is_read_side() && b.is_read_side();
     });
     if (!locks_.empty())
-        ex_ = locks_.front().ex_;
+        ex_ = locks_.front().get_executor();
+}
+
+asio::any_io_executor multi_lock::get_executor() const noexcept
+{
+    return ex_ ? ex_ : asio::any_io_executor(asio::system_executor());
 }
 
 std::vector<std::string> multi_lock::order() const
 {
     std::vector<std::string> r;
     for (auto& l : locks_)
-        r.push_back(l.path() + (l.rank_ ? " (read)" : ""));
+        r.push_back(l.path() + (l.is_read_side() ? " (read)" : ""));
     return r;
 }
 
@@ -115,14 +120,13 @@ asio::awaitable<std::optional<multi_guard>> multi_lock::acquire(clock::duration 
 
 namespace {
 
-asio::awaitable<multi_outcome> acquire_all(std::vector<lock_ref::start_fn> members, owner_id owner,
-                                          clock::time_point deadline)
+asio::awaitable<multi_outcome> acquire_all(std::vector<lock_ref> members, owner_id owner, clock::time_point deadline)
 {
     co_await asio::this_coro::throw_if_cancelled(false);
     co_await asio::this_coro::reset_cancellation_state(asio::enable_partial_cancellation());
     std::vector<guard> held;
-    for (auto& start : members) {
-        auto [ec, g] = co_await acquire_member(start, owner, detail::remaining(deadline));
+    for (auto& member : members) {
+        auto [ec, g] = co_await member.async_acquire(owner, detail::remaining(deadline), asio::as_tuple(asio::use_awaitable));
         if (ec || !g) {
             // Roll back, last taken first.
             while (!held.empty()) {
@@ -143,24 +147,49 @@ asio::awaitable<multi_outcome> acquire_all(std::vector<lock_ref::start_fn> membe
 void multi_lock::start_acquire(owner_id o, clock::duration t,
                                detail::any_handler<void(error_code, std::optional<multi_guard>)> handler)
 {
-    auto ex = ex_ ? ex_ : asio::any_io_executor(asio::system_executor());
+    auto ex = get_executor();
     auto op = std::make_shared<detail::op_state<std::optional<multi_guard>>>(std::move(handler), ex);
     if (locks_.empty())
         return void(op->complete(client_errc::invalid_argument, std::nullopt));
     auto deadline = detail::deadline_after(t);
-    std::vector<lock_ref::start_fn> members;
-    for (auto& l : locks_)
-        members.push_back(l.start_);
     auto done = [op](std::exception_ptr e, multi_outcome r) {
         if (e)
-            return void(op->complete(make_zk_error(ZSYSTEMERROR), std::nullopt));
+            return void(op->complete(zk_errc::system_error, std::nullopt));
         op->complete(std::get<0>(r), std::move(std::get<1>(r)));
     };
     auto slot = op->cancellation_slot();
     if (slot.is_connected())
-        asio::co_spawn(ex, acquire_all(std::move(members), o, deadline), asio::bind_cancellation_slot(slot, std::move(done)));
+        asio::co_spawn(ex, acquire_all(locks_, o, deadline), asio::bind_cancellation_slot(slot, std::move(done)));
     else
-        asio::co_spawn(ex, acquire_all(std::move(members), o, deadline), std::move(done));
+        asio::co_spawn(ex, acquire_all(locks_, o, deadline), std::move(done));
+}
+
+namespace {
+
+using participants_outcome = std::tuple<error_code, std::vector<participant>>;
+
+asio::awaitable<participants_outcome> list_all(std::vector<lock_ref> members)
+{
+    std::vector<participant> all;
+    for (auto& member : members) {
+        auto [ec, parts] = co_await member.async_participants(asio::as_tuple(asio::use_awaitable));
+        if (ec)
+            co_return participants_outcome{ec, {}};
+        std::move(parts.begin(), parts.end(), std::back_inserter(all));
+    }
+    co_return participants_outcome{error_code{}, std::move(all)};
+}
+
+}  // namespace
+
+void multi_lock::start_participants(detail::any_handler<void(error_code, std::vector<participant>)> handler)
+{
+    auto op = std::make_shared<detail::op_state<std::vector<participant>>>(std::move(handler), get_executor());
+    asio::co_spawn(get_executor(), list_all(locks_), [op](std::exception_ptr e, participants_outcome r) {
+        if (e)
+            return void(op->complete(zk_errc::system_error, std::vector<participant>{}));
+        op->complete(std::get<0>(r), std::move(std::get<1>(r)));
+    });
 }
 
 }  // namespace zkcoro

@@ -1,8 +1,10 @@
 // The counting semaphore: a mutex at <path>/locks serialises entry, and the lock queue engine
 // waits at <path>/leases until the number of leases is within max_leases.
-#include "driver/client_impl.hpp"
-#include "engine/lock_engine.hpp"
+#include "engine/acquisition.hpp"
+#include "engine/diagnostics.hpp"
+#include "engine/lock_object.hpp"
 
+#include <zkcoro/detail/access.hpp>
 #include <zkcoro/path.hpp>
 #include <zkcoro/semaphore.hpp>
 
@@ -35,24 +37,30 @@ inline recipe_params entry_params()
 
 struct semaphore_state {
     semaphore_state(client& c, std::string p, int max, std::string count, mutex_options opts)
-        : zk(client_access::share(c)),
+        : zk(access::share(c)),
           path(std::move(p)),
           count_path(std::move(count)),
           max_leases(std::make_shared<std::atomic<int>>(max)),
-          locks(mutex_access::make(make_mutex_state(c, join_path(path, "locks"), opts, entry_params())))
+          locks(access::make_mutex(std::make_shared<lock_object>(c, join_path(path, "locks"), opts, entry_params())))
     {
         recipe_params lease;
-        lease.base_name = "lease-";
-        lease.sort = [](std::vector<std::string>& names) { sort_by_sequence(names, "lease-"); };
+        lease.base_name = std::string(lease_marker);
+        lease.sort = [](std::vector<std::string>& names) { sort_by_sequence(names, lease_marker); };
         // Hold while the number of leases is within the limit; otherwise wait for any change.
-        lease.rule = [max = max_leases](const std::vector<std::string>& sorted, std::size_t) {
-            queue_decision d;
-            d.holds = sorted.size() <= static_cast<std::size_t>(std::max(0, max->load()));
-            d.watch_children = !d.holds;
-            return d;
+        lease.rule = [max = max_leases](const std::vector<std::string>& sorted, std::size_t ours) {
+            return lease_rule(sorted, ours, max->load());
+        };
+        lease.listing_holds = [max = max_leases](const std::vector<std::string>& sorted, std::size_t i) {
+            return lease_holds(sorted, i, max->load());
         };
         lease.reentrant = false;
-        leases = std::make_unique<mutex>(mutex_access::make(make_mutex_state(c, join_path(path, "leases"), opts, std::move(lease))));
+        leases = std::make_unique<mutex>(
+            access::make_mutex(std::make_shared<lock_object>(c, join_path(path, "leases"), opts, std::move(lease))));
+    }
+
+    void report_failure(const error_code& ec) const
+    {
+        access::log(zk, log_level::warn, describe_failure(zk, "acquire", path, ec));
     }
 
     client zk;
@@ -93,7 +101,7 @@ asio::awaitable<leases_result> acquire_n(std::shared_ptr<semaphore_state> s, int
         if (ec)
             co_return leases_result{ec, std::nullopt};
         if (d.data.size() != 4) {
-            s->zk.log(log_level::error, fmt::format("semaphore: count node {} holds {} bytes, not a 4-byte "
+            access::log(s->zk, log_level::error, fmt::format("semaphore: count node {} holds {} bytes, not a 4-byte "
                                                     "big-endian integer", s->count_path, d.data.size()));
             co_return leases_result{client_errc::invalid_argument, std::nullopt};
         }
@@ -101,7 +109,7 @@ asio::awaitable<leases_result> acquire_n(std::shared_ptr<semaphore_state> s, int
         s->max_leases->store(static_cast<int>(b(0) << 24 | b(1) << 16 | b(2) << 8 | b(3)));
     }
     if (n < 1 || n > s->max_leases->load()) {
-        s->zk.log(log_level::warn, fmt::format("semaphore {}: asked for {} leases of {}", s->path, n, s->max_leases->load()));
+        access::log(s->zk, log_level::warn, fmt::format("semaphore {}: asked for {} leases of {}", s->path, n, s->max_leases->load()));
         co_return leases_result{client_errc::invalid_argument, std::nullopt};
     }
     std::vector<guard> got;
@@ -131,6 +139,7 @@ semaphore::semaphore(semaphore&&) noexcept = default;
 semaphore::~semaphore() = default;
 
 const std::string& semaphore::path() const noexcept { return state_->path; }
+mutex& semaphore::leases() const noexcept { return *state_->leases; }
 client::executor_type semaphore::get_executor() const noexcept { return state_->zk.get_executor(); }
 
 lock_metrics semaphore::metrics() const
@@ -159,8 +168,7 @@ void semaphore::start_acquire(int n, std::chrono::steady_clock::duration t,
                               detail::any_handler<void(error_code, std::optional<std::vector<guard>>)> handler)
 {
     auto deadline = detail::deadline_after(t);
-    auto op = std::make_shared<detail::op_state<std::optional<std::vector<guard>>>>(std::move(handler),
-                                                                                   state_->zk.get_executor());
+    auto op = std::make_shared<detail::op_state<std::optional<std::vector<guard>>>>(std::move(handler), get_executor());
     detail::spawn_counted(state_, detail::acquire_n(state_, n, deadline), std::move(op), std::chrono::steady_clock::now());
 }
 

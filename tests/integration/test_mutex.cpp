@@ -979,10 +979,10 @@ TEST_CASE("a foreign child that sorts first blocks the lock and is shown")
         auto parts = co_await m.async_participants();
         REQUIRE(parts.size() == 2);
         CHECK(parts[0].name == "0");
-        CHECK(parts[0].foreign);
+        CHECK(parts[0].mode == lock_mode::foreign);
         CHECK(parts[0].session_id == 0);
         CHECK(parts[0].data == "by hand");
-        CHECK_FALSE(parts[1].foreign);
+        CHECK(parts[1].mode != lock_mode::foreign);
         CHECK(parts[1].session_id == c.session().id);
         CHECK(co_await eventually([&]() -> awaitable<bool> { co_return got.has_value(); }));
         CHECK_FALSE(got->has_value());  // timed out behind the foreign node

@@ -1,0 +1,46 @@
+// The one door from the library's implementation into its public classes' private parts.
+// Not for users: nothing here is stable API. Each public class that the implementation must build
+// or look into names detail::access as its only friend, so that no public constructor takes a
+// detail:: type and no implementation class is a friend of its own.
+#ifndef ZKCORO_DETAIL_ACCESS_HPP
+#define ZKCORO_DETAIL_ACCESS_HPP
+
+#include <zkcoro/detail/api.hpp>
+#include <zkcoro/this_task.hpp>
+#include <zkcoro/types.hpp>
+
+#include <memory>
+#include <string_view>
+
+namespace zkcoro {
+
+class client;
+class guard;
+class mutex;
+class watch;
+class lock_ref;
+
+namespace detail {
+
+class client_impl;
+class lease;
+class lock_object;
+struct watch_state;
+
+struct ZKCORO_API access {
+    // A second handle on a client's session that does not close it when destroyed (for the
+    // lock objects and leases built on that client).
+    static client share(const client& c);
+    // Logs through the client's sink.
+    static void log(const client& c, log_level level, std::string_view message);
+
+    static guard make_guard(std::shared_ptr<lease> l, owner_id owner);
+    static watch make_watch(std::shared_ptr<watch_state> st);
+    static mutex make_mutex(std::shared_ptr<lock_object> obj);
+    static const std::shared_ptr<lock_object>& object_of(const mutex& m) noexcept;
+};
+
+}  // namespace detail
+}  // namespace zkcoro
+
+#endif

@@ -1,0 +1,100 @@
+// What every acquisition shares, whatever the recipe (internal): deadlines, the metrics of how
+// it ended, and running its coroutine on the client's executor under the caller's cancellation.
+#ifndef ZKCORO_SRC_ENGINE_ACQUISITION_HPP
+#define ZKCORO_SRC_ENGINE_ACQUISITION_HPP
+
+#include "async/op_state.hpp"
+
+#include <zkcoro/error.hpp>
+#include <zkcoro/metrics.hpp>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/error.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <tuple>
+
+namespace zkcoro::detail {
+
+// The moment `timeout` from now; duration::max() (or any overflow) means never.
+inline std::chrono::steady_clock::time_point deadline_after(std::chrono::steady_clock::duration timeout)
+{
+    using clock = std::chrono::steady_clock;
+    auto now = clock::now();
+    if (timeout >= clock::time_point::max() - now)
+        return clock::time_point::max();
+    return now + std::max(timeout, clock::duration::zero());
+}
+
+// What is left until `deadline` (never negative); duration::max() for a deadline of never.
+inline std::chrono::steady_clock::duration remaining(std::chrono::steady_clock::time_point deadline)
+{
+    using clock = std::chrono::steady_clock;
+    if (deadline == clock::time_point::max())
+        return clock::duration::max();
+    return std::max(clock::duration::zero(), deadline - clock::now());
+}
+
+// Counts how an acquisition ended (the caller holds the lock guarding `m`).
+inline void note_outcome(lock_metrics& m, const error_code& ec, bool granted, std::chrono::steady_clock::duration waited)
+{
+    if (ec == asio::error::operation_aborted)
+        ++m.cancellations;
+    else if (ec)
+        ++m.errors;
+    else if (!granted)
+        ++m.timeouts;
+    else {
+        ++m.acquires;
+        m.wait.record(std::chrono::duration_cast<std::chrono::nanoseconds>(waited));
+    }
+}
+
+// Counts how an acquisition that began at `started` ended, in the metrics of `s` (a recipe's
+// state: members m and metrics, and report_failure(ec) for the diagnostic of a failure), then
+// completes its operation.
+template <class State, class R>
+void complete_counted(State& s, op_state<std::optional<R>>& op, std::chrono::steady_clock::time_point started,
+                      error_code ec, std::optional<R> result)
+{
+    {
+        std::lock_guard lk(s.m);
+        note_outcome(s.metrics, ec, result.has_value(), std::chrono::steady_clock::now() - started);
+    }
+    if (ec && ec != asio::error::operation_aborted)
+        s.report_failure(ec);
+    op.complete(ec, std::move(result));
+}
+
+// Runs an acquisition coroutine on the client's executor, cancellable through the operation's
+// slot, and completes the operation with its result, counted (an exception: ZSYSTEMERROR).
+template <class State, class R>
+void spawn_counted(const std::shared_ptr<State>& s, asio::awaitable<std::tuple<error_code, std::optional<R>>> coro,
+                   std::shared_ptr<op_state<std::optional<R>>> op, std::chrono::steady_clock::time_point started)
+{
+    auto done = [s, op, started](std::exception_ptr e, std::tuple<error_code, std::optional<R>> r) {
+        auto& [ec, result] = r;
+        if (e) {
+            ec = zk_errc::system_error;
+            result.reset();
+        }
+        complete_counted(*s, *op, started, ec, std::move(result));
+    };
+    auto ex = s->zk.get_executor();
+    auto slot = op->cancellation_slot();
+    if (slot.is_connected())
+        asio::co_spawn(ex, std::move(coro), asio::bind_cancellation_slot(slot, std::move(done)));
+    else
+        asio::co_spawn(ex, std::move(coro), std::move(done));
+}
+
+}  // namespace zkcoro::detail
+
+#endif

@@ -1,0 +1,41 @@
+#include "engine/diagnostics.hpp"
+
+#include <boost/asio/error.hpp>
+
+#include <fmt/format.h>
+
+namespace zkcoro::detail {
+
+std::string_view advice(const error_code& ec) noexcept
+{
+    if (ec == zk_errc::no_auth)
+        return "the lock path's ACL refuses this client: add credentials (client_config::auth) or change the ACL";
+    if (ec == zk_errc::no_children_for_ephemerals)
+        return "a parent of the lock path is an ephemeral node: use a path under persistent nodes";
+    if (ec == zk_errc::invalid_acl)
+        return "client_config::default_acl is not valid for this server: check its schemes and ids";
+    if (ec == client_errc::invalid_path)
+        return "fix the lock path: check_path() names the offending position";
+    if (ec == client_errc::invalid_argument)
+        return "an argument is out of its documented range (see the client's log for which)";
+    if (ec == client_errc::upgrade_not_supported)
+        return "release the read lock before asking for the write lock";
+    if (ec == client_errc::closed)
+        return "the client was closed: make a new client to go on";
+    if (ec == client_errc::session_expired)
+        return "the session ended while waiting; the client is making a new one: retry the acquisition";
+    if (is_retriable(ec))
+        return "no server answered in time: check that the ensemble is up and reachable, then retry";
+    if (is_session_lost(ec))
+        return "the session is gone: retry on the client's next session";
+    return "see the error's message";
+}
+
+std::string describe_failure(const client& zk, std::string_view operation, std::string_view path, const error_code& ec)
+{
+    auto server = zk.connected_server();
+    return fmt::format("{} {} failed: {} (session 0x{:x}, server {}): {}", operation, path, ec.message(),
+                       static_cast<std::uint64_t>(zk.session().id), server.empty() ? "none connected" : server, advice(ec));
+}
+
+}  // namespace zkcoro::detail

@@ -1,0 +1,243 @@
+// The node this process holds: the lost policy applied to its session, the watch on the node
+// itself, what a loss does, and the delete after the last release.
+#include "engine/lock_object.hpp"
+#include "engine/node_ops.hpp"
+
+#include "session/session_fsm.hpp"
+
+#include <zkcoro/detail/access.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/parallel_group.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <fmt/format.h>
+
+namespace zkcoro::detail {
+
+namespace {
+
+using asio::awaitable;
+constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+
+bool cancelled(const asio::cancellation_state& cs) { return cs.cancelled() != asio::cancellation_type::none; }
+
+// The node is lost: its holder's guard reports it, the node is deleted (the session may come
+// back), and the next local waiter queues anew.
+void fire_lost(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns, std::string_view why)
+{
+    if (ns->lost.exchange(true))
+        return;
+    std::shared_ptr<zk_lease> h;
+    std::shared_ptr<local_waiter> next;
+    {
+        std::lock_guard lk(s->m);
+        h = std::move(ns->current);
+        if (h) {
+            ++s->metrics.losses;
+            auto it = s->holds.find(h->owner());
+            if (it != s->holds.end() && it->second == h)
+                s->holds.erase(it);
+            next = promote_next(*s);
+        }
+    }
+    access::log(s->zk, log_level::warn, fmt::format("lock {} lost: {}", ns->node, why));
+    if (h)
+        h->set_lost();
+    notify(s, next);
+    asio::co_spawn(s->zk.get_executor(), guaranteed_delete(access::share(s->zk), ns->node), asio::detached);
+}
+
+// Whether an exists reply shows our node still there, owned by the session that created it.
+bool still_ours(const exists_result& r, const node_state& ns)
+{
+    return r.stat && r.stat->ephemeral_owner == ns.session_id;
+}
+
+// Watches the session of a held node and applies the lost policy. Runs on the client's executor
+// until the node is released (monitor_stop) or lost.
+// `left_connected`: the session has left the connected state since the node was taken (so a
+// reconnection must check that the node survived).
+awaitable<void> monitor(std::shared_ptr<lock_object> st, std::shared_ptr<node_state> ns, bool left_connected)
+{
+    co_await asio::this_coro::throw_if_cancelled(false);
+    auto& zk = st->zk;
+    auto ex = co_await asio::this_coro::executor;
+    bool was_suspended = left_connected;
+    // No cap on the number of state changes: each round waits for one, and a lock may be held
+    // for months across many reconnections. It ends at the release (cancellation) or the loss.
+    while (!ns->lost) {
+        auto s = zk.state();
+        if (zk.session_generation() != ns->generation || s == session_state::expired ||
+            s == session_state::closed || s == session_state::connecting) {
+            fire_lost(st, ns, "the session expired or was closed");
+            co_return;
+        }
+        if (s == session_state::suspended) {
+            was_suspended = true;
+            if (st->opts.policy == lost_policy::suspended) {
+                fire_lost(st, ns, "the connection was lost (policy: suspended)");
+                co_return;
+            }
+            if (st->opts.policy == lost_policy::deadline) {
+                auto timeout = zk.session_timeout();
+                auto margin = st->opts.safety_margin.count() > 0 ? st->opts.safety_margin : timeout / 5;
+                asio::steady_timer t(ex, may_expire_at(zk.last_heard(), timeout, margin));
+                auto [order, ec1, next, ec2] =
+                    co_await asio::experimental::make_parallel_group(zk.async_wait_state(s, asio::deferred),
+                                                                     t.async_wait(asio::deferred))
+                        .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
+                if (cancelled(co_await asio::this_coro::cancellation_state))
+                    co_return;
+                if (order[0] == 1 && !ec2) {
+                    fire_lost(st, ns, "the session may have expired: not reconnected in time (policy: deadline)");
+                    co_return;
+                }
+                continue;
+            }
+        }
+        if (s == session_state::connected && was_suspended) {
+            was_suspended = false;
+            // Back on the same session: make sure our node survived.
+            auto [ec, r] = co_await zk.async_exists(ns->node, use_tuple);
+            if (cancelled(co_await asio::this_coro::cancellation_state))
+                co_return;
+            if (!ec && !still_ours(r, *ns)) {
+                fire_lost(st, ns, "the lock node is gone");
+                co_return;
+            }
+            continue;
+        }
+        auto [ec, next] = co_await zk.async_wait_state(s, use_tuple);
+        if (ec)
+            co_return;
+    }
+}
+
+// Applies the lost policy to a held node. In the steady state (connected, same session) this is
+// one wait for a change of the session state, with no coroutine; the monitor runs once the state
+// changes. Both stop at monitor_stop (the release), which is emitted on the client's executor.
+// The completion handlers keep the node state, and so the signal, alive: co_spawn clears the
+// slot after the coroutine's frame (and its reference) is gone.
+void watch_session(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns)
+{
+    auto state = s->zk.state();
+    if (state != session_state::connected || s->zk.session_generation() != ns->generation) {
+        asio::co_spawn(s->zk.get_executor(), monitor(s, ns, false),
+                       asio::bind_cancellation_slot(ns->monitor_stop.slot(), [ns](std::exception_ptr) {}));
+        return;
+    }
+    s->zk.async_wait_state(
+        state, asio::bind_cancellation_slot(ns->monitor_stop.slot(), [s, ns](error_code ec, session_state) {
+            if (ec || ns->lost)
+                return;  // released (operation_aborted), or the client is closed
+            asio::co_spawn(s->zk.get_executor(), monitor(s, ns, true),
+                           asio::bind_cancellation_slot(ns->monitor_stop.slot(), [ns](std::exception_ptr) {}));
+        }));
+}
+
+// Watches our own node while this process has it, so that a node deleted by anyone (an operator
+// "breaking" a stuck lock, a script) counts as a loss within one round trip, even while the
+// connection never dropped. The exists request is sent after the grant and nobody waits for its
+// reply. A data change re-arms the watch.
+void watch_node(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns)
+{
+    s->zk.async_exists(ns->node, leave_watch, [s, ns](error_code ec, exists_result r) {
+        if (ns->lost || ns->released)
+            return;
+        if (ec)
+            return;  // the session ended or the connection dropped: the session monitor decides
+        if (!still_ours(r, *ns))
+            return fire_lost(s, ns, "the lock node is gone (deleted by someone else)");
+        r.watch.async_wait([s, ns](error_code wec, watch_event ev) {
+            if (wec || ns->lost || ns->released)
+                return;
+            if (ev.type == watch_event_type::deleted)
+                return fire_lost(s, ns, "the lock node was deleted by someone else");
+            watch_node(s, ns);
+        });
+    });
+}
+
+// Watches a node we were just granted. When the listing that granted it left a children watch,
+// that watch already covers our node's deletion at no extra request (the uncontended case);
+// the first change of the queue (someone queues, or our node goes) moves us to watch_node.
+void watch_held_node(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns,
+                     zkcoro::watch queue_watch)
+{
+    if (!queue_watch.valid())
+        return watch_node(s, ns);
+    queue_watch.async_wait([s, ns](error_code ec, watch_event) {
+        if (ec || ns->lost || ns->released)
+            return;  // session ended (the monitor decides), or released: our own deletion
+        watch_node(s, ns);
+    });
+}
+
+// A release whose delete failed for good: counted, logged, and reported to the caller.
+void release_failed(lock_object& s, const std::string& node, op_state<>& op, error_code ec)
+{
+    {
+        std::lock_guard lk(s.m);
+        ++s.metrics.release_failures;
+    }
+    access::log(s.zk, log_level::error, fmt::format("lock {}: release failed: {}; the node stays until it is deleted "
+                                                    "or the session ends", node, ec.message()));
+    op.complete(ec);
+}
+
+}  // namespace
+
+guard hold_node(const std::shared_ptr<lock_object>& s, owner_id owner, const std::string& node, const node_stat& st,
+                zkcoro::watch queue_watch)
+{
+    auto ns = std::make_shared<node_state>();
+    ns->node = node;
+    ns->czxid = st.czxid;
+    ns->session_id = st.ephemeral_owner;
+    ns->generation = s->zk.session_generation();
+    auto h = std::make_shared<zk_lease>(s, ns, owner);
+    {
+        std::lock_guard lk(s->m);
+        ns->current = h;
+        if (s->recipe.reentrant)
+            s->holds[owner] = h;
+    }
+    watch_session(s, ns);
+    if (s->recipe.watch_own_node)
+        watch_held_node(s, ns, std::move(queue_watch));
+    return access::make_guard(std::move(h), owner);
+}
+
+void delete_released_node(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns,
+                          std::shared_ptr<op_state<>> op)
+{
+    // Stop the monitor (on the executor it runs on), then delete the node. The first attempt is
+    // a plain request; only a retriable failure starts the retrying coroutine.
+    ns->released = true;  // from here on, the deletion our own watch sees is ours
+    asio::post(s->zk.get_executor(), [ns, op, s] {
+        ns->monitor_stop.emit(asio::cancellation_type::terminal);
+        s->zk.async_remove(ns->node, -1, [ns, op, s](error_code ec) {
+            if (!ec || ec == zk_errc::no_node || is_session_lost(ec))
+                return void(op->complete({}));
+            if (!is_retriable(ec))
+                return release_failed(*s, ns->node, *op, ec);
+            asio::co_spawn(s->zk.get_executor(), guaranteed_delete(access::share(s->zk), ns->node),
+                           [op, ns, s](std::exception_ptr e, error_code ec2) {
+                               if (e)
+                                   ec2 = zk_errc::system_error;
+                               if (ec2)
+                                   return release_failed(*s, ns->node, *op, ec2);
+                               op->complete({});
+                           });
+        });
+    });
+}
+
+}  // namespace zkcoro::detail

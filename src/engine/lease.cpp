@@ -1,0 +1,117 @@
+// The backend-neutral part of a lease, and zkcoro::guard, which is a lease held by its user.
+#include "engine/lease.hpp"
+
+#include <zkcoro/detail/access.hpp>
+#include <zkcoro/guard.hpp>
+
+#include <boost/asio/system_executor.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+namespace zkcoro {
+namespace detail {
+
+void lease::async_wait_lost(any_handler<void(error_code)> handler)
+{
+    auto op = std::make_shared<op_state<>>(std::move(handler), ex_);
+    {
+        std::lock_guard lk(m_);
+        if (!ended_) {
+            op->bind_cancellation();
+            lost_waiters_.push_back(std::move(op));
+            return;
+        }
+    }
+    op->complete(lost() ? make_error_code(client_errc::lock_lost) : make_error_code(asio::error::operation_aborted));
+}
+
+bool lease::set_lost()
+{
+    std::vector<std::shared_ptr<op_state<>>> waiters;
+    {
+        std::lock_guard lk(m_);
+        if (ended_)
+            return false;
+        ended_ = true;
+        lost_ = true;
+        waiters.swap(lost_waiters_);
+    }
+    lost_signal_.emit(asio::cancellation_type::terminal);
+    for (auto& w : waiters)
+        w->complete(client_errc::lock_lost);
+    return true;
+}
+
+bool lease::set_released()
+{
+    std::vector<std::shared_ptr<op_state<>>> waiters;
+    {
+        std::lock_guard lk(m_);
+        if (ended_)
+            return false;
+        ended_ = true;
+        waiters.swap(lost_waiters_);
+    }
+    for (auto& w : waiters)
+        w->complete(asio::error::operation_aborted);
+    return true;
+}
+
+void async_wait_lost_impl(std::shared_ptr<lease> l, any_handler<void(error_code)> handler)
+{
+    if (l)
+        return l->async_wait_lost(std::move(handler));
+    auto op = std::make_shared<op_state<>>(std::move(handler), asio::any_io_executor(asio::system_executor()));
+    op->complete(client_errc::invalid_argument);
+}
+
+}  // namespace detail
+
+guard::guard(std::shared_ptr<detail::lease> l, owner_id owner) noexcept : lease_(std::move(l)), owner_(owner) {}
+guard::guard(guard&& o) noexcept : lease_(std::move(o.lease_)), owner_(o.owner_) {}
+guard& guard::operator=(guard&& o) noexcept
+{
+    if (this != &o) {
+        if (lease_)
+            release_with([](error_code) {});  // a failure is logged and counted by the backend
+        lease_ = std::move(o.lease_);
+        owner_ = o.owner_;
+    }
+    return *this;
+}
+
+guard::~guard()
+{
+    if (lease_)
+        release_with([](error_code) {});  // a failure is logged and counted by the backend
+}
+
+guard::executor_type guard::get_executor() const noexcept
+{
+    return lease_ ? lease_->executor() : executor_type(asio::system_executor());
+}
+
+std::int64_t guard::fencing_token() const noexcept { return lease_ ? lease_->fencing_token() : 0; }
+const std::string& guard::node_path() const noexcept
+{
+    static const std::string empty;
+    return lease_ ? lease_->resource() : empty;
+}
+std::int64_t guard::session_id() const noexcept { return lease_ ? lease_->session_id() : 0; }
+bool guard::lost() const noexcept { return lease_ && lease_->lost(); }
+asio::cancellation_slot guard::lost_slot() noexcept { return lease_ ? lease_->lost_slot() : asio::cancellation_slot(); }
+
+asio::awaitable<void> guard::release()
+{
+    co_await async_release(asio::use_awaitable);
+}
+
+void guard::release_with(detail::any_handler<void(error_code)> handler)
+{
+    if (!lease_) {
+        auto op = std::make_shared<detail::op_state<>>(std::move(handler), asio::any_io_executor(asio::system_executor()));
+        return void(op->complete(client_errc::invalid_argument));
+    }
+    std::exchange(lease_, nullptr)->release(std::move(handler));
+}
+
+}  // namespace zkcoro

@@ -1,0 +1,229 @@
+// A lock object: how an acquisition is decided (reentrant, wait in memory, or queue in
+// ZooKeeper), and how a release hands the node on or deletes it.
+#include "engine/lock_object.hpp"
+
+#include "engine/acquisition.hpp"
+#include "engine/diagnostics.hpp"
+#include "engine/lock_queue.hpp"
+
+#include <zkcoro/detail/access.hpp>
+#include <zkcoro/path.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <fmt/format.h>
+
+#include <unistd.h>
+
+namespace zkcoro::detail {
+
+namespace {
+
+using asio::awaitable;
+using acquire_result = std::tuple<error_code, std::optional<guard>>;
+
+std::string default_data()
+{
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    return fmt::format("{}:{}", host, ::getpid());
+}
+
+// Passes the "in ZooKeeper's queue" role on to the next local waiter (or clears it).
+void hand_on(const std::shared_ptr<lock_object>& s)
+{
+    std::shared_ptr<local_waiter> next;
+    {
+        std::lock_guard lk(s->m);
+        next = promote_next(*s);
+    }
+    notify(s, next);
+}
+
+// The task of ours in ZooKeeper's queue: queue a node until it holds, or hand the role on when
+// that fails. A promoted waiter whose deadline has passed hands it on at once; a new acquisition
+// always makes its round trip (try_acquire: a zero wait is one round trip, then an answer).
+awaitable<acquire_result> queue_in_zk(std::shared_ptr<lock_object> s, owner_id owner, steady_clock::time_point deadline,
+                                      bool promoted)
+{
+    co_await asio::this_coro::throw_if_cancelled(false);
+    co_await asio::this_coro::reset_cancellation_state(asio::enable_partial_cancellation());
+    if (promoted && steady_clock::now() >= deadline) {
+        hand_on(s);
+        co_return acquire_result{error_code{}, std::nullopt};
+    }
+    queue_spec spec{s->path, s->recipe.base_name, s->data, s->recipe.sort, s->recipe.rule};
+    auto [ec, queued] = co_await queue_acquire(s->zk, spec, deadline, s->alone);
+    if (ec || !queued) {
+        hand_on(s);
+        co_return acquire_result{ec, std::nullopt};
+    }
+    co_return acquire_result{error_code{}, hold_node(s, owner, queued->path, queued->stat, std::move(queued->queue_watch))};
+}
+
+// Granted at once with a node of a given name (a downgrade): no queueing, no handoff.
+awaitable<acquire_result> create_immediate(std::shared_ptr<lock_object> s, owner_id owner, std::string name)
+{
+    co_await asio::this_coro::throw_if_cancelled(false);
+    auto [ec, r] = co_await s->zk.async_create(join_path(s->path, name), s->data, create_mode::ephemeral,
+                                               asio::as_tuple(asio::use_awaitable));
+    if (ec)
+        co_return acquire_result{ec, std::nullopt};
+    co_return acquire_result{error_code{}, hold_node(s, owner, r.path, r.stat)};
+}
+
+}  // namespace
+
+lock_object::lock_object(const client& c, std::string p, mutex_options o, recipe_params r)
+    : zk(access::share(c)), path(std::move(p)), opts(std::move(o)), recipe(std::move(r))
+{
+    data = opts.data.empty() ? default_data() : opts.data;
+    if (!recipe.sort)
+        recipe.sort = [](std::vector<std::string>& names) { sort_by_sequence(names, lock_marker); };
+    if (!recipe.rule)
+        recipe.rule = mutex_rule;
+    if (recipe.markers.empty())
+        recipe.markers.push_back(recipe.base_name);
+    if (!recipe.listing_holds)
+        recipe.listing_holds = [rule = recipe.rule, markers = recipe.markers](const std::vector<std::string>& sorted,
+                                                                             std::size_t i) {
+            return holds_at(sorted, i, rule, markers);
+        };
+    if (!recipe.local_handoff_allowed || !recipe.reentrant)
+        opts.local_handoff = false;
+    if (auto pc = check_path(path); !pc.ok()) {
+        path_error = pc.ec;
+        access::log(zk, log_level::warn, "lock: " + pc.describe(path));
+    }
+}
+
+void lock_object::acquire(owner_id owner, steady_clock::time_point deadline,
+                          std::shared_ptr<op_state<std::optional<guard>>> op)
+{
+    auto self = shared_from_this();
+    const auto started = steady_clock::now();
+    auto fail = [&](error_code ec) { complete_counted(*this, *op, started, ec, std::optional<guard>{}); };
+    if (owner == 0)
+        return fail(client_errc::invalid_argument);
+    if (path_error)
+        return fail(path_error);
+    // The hooks look at the other side of a read-write lock: they run without our lock held.
+    std::string immediate;
+    if ((recipe.precheck || recipe.immediate_node) && held_count(owner) == 0) {
+        if (recipe.precheck)
+            if (auto ec = recipe.precheck(owner))
+                return fail(ec);
+        if (recipe.immediate_node)
+            if (auto name = recipe.immediate_node(owner))
+                immediate = std::move(*name);
+    }
+    std::shared_ptr<zk_lease> reentered;
+    {
+        std::lock_guard lk(m);
+        auto it = holds.find(owner);
+        if (recipe.reentrant && it != holds.end() && !it->second->released && !it->second->lost()) {
+            ++it->second->count;
+            reentered = it->second;
+        } else if (immediate.empty() && active && opts.local_handoff) {
+            // Behind another task of ours: wait for it to hand the node over in memory, with no
+            // coroutine (which keeps a waiting task small).
+            auto w = std::make_shared<local_waiter>();
+            w->owner = owner;
+            w->op = op;
+            w->deadline = deadline;
+            w->started = started;
+            enqueue_local(self, w);
+            return;
+        } else if (immediate.empty()) {
+            active = true;
+        }
+    }
+    if (reentered)
+        return complete_counted(*this, *op, started, error_code{}, std::optional<guard>(access::make_guard(reentered, owner)));
+    if (!immediate.empty())
+        return spawn_counted(self, create_immediate(self, owner, std::move(immediate)), std::move(op), started);
+    start_in_zk(self, owner, deadline, std::move(op), started, false);
+}
+
+void start_in_zk(const std::shared_ptr<lock_object>& s, owner_id owner, steady_clock::time_point deadline,
+                 std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started, bool promoted)
+{
+    spawn_counted(s, queue_in_zk(s, owner, deadline, promoted), std::move(op), started);
+}
+
+std::optional<std::string> lock_object::held_node(owner_id owner)
+{
+    std::lock_guard lk(m);
+    auto it = holds.find(owner);
+    if (it == holds.end() || it->second->lost() || it->second->released)
+        return std::nullopt;
+    return it->second->node()->node;
+}
+
+std::size_t lock_object::held_count(owner_id owner)
+{
+    std::lock_guard lk(m);
+    auto it = holds.find(owner);
+    return it == holds.end() || it->second->lost() ? 0 : it->second->count;
+}
+
+void lock_object::report_failure(const error_code& ec) const
+{
+    access::log(zk, log_level::warn, describe_failure(zk, "acquire", path, ec));
+}
+
+zk_lease::zk_lease(std::shared_ptr<lock_object> obj, std::shared_ptr<node_state> ns, owner_id owner)
+    : lease(obj->zk.get_executor(), ns->czxid * token_scale + ns->handoffs, owner), obj_(std::move(obj)),
+      ns_(std::move(ns))
+{
+}
+
+// Ends one acquisition. The last release of an owner's reentrant acquisitions hands the node to
+// the next local waiter (unless the batch of handoffs is used up) or deletes it.
+void zk_lease::release(any_handler<void(error_code)> handler)
+{
+    auto& s = *obj_;
+    auto op = std::make_shared<op_state<>>(std::move(handler), s.zk.get_executor());
+    std::shared_ptr<local_waiter> next;
+    bool last = false;
+    bool handed = false;
+    {
+        std::lock_guard lk(s.m);
+        if (count > 0 && --count == 0 && !released) {
+            released = true;
+            last = true;
+            auto it = s.holds.find(owner());
+            if (it != s.holds.end() && it->second.get() == this)
+                s.holds.erase(it);
+            if (!lost() && ns_->current.get() == this) {
+                ns_->current = nullptr;
+                if (ns_->handoffs < max_handoffs)
+                    if (auto w = pop_waiting(s)) {
+                        ++ns_->handoffs;
+                        ++s.metrics.local_handoffs;
+                        auto h2 = std::make_shared<zk_lease>(obj_, ns_, w->owner);
+                        ns_->current = h2;
+                        s.holds[w->owner] = h2;
+                        w->grant = h2;
+                        w->st = local_waiter::status::granted;
+                        next = w;
+                    }
+                handed = ns_->current != nullptr;
+                if (!handed)
+                    next = promote_next(s);
+            }
+        }
+    }
+    if (last)
+        set_released();
+    if (!last || lost())
+        return void(op->complete({}));
+    notify(obj_, next);
+    if (handed)
+        return void(op->complete({}));  // handed over: the node stays
+    delete_released_node(obj_, ns_, std::move(op));
+}
+
+}  // namespace zkcoro::detail

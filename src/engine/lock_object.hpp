@@ -1,0 +1,191 @@
+// A lock object (internal): what a mutex, either side of a shared_mutex and a semaphore's queues
+// are built on. It keeps the reentrancy map, the tasks of this process waiting in memory behind
+// the one in ZooKeeper's queue (the local handoff), their deadlines, and the node this process
+// holds, whose grants are leases.
+#ifndef ZKCORO_SRC_ENGINE_LOCK_OBJECT_HPP
+#define ZKCORO_SRC_ENGINE_LOCK_OBJECT_HPP
+
+#include "async/op_state.hpp"
+#include "engine/lease.hpp"
+#include "engine/rules.hpp"
+
+#include <zkcoro/client.hpp>
+#include <zkcoro/guard.hpp>
+#include <zkcoro/metrics.hpp>
+#include <zkcoro/mutex.hpp>
+
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace zkcoro::detail {
+
+using steady_clock = std::chrono::steady_clock;
+
+// What makes a recipe: node names, order, the rule, and hooks for read/write interplay.
+struct recipe_params {
+    std::string base_name = "lock-";
+    // The markers of this recipe's node names (base_name when empty); a child with none of them
+    // is foreign: another recipe's or a user's node, which still takes its place in the order.
+    std::vector<std::string> markers;
+    // Sorts child names into queue order (Curator's "lock-" order when empty).
+    std::function<void(std::vector<std::string>&)> sort;
+    // Decides for our node (mutex_rule when empty).
+    queue_rule rule;
+    // Whether the node at i of a sorted listing holds, for async_participants (holds_at with
+    // `rule` when empty).
+    std::function<bool(const std::vector<std::string>&, std::size_t)> listing_holds;
+    // Refuses an acquisition before anything is sent (e.g. read-to-write upgrade).
+    std::function<error_code(owner_id)> precheck;
+    // Grants at once with a node of the given name instead of queueing (write-to-read downgrade).
+    std::function<std::optional<std::string>(owner_id)> immediate_node;
+    bool local_handoff_allowed = true;
+    // Reentrant per owner (mutexes) or one node per acquisition (semaphore leases).
+    bool reentrant = true;
+    // Watch our own node while held, so that its deletion by anyone is a loss. Off only for the
+    // semaphore's entry mutex, which is held for one round trip.
+    bool watch_own_node = true;
+};
+
+class lock_object;
+
+// The one znode this process holds (or queues with) on the path, shared by the in-process
+// handoff: several tasks hold it one after another without touching ZooKeeper.
+struct node_state {
+    std::string node;
+    std::int64_t czxid = 0;
+    std::int64_t session_id = 0;
+    std::uint64_t generation = 0;
+    std::atomic<bool> lost{false};
+    std::atomic<bool> released{false};  // our own delete is under way: its deletion is no loss
+    int handoffs = 0;                   // guarded by lock_object::m
+    std::shared_ptr<class zk_lease> current;  // guarded by lock_object::m
+    asio::cancellation_signal monitor_stop;   // client's executor only
+};
+
+// In-process handoffs of one node before it goes back to the end of ZooKeeper's queue, so that
+// other processes get their turn. Fencing tokens are czxid * 64 + handoff number.
+constexpr int max_handoffs = 63;
+constexpr std::int64_t token_scale = 64;
+
+// One grant of the node to one owner: the lease a guard holds.
+class zk_lease final : public lease {
+public:
+    zk_lease(std::shared_ptr<lock_object> obj, std::shared_ptr<node_state> ns, owner_id owner);
+
+    const std::string& resource() const noexcept override { return ns_->node; }
+    std::int64_t session_id() const noexcept override { return ns_->session_id; }
+    void release(any_handler<void(error_code)> handler) override;
+
+    const std::shared_ptr<node_state>& node() const noexcept { return ns_; }
+    const std::shared_ptr<lock_object>& object() const noexcept { return obj_; }
+    using lease::set_lost;
+    using lease::set_released;
+
+    // Guarded by lock_object::m.
+    std::size_t count = 1;  // reentrant acquisitions not yet released
+    bool released = false;
+
+private:
+    std::shared_ptr<lock_object> obj_;
+    std::shared_ptr<node_state> ns_;
+};
+
+// A task of this process waiting for the in-process handoff, with no coroutine: it is completed
+// through `op` when it is granted the node, or started on ZooKeeper's queue when promoted.
+struct local_waiter {
+    enum class status { waiting, granted, promoted, abandoned };
+    owner_id owner = 0;
+    status st = status::waiting;        // guarded by lock_object::m
+    std::shared_ptr<zk_lease> grant;    // set with granted
+    std::shared_ptr<op_state<std::optional<guard>>> op;
+    steady_clock::time_point deadline;
+    steady_clock::time_point started;
+};
+
+// The waiters' deadlines, for one timer per lock object instead of one per waiter.
+struct deadline_entry {
+    steady_clock::time_point at;
+    std::weak_ptr<local_waiter> w;
+    bool operator<(const deadline_entry& o) const noexcept { return at > o.at; }  // min-heap
+};
+
+class lock_object : public std::enable_shared_from_this<lock_object> {
+public:
+    lock_object(const client& c, std::string path, mutex_options opts, recipe_params params);
+
+    // Starts an acquisition for `owner`, completing `op` (counted in the metrics).
+    void acquire(owner_id owner, steady_clock::time_point deadline, std::shared_ptr<op_state<std::optional<guard>>> op);
+    // Lists the queue, holders first (engine/participants.cpp).
+    void participants(std::shared_ptr<op_state<std::vector<participant>>> op);
+
+    // The node `owner` holds through this object, if any, and how many times.
+    std::optional<std::string> held_node(owner_id owner);
+    std::size_t held_count(owner_id owner);
+
+    // Logs the diagnostic of a failed acquisition (complete_counted calls it).
+    void report_failure(const error_code& ec) const;
+
+    client zk;
+    const std::string path;
+    mutex_options opts;
+    recipe_params recipe;
+    std::string data;
+    error_code path_error;
+
+    std::mutex m;
+    // Guarded by m.
+    std::unordered_map<owner_id, std::shared_ptr<zk_lease>> holds;
+    bool active = false;                                 // a task of ours is in ZooKeeper's queue or holds
+    std::deque<std::shared_ptr<local_waiter>> queue;     // tasks waiting behind it, FIFO
+    std::size_t abandoned_in_queue = 0;                  // entries of `queue` that gave up (removed lazily)
+    std::vector<deadline_entry> deadlines;               // heap; entries of finished waiters dropped lazily
+    std::unique_ptr<asio::steady_timer> deadline_timer;  // set to the earliest deadline
+    steady_clock::time_point timer_at = steady_clock::time_point::max();
+    lock_metrics metrics;
+    // The queue was empty at this object's last listing (see queue_acquire). Starts false: a
+    // first acquire watches its node with one request rather than risk a stray event.
+    std::atomic<bool> alone{false};
+};
+
+// --- local handoff (engine/local_queue.cpp) ---------------------------------------------------
+
+// Queues a waiter behind the task of ours that is active. Lock held.
+void enqueue_local(const std::shared_ptr<lock_object>& s, const std::shared_ptr<local_waiter>& w);
+// Passes the "in ZooKeeper's queue" role to the first local waiter, or clears it. Returns the
+// waiter to notify outside the lock. Lock held.
+std::shared_ptr<local_waiter> promote_next(lock_object& s);
+// The first local waiter still waiting, taken off the queue (null if none). Lock held.
+std::shared_ptr<local_waiter> pop_waiting(lock_object& s);
+// Tells a waiter whose status changed (granted or promoted) about it. Lock not held.
+void notify(const std::shared_ptr<lock_object>& s, const std::shared_ptr<local_waiter>& w);
+
+// --- the held node (engine/held_node.cpp) -----------------------------------------------------
+
+// We hold `node`: records it, watches its session and the node itself, and makes the guard.
+guard hold_node(const std::shared_ptr<lock_object>& s, owner_id owner, const std::string& node, const node_stat& st,
+                zkcoro::watch queue_watch = {});
+// Deletes our node after the last release (retried; a final failure is logged and counted).
+void delete_released_node(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns,
+                          std::shared_ptr<op_state<>> op);
+
+// --- the queue in ZooKeeper (engine/lock_object.cpp) ------------------------------------------
+
+// Starts the task of ours that has the "active" role on ZooKeeper's queue: a new acquisition, or
+// a local waiter promoted to it.
+void start_in_zk(const std::shared_ptr<lock_object>& s, owner_id owner, steady_clock::time_point deadline,
+                 std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started, bool promoted);
+
+}  // namespace zkcoro::detail
+
+#endif

@@ -1,0 +1,274 @@
+// The lock queue protocol, in named steps. Acquire: create our ephemeral-sequential node with a
+// protected name (_c_<uuid>-) and list the parent in the same round trip (ZooKeeper runs one
+// session's requests in order, so the listing includes our node); hold if the rule says so, else
+// leave a watch on the node the rule names (or on the children) and wait. When the watched node's
+// deletion grants by itself, no further round trip. The decisions are pure (engine/rules.hpp);
+// this file is the I/O around them, and each step's failure handling.
+#include "engine/lock_queue.hpp"
+#include "engine/node_ops.hpp"
+
+#include <zkcoro/detail/access.hpp>
+#include <zkcoro/path.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/parallel_group.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/uuid/random_generator.hpp>
+#include <boost/uuid/uuid_io.hpp>
+
+#include <fmt/format.h>
+
+#include <array>
+
+namespace zkcoro::detail {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+using asio::awaitable;
+constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+
+awaitable<bool> cancelled()
+{
+    auto cs = co_await asio::this_coro::cancellation_state;
+    co_return cs.cancelled() != asio::cancellation_type::none;
+}
+
+// One acquisition's walk through the queue. Each step returns what to do next.
+class queue_walk {
+public:
+    queue_walk(client& zk, const queue_spec& spec, clock::time_point deadline, std::atomic<bool>& alone,
+               asio::any_io_executor ex)
+        : zk_(zk), spec_(spec), deadline_(deadline), alone_(alone), ex_(std::move(ex))
+    {
+        // One generator per thread: constructing one seeds a Mersenne twister from the OS each time.
+        thread_local boost::uuids::random_generator uuid_gen;
+        prefix_ = "_c_" + boost::uuids::to_string(uuid_gen()) + "-";
+        create_path_ = join_path(spec_.path, prefix_ + spec_.base_name);
+    }
+
+    // Each round waits for an event, the deadline or a reply, so it cannot spin; and no cap on
+    // their number: a waiter behind a busy queue may see any number of predecessors go.
+    awaitable<queue_result> run()
+    {
+        for (;;) {
+            if (co_await cancelled())
+                co_return give_up(asio::error::operation_aborted);
+            auto n = step::evaluate;
+            if (node_.empty())
+                n = co_await enter();
+            else if (!have_children_)
+                n = co_await list();
+            if (n == step::done)
+                co_return std::move(result_);
+            if (n == step::again)
+                continue;
+            have_children_ = false;
+            spec_.sort(children_);
+            auto ours = position_of(children_, node_name(node_));
+            if (!ours) {
+                n = restart();
+            } else {
+                auto decision = spec_.rule(children_, *ours);
+                if (decision.holds)
+                    co_return granted();
+                if (clock::now() >= deadline_)
+                    co_return give_up(error_code{});
+                n = co_await wait_turn(decision);
+            }
+            if (n == step::done)
+                co_return std::move(result_);
+        }
+    }
+
+private:
+    enum class step { evaluate, again, done };
+
+    // Creates our node and lists the queue in one round trip. When we expect to be alone, the
+    // listing leaves a children watch: a holder granted by it learns from it, at no extra request,
+    // when the queue changes (see watch_held_node); a semaphore waits on it.
+    awaitable<step> enter()
+    {
+        // Two statements, not a conditional expression: GCC 12 miscompiles a co_await of a
+        // conditional, destroying the awaitable's frame twice.
+        std::tuple<std::array<std::size_t, 2>, error_code, create_result, error_code, children_result> r;
+        if (alone_)
+            r = co_await asio::experimental::make_parallel_group(
+                    zk_.async_create(create_path_, spec_.data, create_mode::ephemeral_sequential, asio::deferred),
+                    zk_.async_get_children(spec_.path, leave_watch, asio::deferred))
+                    .async_wait(asio::experimental::wait_for_all(), asio::use_awaitable);
+        else
+            r = co_await asio::experimental::make_parallel_group(
+                    zk_.async_create(create_path_, spec_.data, create_mode::ephemeral_sequential, asio::deferred),
+                    zk_.async_get_children(spec_.path, asio::deferred))
+                    .async_wait(asio::experimental::wait_for_all(), asio::use_awaitable);
+        auto& [order, cr_ec, cr, ch_ec, ch] = r;
+        if (!ch_ec)
+            alone_ = ch.children.size() == 1;
+        if (co_await cancelled())
+            co_return finish(give_up(asio::error::operation_aborted));
+        if (cr_ec == zk_errc::no_node) {
+            // The lock path does not exist yet: make it, then enter again.
+            if (auto ec = co_await ensure_path(zk_, spec_.path); ec && !is_retriable(ec))
+                co_return finish(give_up(ec));
+            co_return step::again;
+        }
+        if (is_retriable(cr_ec))
+            co_return co_await recover_create();
+        if (cr_ec)
+            co_return finish(give_up(cr_ec));
+        node_ = cr.path;
+        node_stat_ = cr.stat;
+        have_children_ = !ch_ec;
+        children_ = std::move(ch.children);
+        children_watch_ = std::move(ch.watch);
+        co_return step::evaluate;
+    }
+
+    // The create failed in a way that leaves it unknown whether it happened: once connected, find
+    // it by its protected name (or go round and create anew).
+    awaitable<step> recover_create()
+    {
+        if (!co_await wait_connected(zk_, deadline_))
+            co_return finish(give_up(clock::now() >= deadline_ ? error_code{}
+                                                               : make_error_code(client_errc::session_expired)));
+        auto [ec, found, st] = co_await find_protected(zk_, spec_.path, prefix_);
+        if (!ec && !found.empty()) {
+            node_ = found;
+            node_stat_ = st;
+        }
+        co_return step::again;
+    }
+
+    // Lists the queue again (with a children watch for rules that wait on the children).
+    awaitable<step> list()
+    {
+        error_code ec;
+        children_result ch;
+        if (list_with_watch_)
+            std::tie(ec, ch) = co_await zk_.async_get_children(spec_.path, leave_watch, use_tuple);
+        else
+            std::tie(ec, ch) = co_await zk_.async_get_children(spec_.path, use_tuple);
+        if (co_await cancelled())
+            co_return finish(give_up(asio::error::operation_aborted));
+        if (is_retriable(ec))
+            co_return co_await reconnected();
+        if (ec)
+            co_return finish(give_up(ec));
+        children_ = std::move(ch.children);
+        children_watch_ = std::move(ch.watch);
+        co_return step::evaluate;
+    }
+
+    // Our node is not in the listing: the session was lost. Start over with a new node.
+    step restart()
+    {
+        access::log(zk_, log_level::warn, fmt::format("lock node {} vanished while waiting; starting over", node_));
+        node_.clear();
+        if (clock::now() >= deadline_)
+            return finish(give_up(error_code{}));
+        return step::again;
+    }
+
+    // Not holding: wait for the node the rule names, or for a change of the children, or the
+    // deadline.
+    awaitable<step> wait_turn(const queue_decision& decision)
+    {
+        zkcoro::watch w;
+        if (decision.watch_children) {
+            if (!children_watch_.valid()) {
+                list_with_watch_ = true;
+                co_return step::again;
+            }
+            w = std::move(children_watch_);
+        } else {
+            // A get_data watch: an exists watch on a node that vanished meanwhile would stay.
+            auto watched = join_path(spec_.path, children_[decision.watch_index]);
+            auto [ec, d] = co_await zk_.async_get_data(watched, leave_watch, use_tuple);
+            if (co_await cancelled())
+                co_return finish(give_up(asio::error::operation_aborted));
+            if (ec == zk_errc::no_node)
+                co_return step::again;  // gone already: list again
+            if (is_retriable(ec))
+                co_return co_await reconnected();
+            if (ec)
+                co_return finish(give_up(ec));
+            w = std::move(d.watch);
+        }
+        asio::steady_timer timer(ex_, deadline_);
+        auto [order, w_ec, ev, t_ec] =
+            co_await asio::experimental::make_parallel_group(w.async_wait(asio::deferred), timer.async_wait(asio::deferred))
+                .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
+        if (co_await cancelled())
+            co_return finish(give_up(asio::error::operation_aborted));
+        if (order[0] == 1)
+            co_return finish(give_up(error_code{}));
+        if (w_ec) {
+            if (!is_session_lost(w_ec))
+                co_return finish(give_up(w_ec));
+            // The session ended while we waited: our node went with it.
+            node_.clear();
+            if (zk_.state() == session_state::closed)
+                co_return finish(give_up(w_ec));
+            co_return step::again;
+        }
+        if (ev.type == watch_event_type::deleted && decision.deletion_grants) {
+            result_ = granted();
+            co_return step::done;
+        }
+        co_return step::again;
+    }
+
+    // A retriable failure: go round once connected again, or give up at the deadline.
+    awaitable<step> reconnected()
+    {
+        if (!co_await wait_connected(zk_, deadline_))
+            co_return finish(give_up(error_code{}));
+        co_return step::again;
+    }
+
+    queue_result granted() { return queue_result{error_code{}, queued_node{node_, node_stat_, std::move(children_watch_)}}; }
+
+    // Ends unsuccessfully: our node (or the one our protected name may have made) is deleted.
+    queue_result give_up(error_code ec)
+    {
+        asio::co_spawn(ex_, abandon_node(access::share(zk_), spec_.path, prefix_, node_), asio::detached);
+        return queue_result{ec, std::nullopt};
+    }
+
+    step finish(queue_result r)
+    {
+        result_ = std::move(r);
+        return step::done;
+    }
+
+    client& zk_;
+    const queue_spec& spec_;
+    clock::time_point deadline_;
+    std::atomic<bool>& alone_;
+    asio::any_io_executor ex_;
+    std::string prefix_;
+    std::string create_path_;
+    std::string node_;
+    node_stat node_stat_;
+    std::vector<std::string> children_;
+    bool have_children_ = false;
+    bool list_with_watch_ = false;  // for rules that wait on the children (semaphores)
+    zkcoro::watch children_watch_;
+    queue_result result_;
+};
+
+}  // namespace
+
+awaitable<queue_result> queue_acquire(client& zk, const queue_spec& spec, clock::time_point deadline,
+                                      std::atomic<bool>& alone)
+{
+    queue_walk walk(zk, spec, deadline, alone, co_await asio::this_coro::executor);
+    co_return co_await walk.run();
+}
+
+}  // namespace zkcoro::detail

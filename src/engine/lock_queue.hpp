@@ -1,0 +1,55 @@
+// The lock queue protocol (internal; Curator's LockInternals): enter ZooKeeper's queue under a
+// lock path with a protected ephemeral-sequential node and wait until the recipe's rule says
+// that node holds.
+#ifndef ZKCORO_SRC_ENGINE_LOCK_QUEUE_HPP
+#define ZKCORO_SRC_ENGINE_LOCK_QUEUE_HPP
+
+#include "engine/rules.hpp"
+
+#include <zkcoro/client.hpp>
+
+#include <boost/asio/awaitable.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace zkcoro::detail {
+
+// What the queue needs to know about a recipe's nodes.
+struct queue_spec {
+    std::string path;       // the lock path (its children are the queue)
+    std::string base_name;  // e.g. "lock-": the node is <path>/_c_<uuid>-<base_name><seq>
+    std::string data;       // stored in the node
+    std::function<void(std::vector<std::string>&)> sort;
+    queue_rule rule;
+};
+
+// Our node, holding.
+struct queued_node {
+    std::string path;
+    node_stat stat;
+    // The children watch of the listing that granted (when it left one): it fires on any change
+    // of the queue since, our node's deletion included.
+    zkcoro::watch queue_watch;
+};
+
+// An empty node and no error: the deadline passed. On any unsuccessful end our node is deleted
+// (in the background, from a task that does not share the caller's cancellation).
+using queue_result = std::tuple<error_code, std::optional<queued_node>>;
+
+// `alone`: whether this lock object found the queue empty last time (its guess that it will now).
+// When it guesses so, the first listing leaves a children watch, which then covers our node's
+// deletion at no extra request; a waiter that guessed wrong gets one stray event when the queue
+// next changes, and guesses "contended" next time, so under contention no listing leaves one.
+asio::awaitable<queue_result> queue_acquire(client& zk, const queue_spec& spec,
+                                            std::chrono::steady_clock::time_point deadline,
+                                            std::atomic<bool>& alone);
+
+}  // namespace zkcoro::detail
+
+#endif

@@ -1,0 +1,114 @@
+#include "engine/node_ops.hpp"
+
+#include <zkcoro/detail/access.hpp>
+#include <zkcoro/path.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/experimental/parallel_group.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <vector>
+
+namespace zkcoro::detail {
+
+using namespace std::chrono_literals;
+using clock = std::chrono::steady_clock;
+constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+
+asio::awaitable<bool> wait_connected(client& zk, steady_time deadline)
+{
+    auto ex = co_await asio::this_coro::executor;
+    // No cap on the rounds: each one waits for a state change or the deadline.
+    for (;;) {
+        auto s = zk.state();
+        if (s == session_state::connected)
+            co_return true;
+        if (s == session_state::closed || clock::now() >= deadline)
+            co_return false;
+        asio::steady_timer t(ex, deadline);
+        co_await asio::experimental::make_parallel_group(zk.async_wait_state(s, asio::deferred), t.async_wait(asio::deferred))
+            .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
+        auto cs = co_await asio::this_coro::cancellation_state;
+        if (cs.cancelled() != asio::cancellation_type::none)
+            co_return false;
+    }
+}
+
+asio::awaitable<error_code> guaranteed_delete(client zk, std::string node)
+{
+    error_code last;
+    for (int attempt = 0; attempt < 100; ++attempt) {
+        auto [ec] = co_await zk.async_remove(node, -1, use_tuple);
+        if (!ec || ec == zk_errc::no_node || is_session_lost(ec))
+            co_return error_code{};
+        if (!is_retriable(ec))
+            co_return ec;
+        last = ec;
+        if (!co_await wait_connected(zk, clock::now() + 60s))
+            co_return zk.state() == session_state::closed ? error_code{} : ec;
+    }
+    co_return last;
+}
+
+asio::awaitable<std::tuple<error_code, std::string, node_stat>> find_protected(client& zk, const std::string& parent,
+                                                                                const std::string& prefix)
+{
+    using result = std::tuple<error_code, std::string, node_stat>;
+    auto [ec, ch] = co_await zk.async_get_children(parent, use_tuple);
+    if (ec == zk_errc::no_node)
+        co_return result{};
+    if (ec)
+        co_return result{ec, {}, {}};
+    for (auto& name : ch.children) {
+        if (name.rfind(prefix, 0) != 0)
+            continue;
+        auto path = join_path(parent, name);
+        auto [ec2, ex] = co_await zk.async_exists(path, use_tuple);
+        if (ec2)
+            co_return result{ec2, {}, {}};
+        if (!ex.stat)
+            break;
+        if (ex.stat->ephemeral_owner != zk.session().id) {
+            co_await guaranteed_delete(access::share(zk), path);
+            break;
+        }
+        co_return result{error_code{}, path, *ex.stat};
+    }
+    co_return result{};
+}
+
+asio::awaitable<void> abandon_node(client zk, std::string parent, std::string prefix, std::string node)
+{
+    if (node.empty()) {
+        for (int attempt = 0; attempt < 20; ++attempt) {
+            auto [ec, path, st] = co_await find_protected(zk, parent, prefix);
+            if (!ec)
+                break;
+            if (!is_retriable(ec) || !co_await wait_connected(zk, clock::now() + 60s))
+                co_return;
+        }
+        // A find before the create's reply would miss it: the client layer deletes an abandoned
+        // create's node itself when the reply comes.
+        auto [ec, path, st] = co_await find_protected(zk, parent, prefix);
+        node = path;
+    }
+    if (!node.empty())
+        co_await guaranteed_delete(std::move(zk), node);
+}
+
+asio::awaitable<error_code> ensure_path(client& zk, const std::string& path)
+{
+    std::vector<std::string> chain;
+    for (std::string p = path; p != "/"; p = std::string(parent_path(p)))
+        chain.push_back(p);
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+        auto [ec, r] = co_await zk.async_create(*it, "", create_mode::container, use_tuple);
+        if (ec && ec != zk_errc::node_exists)
+            co_return ec;
+    }
+    co_return error_code{};
+}
+
+}  // namespace zkcoro::detail

@@ -1,0 +1,41 @@
+// The ZooKeeper steps the lock engine repeats (internal), on the public client API: waiting for
+// the connection, deleting a node for sure, finding a protected create, making the lock path.
+#ifndef ZKCORO_SRC_ENGINE_NODE_OPS_HPP
+#define ZKCORO_SRC_ENGINE_NODE_OPS_HPP
+
+#include <zkcoro/client.hpp>
+
+#include <boost/asio/awaitable.hpp>
+
+#include <chrono>
+#include <string>
+#include <tuple>
+
+namespace zkcoro::detail {
+
+using steady_time = std::chrono::steady_clock::time_point;
+
+// Waits until the client is connected, at most until `deadline`. False on timeout, session end
+// or cancellation. Each round waits for a change of state, so it cannot spin.
+asio::awaitable<bool> wait_connected(client& zk, steady_time deadline);
+
+// Deletes a node until it is gone: retried across connection losses (a lost session took the
+// ephemeral node with it). Gives up after 100 failed attempts or a minute without a connection,
+// with the last error (the caller logs and reports it).
+asio::awaitable<error_code> guaranteed_delete(client zk, std::string node);
+
+// Finds the child that a create with the protected name prefix `prefix` made, if any, and checks
+// that the current session owns it; a node left by an earlier session is deleted.
+asio::awaitable<std::tuple<error_code, std::string, node_stat>> find_protected(client& zk, const std::string& parent,
+                                                                                const std::string& prefix);
+
+// Removes what an unfinished acquisition left: `node` when known, else the node its protected
+// name made.
+asio::awaitable<void> abandon_node(client zk, std::string parent, std::string prefix, std::string node);
+
+// Creates `path` and its missing parents as container nodes.
+asio::awaitable<error_code> ensure_path(client& zk, const std::string& path);
+
+}  // namespace zkcoro::detail
+
+#endif
