@@ -6,6 +6,7 @@
 #include <zkcoro/client.hpp>
 #include "session/session_fsm.hpp"
 
+#include "async/op_state.hpp"
 #include "driver/connect_string.hpp"
 
 #include <boost/asio/associated_cancellation_slot.hpp>
@@ -56,132 +57,6 @@ private:
     std::unique_lock<std::recursive_mutex> lock_;
     client_impl* self_;
     client_impl* prev_;
-};
-
-// A pending operation. Shared between the C library's callback (which owns one reference
-// through the request's `data` pointer), the registry, and the cancellation handler.
-struct op_base : std::enable_shared_from_this<op_base> {
-    virtual ~op_base() = default;
-    // Completes with an error unless already completed. Thread-safe.
-    virtual void fail(error_code ec) = 0;
-
-    std::atomic<bool> done{false};
-    // The caller gave up (cancellation): the reply is consumed, side effects are undone.
-    std::atomic<bool> abandoned{false};
-    // Registry links (guarded by zk_mutex).
-    client_impl* owner = nullptr;
-    op_base* prev = nullptr;
-    op_base* next = nullptr;
-    bool linked = false;
-};
-
-// A pending operation completing with void(error_code, Args...).
-template <class... Args>
-class op_state : public op_base {
-public:
-    using handler_type = any_handler<void(error_code, Args...)>;
-
-    op_state(handler_type h, const asio::any_io_executor& io_ex)
-        : handler_(std::move(h)), io_ex_(io_ex), ex_(asio::get_associated_executor(handler_, io_ex))
-    {
-        // The common case: the handler runs on the client's own executor (a coroutine on the
-        // same io_context). Then one post to it suffices, and the work is tracked through the
-        // client's executor, which needs no allocation (the type-erased completion executor
-        // wrapping an any_io_executor is a shared, reference-counted object).
-        if (auto* t = ex_.target<asio::any_io_executor>(); t && *t == io_ex_)
-            same_ = true;
-        else if (auto* c = ex_.target<asio::io_context::executor_type>())
-            same_ = io_ex_.target<asio::io_context::executor_type>() && *c == *io_ex_.target<asio::io_context::executor_type>();
-        if (same_) {
-            ex_ = asio::any_completion_executor{};
-            io_work_ = asio::prefer(io_ex_, asio::execution::outstanding_work.tracked);
-        } else {
-            work_ = asio::prefer(ex_, asio::execution::outstanding_work.tracked);
-        }
-    }
-
-    // Posts the handler to its executor, never running it inline. Thread-safe; first call wins.
-    template <class... Vs>
-    bool complete(error_code ec, Vs&&... vs)
-    {
-        if (done.exchange(true))
-            return false;
-        auto h = std::move(handler_);
-        if (same_) {
-            asio::post(io_ex_, [h = std::move(h), ec, args = std::make_tuple(Args(std::forward<Vs>(vs))...),
-                                work = std::exchange(io_work_, asio::any_io_executor{}), bound = bound_.load()]() mutable {
-                auto slot = asio::get_associated_cancellation_slot(h);
-                if (bound && slot.is_connected())
-                    slot.clear();
-                std::apply([&](auto&&... a) { std::move(h)(ec, std::move(a)...); }, std::move(args));
-            });
-            return true;
-        }
-        auto work = std::exchange(work_, asio::any_completion_executor{});
-        // Posted through the client's I/O executor (never inline), then run on the handler's own.
-        asio::post(io_ex_, asio::bind_executor(ex_, [h = std::move(h), ec, args = std::make_tuple(Args(std::forward<Vs>(vs))...),
-                        work = std::move(work), bound = bound_.load()]() mutable {
-            // The cancellation handler we installed must not outlive the operation. A slot we
-            // handed on (to co_spawn) is its user's to clear, not ours.
-            auto slot = asio::get_associated_cancellation_slot(h);
-            if (bound && slot.is_connected())
-                slot.clear();
-            std::apply([&](auto&&... a) { std::move(h)(ec, std::move(a)...); }, std::move(args));
-        }));
-        return true;
-    }
-
-    void fail(error_code ec) override { complete(ec, Args{}...); }
-
-    // Connects the caller's cancellation slot: terminal and partial cancellation complete the
-    // caller with operation_aborted at once; the request itself goes on (see op_base::abandoned).
-    void bind_cancellation()
-    {
-        auto slot = asio::get_associated_cancellation_slot(handler_);
-        if (!slot.is_connected())
-            return;
-        std::weak_ptr<op_base> weak = shared_from_this();
-        bound_ = true;
-        slot.assign([weak](asio::cancellation_type t) {
-            if ((t & (asio::cancellation_type::terminal | asio::cancellation_type::partial)) ==
-                asio::cancellation_type::none)
-                return;
-            if (auto self = weak.lock()) {
-                self->abandoned = true;
-                self->fail(make_error_code(asio::error::operation_aborted));
-            }
-        });
-    }
-
-    // Connects the caller's cancellation slot to `f` (called with the cancellation type); the
-    // slot is cleared when the operation completes.
-    template <class F>
-    void bind_cancellation_with(F&& f)
-    {
-        auto slot = asio::get_associated_cancellation_slot(handler_);
-        if (!slot.is_connected())
-            return;
-        bound_ = true;
-        slot.assign(std::forward<F>(f));
-    }
-
-    const asio::any_io_executor& io_executor() const noexcept { return io_ex_; }
-    // The caller's cancellation slot, for operations that hand it on (e.g. to co_spawn).
-    asio::cancellation_slot cancellation_slot() const noexcept
-    {
-        return asio::get_associated_cancellation_slot(handler_);
-    }
-
-private:
-    handler_type handler_;
-    std::atomic<bool> bound_{false};
-    asio::any_io_executor io_ex_;
-    asio::any_completion_executor ex_;
-    // Keeps the handler's execution context from running out of work while we are pending
-    // (io_work_ when the handler runs on the client's executor, work_ otherwise).
-    asio::any_completion_executor work_;
-    asio::any_io_executor io_work_;
-    bool same_ = false;
 };
 
 // The shared state of a watch handle.
@@ -321,13 +196,8 @@ private:
     std::vector<ACL> acl_entries_;
 };
 
-// Makes handles that share a client's session without owning it.
-struct client_access {
-    static client share(client& c) { return client(c.impl_, false); }
-};
-
 // Converts the C library's Stat.
-zkcoro::stat to_stat(const Stat* s) noexcept;
+zkcoro::node_stat to_stat(const Stat* s) noexcept;
 
 }  // namespace zkcoro::detail
 

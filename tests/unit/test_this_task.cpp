@@ -79,15 +79,3 @@ TEST_CASE("task ids: two tasks on one thread differ")
     CHECK(b != 0);
     CHECK(a != b);
 }
-
-// Curator's sort rule: text after the last "lock-"; names without it sort by the whole name.
-TEST_CASE("sequence sort")
-{
-    std::vector<std::string> names{"_c_bbb-lock-0000000003", "_c_aaa-lock-0000000001", "foreign",
-                                   "_c_ccc-lock-0000000002", "x-lock-lock-0000000000"};
-    zkcoro::sort_by_sequence(names, "lock-");
-    CHECK(names == std::vector<std::string>{"x-lock-lock-0000000000", "_c_aaa-lock-0000000001",
-                                            "_c_ccc-lock-0000000002", "_c_bbb-lock-0000000003", "foreign"});
-    CHECK(zkcoro::sequence_key("_c_a-lock-0000000042", "lock-") == "0000000042");
-    CHECK(zkcoro::sequence_key("plain", "lock-") == "plain");
-}
