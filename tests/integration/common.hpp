@@ -1,5 +1,6 @@
 // Shared pieces of the integration tests: one real ZooKeeper server per test program (started
-// on first use, stopped at exit), bounded coroutine runs, and unique paths per test.
+// on first use, stopped at exit), bounded coroutine runs, unique paths per test, and the fixture
+// most tests start from (run_with_clients: connected clients and a path of their own).
 #ifndef ZKCORO_TESTS_INTEGRATION_COMMON_HPP
 #define ZKCORO_TESTS_INTEGRATION_COMMON_HPP
 
@@ -21,6 +22,9 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace zktest {
@@ -106,6 +110,80 @@ inline void run_bounded(asio::io_context& ioc, std::function<asio::awaitable<voi
             FAIL("the test coroutine threw: " << std::string(e.what()));
         }
     }
+}
+
+// What run_with_clients sets up. Written with designated initializers, fields in this order:
+//     run_with_clients({.name = "fence", .clients = 2}, ...)
+struct fixture_options {
+    std::string_view name = "t";                        // the path is unique_path(name)
+    int clients = 1;                                    // connected before the body starts
+    std::chrono::milliseconds session_timeout = 4000ms;
+    std::string connect = {};                           // empty: the shared server
+    std::shared_ptr<test_log> log = nullptr;            // collects client(0)'s log lines (only its)
+    std::chrono::steady_clock::duration limit = 30s;    // for the whole run, connects included
+};
+
+// Connected clients (in one io_context) and a path no other test uses; run_with_clients makes
+// one and hands it to the test body.
+class fixture {
+public:
+    fixture(asio::any_io_executor ex, const fixture_options& o)
+        : path(unique_path(o.name)), ex_(std::move(ex))
+    {
+        auto connect = o.connect.empty() ? server_address() : o.connect;
+        for (int i = 0; i < o.clients; ++i)
+            clients_.push_back(std::make_unique<zkcoro::client>(
+                ex_, test_config(connect, o.session_timeout, i == 0 ? o.log : nullptr)));
+    }
+    fixture(const fixture&) = delete;
+    fixture& operator=(const fixture&) = delete;
+    ~fixture()
+    {
+        // Last made, first destroyed, as locals of the test body would be.
+        while (!clients_.empty())
+            clients_.pop_back();
+    }
+
+    // A path no other test uses (nothing is created there).
+    const std::string path;
+
+    zkcoro::client& client(std::size_t i = 0) { return *clients_.at(i); }
+    std::size_t size() const { return clients_.size(); }
+    asio::any_io_executor executor() const { return ex_; }
+
+    // The first N clients, for a structured binding: auto [a, b] = f.clients<2>();
+    template <std::size_t N>
+    auto clients()
+    {
+        return [this]<std::size_t... I>(std::index_sequence<I...>) {
+            return std::tie(*clients_.at(I)...);
+        }(std::make_index_sequence<N>{});
+    }
+
+    // Connects every client, one after the other, in order.
+    asio::awaitable<void> connect_all()
+    {
+        for (auto& c : clients_)
+            co_await c->async_connect();
+    }
+
+private:
+    asio::any_io_executor ex_;
+    std::vector<std::unique_ptr<zkcoro::client>> clients_;
+};
+
+// The standard preamble of a test: an io_context, opts.clients clients connected to the shared
+// server (or opts.connect), a unique path; then `body` runs, all within opts.limit (a timeout or
+// an exception escaping the body fails the test, as with run_bounded). The body's locals end
+// before the clients do.
+inline void run_with_clients(const fixture_options& opts, std::function<asio::awaitable<void>(fixture&)> body)
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        fixture f(ioc.get_executor(), opts);
+        co_await f.connect_all();
+        co_await body(f);
+    }, opts.limit);
 }
 
 // Polls `pred` (a coroutine returning bool) every 20 ms until true, at most `limit`.

@@ -29,14 +29,12 @@ auto try_op(Op&& op)
 // Create, read, update, list and delete, with Stat values that make sense.
 TEST_CASE("basic operations")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client c(ioc.get_executor(), test_config());
-        co_await c.async_connect();
+    run_with_clients({.name = "basic"}, [&](fixture& f) -> awaitable<void> {
+        auto& c = f.client();
+        auto& base = f.path;
         CHECK(c.state() == session_state::connected);
         CHECK(c.session().id != 0);
         CHECK(c.session_timeout() == 4000ms);
-        auto base = unique_path("basic");
         auto cr = co_await c.async_create(base, "v1", create_mode::persistent);
         CHECK(cr.path == base);
         CHECK(cr.stat.czxid > 0);
@@ -88,13 +86,9 @@ TEST_CASE("basic operations")
 // An ephemeral node vanishes when its session closes; a container goes once it is empty.
 TEST_CASE("ephemeral and container nodes")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client a(ioc.get_executor(), test_config());
-        client b(ioc.get_executor(), test_config());
-        co_await a.async_connect();
-        co_await b.async_connect();
-        auto base = unique_path("eph");
+    run_with_clients({.name = "eph", .clients = 2}, [&](fixture& f) -> awaitable<void> {
+        auto [a, b] = f.clients<2>();
+        auto& base = f.path;
         co_await a.async_create(base, "", create_mode::container);
         co_await a.async_create(base + "/e", "", create_mode::ephemeral);
         CHECK((co_await b.async_exists(base + "/e")).stat.has_value());
@@ -111,11 +105,9 @@ TEST_CASE("ephemeral and container nodes")
 // Each kind of watch fires once, with the right event type.
 TEST_CASE("watches fire once with the right type")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client c(ioc.get_executor(), test_config());
-        co_await c.async_connect();
-        auto base = unique_path("watch");
+    run_with_clients({.name = "watch"}, [&](fixture& f) -> awaitable<void> {
+        auto& c = f.client();
+        auto& base = f.path;
 
         // exists on a missing node: created.
         auto ex = co_await c.async_exists(base, leave_watch);
@@ -154,11 +146,9 @@ TEST_CASE("watches fire once with the right type")
 // A transaction applies all or nothing and reports each operation's own result.
 TEST_CASE("multi")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client c(ioc.get_executor(), test_config());
-        co_await c.async_connect();
-        auto base = unique_path("multi");
+    run_with_clients({.name = "multi"}, [&](fixture& f) -> awaitable<void> {
+        auto& c = f.client();
+        auto& base = f.path;
         std::vector<multi_op> ops;
         ops.push_back(create_op{base, "x", create_mode::persistent});
         ops.push_back(create_op{base + "/s-", "", create_mode::persistent_sequential});
@@ -240,12 +230,9 @@ TEST_CASE("connect timeout")
 // close() completes every pending operation and watch with `closed`, at once.
 TEST_CASE("close completes everything pending")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client c(ioc.get_executor(), test_config());
-        co_await c.async_connect();
-        auto base = unique_path("close");
-        auto ex = co_await c.async_exists(base, leave_watch);
+    run_with_clients({.name = "close"}, [&](fixture& f) -> awaitable<void> {
+        auto& c = f.client();
+        auto ex = co_await c.async_exists(f.path, leave_watch);
         // Start requests without waiting for them, then close before any reply is read.
         error_code e1, e2, e3;
         int completed = 0;
@@ -266,11 +253,9 @@ TEST_CASE("close completes everything pending")
 // Cancelling a create completes the caller at once; the node it made is deleted.
 TEST_CASE("cancelled create leaves no node")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client c(ioc.get_executor(), test_config());
-        co_await c.async_connect();
-        auto base = unique_path("cancel");
+    run_with_clients({.name = "cancel"}, [&](fixture& f) -> awaitable<void> {
+        auto& c = f.client();
+        auto& base = f.path;
         co_await c.async_create(base, "", create_mode::persistent);
         for (auto mode : {create_mode::ephemeral_sequential, create_mode::persistent_sequential}) {
             asio::cancellation_signal sig;
@@ -296,13 +281,11 @@ TEST_CASE("cancelled create leaves no node")
 // Expiry: pending watches fail with session_expired, ephemeral nodes go, a new session follows.
 TEST_CASE("session expiry and a new session")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client c(ioc.get_executor(), test_config(server_address(), 2000ms));
-        co_await c.async_connect();
+    run_with_clients({.name = "expire", .session_timeout = 2000ms}, [&](fixture& f) -> awaitable<void> {
+        auto& c = f.client();
+        auto& base = f.path;
         auto first = c.session();
         auto gen = c.session_generation();
-        auto base = unique_path("expire");
         co_await c.async_create(base, "", create_mode::ephemeral);
         auto w = co_await c.async_exists(base + "-other", leave_watch);
         REQUIRE(co_await expire_session(c));
@@ -339,12 +322,8 @@ TEST_CASE("digest auth and ACL")
 // The C library's own log lines reach the sink with their levels.
 TEST_CASE("log sink")
 {
-    asio::io_context ioc;
     auto log = std::make_shared<test_log>();
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client c(ioc.get_executor(), test_config(server_address(), 4000ms, log));
-        co_await c.async_connect();
-    });
+    run_with_clients({.name = "log", .log = log}, [&](fixture&) -> awaitable<void> { co_return; });
     CHECK(log->contains("session establishment complete"));
     std::lock_guard lk(log->m);
     bool info = false;
@@ -357,11 +336,9 @@ TEST_CASE("log sink")
 // (with a 10 s session the ping comes after ~3 s).
 TEST_CASE("large request is not held back")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client c(ioc.get_executor(), test_config(server_address(), 10000ms));
-        co_await c.async_connect();
-        auto base = unique_path("large");
+    run_with_clients({.name = "large", .session_timeout = 10000ms}, [&](fixture& f) -> awaitable<void> {
+        auto& c = f.client();
+        auto& base = f.path;
         std::string data(900 * 1024, 'z');
         auto t0 = std::chrono::steady_clock::now();
         co_await c.async_create(base, data, create_mode::ephemeral);
@@ -405,10 +382,8 @@ TEST_CASE("many clients on many threads")
 TEST_CASE("reconnect through a proxy after a cut")
 {
     tcp_proxy proxy("127.0.0.1", shared_server().port());
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client c(ioc.get_executor(), test_config(proxy.address(), 4000ms));
-        co_await c.async_connect();
+    run_with_clients({.name = "reconnect", .connect = proxy.address()}, [&](fixture& f) -> awaitable<void> {
+        auto& c = f.client();
         auto sid = c.session().id;
         for (int round = 0; round < 3; ++round) {
             auto t0 = std::chrono::steady_clock::now();
@@ -428,13 +403,11 @@ TEST_CASE("reconnect through a proxy after a cut")
 // A chroot in the connect string: paths are relative to it, in requests, results and events.
 TEST_CASE("chroot")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client root(ioc.get_executor(), test_config());
-        co_await root.async_connect();
-        auto base = unique_path("chroot");
+    run_with_clients({.name = "chroot"}, [&](fixture& f) -> awaitable<void> {
+        auto& root = f.client();
+        auto& base = f.path;
         co_await root.async_create(base, "", create_mode::persistent);
-        client c(ioc.get_executor(), test_config(server_address() + base));
+        client c(f.executor(), test_config(server_address() + base));
         co_await c.async_connect();
         auto r = co_await c.async_create("/a", "x", create_mode::ephemeral);
         CHECK(r.path == "/a");

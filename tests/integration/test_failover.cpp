@@ -29,14 +29,11 @@ TEST_CASE("a member dies: same session on another member, ephemeral node intact"
 {
     auto& ens = shared_ensemble();
     ens.wait_for_quorum(60s);
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client c(ioc.get_executor(), test_config(ens.connect_string(), 4000ms));
-        client observer(ioc.get_executor(), test_config(ens.connect_string(), 4000ms));
-        co_await c.async_connect();
-        co_await observer.async_connect();
+    fixture_options opts{.name = "failover", .clients = 2, .connect = ens.connect_string(), .limit = 90s};
+    run_with_clients(opts, [&](fixture& f) -> awaitable<void> {
+        auto [c, observer] = f.clients<2>();
+        auto& base = f.path;
         auto sid = c.session().id;
-        auto base = unique_path("failover");
         co_await c.async_create(base, "mine", create_mode::ephemeral);
         int member = member_of(ens, c.connected_server());
         REQUIRE_MESSAGE(member >= 0, "connected to " << c.connected_server());
@@ -54,7 +51,7 @@ TEST_CASE("a member dies: same session on another member, ephemeral node intact"
         co_await c.async_remove(base);
         ens.restart(member);
         ens.wait_for_quorum(60s);
-    }, 90s);
+    });
 }
 
 // Pause (SIGSTOP) the member we are connected to: the client gives up on it and moves on.
@@ -62,10 +59,8 @@ TEST_CASE("a member hangs: the client moves to another member")
 {
     auto& ens = shared_ensemble();
     ens.wait_for_quorum(60s);
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client c(ioc.get_executor(), test_config(ens.connect_string(), 4000ms));
-        co_await c.async_connect();
+    run_with_clients({.name = "hang", .connect = ens.connect_string(), .limit = 90s}, [&](fixture& f) -> awaitable<void> {
+        auto& c = f.client();
         auto sid = c.session().id;
         int member = member_of(ens, c.connected_server());
         REQUIRE(member >= 0);
@@ -75,5 +70,5 @@ TEST_CASE("a member hangs: the client moves to another member")
         ens.resume(member);
         CHECK(c.session().id == sid);
         CHECK(member_of(ens, c.connected_server()) != member);
-    }, 90s);
+    });
 }

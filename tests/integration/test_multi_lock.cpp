@@ -18,11 +18,9 @@ awaitable<std::size_t> nodes_under(client& c, const std::string& path)
 // Sorted by path; write side before read side; every member held; released in reverse.
 TEST_CASE("acquire all, in path order")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client c(ioc.get_executor(), test_config());
-        co_await c.async_connect();
-        auto base = unique_path("multi");
+    run_with_clients({.name = "multi"}, [&](fixture& f) -> awaitable<void> {
+        auto& c = f.client();
+        auto& base = f.path;
         mutex mb(c, base + "/b"), ma(c, base + "/a");
         shared_mutex rw(c, base + "/c");
         semaphore_mutex sm(c, base + "/d");
@@ -43,13 +41,9 @@ TEST_CASE("acquire all, in path order")
 // A member that cannot be had in time: nothing is held afterwards and no node is left.
 TEST_CASE("rollback on timeout leaves nothing")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client a(ioc.get_executor(), test_config());
-        client b(ioc.get_executor(), test_config());
-        co_await a.async_connect();
-        co_await b.async_connect();
-        auto base = unique_path("rollback");
+    run_with_clients({.name = "rollback", .clients = 2}, [&](fixture& f) -> awaitable<void> {
+        auto [a, b] = f.clients<2>();
+        auto& base = f.path;
         mutex blocker(b, base + "/z");
         auto held = co_await blocker.acquire();
         mutex m1(a, base + "/a"), m2(a, base + "/m"), m3(a, base + "/z");
@@ -75,13 +69,9 @@ TEST_CASE("rollback on timeout leaves nothing")
 // both always finish (sorted acquisition cannot deadlock).
 TEST_CASE("overlapping multi-locks in opposite orders do not deadlock")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client a(ioc.get_executor(), test_config());
-        client b(ioc.get_executor(), test_config());
-        co_await a.async_connect();
-        co_await b.async_connect();
-        auto base = unique_path("nodeadlock");
+    run_with_clients({.name = "nodeadlock", .clients = 2, .limit = 60s}, [&](fixture& f) -> awaitable<void> {
+        auto [a, b] = f.clients<2>();
+        auto& base = f.path;
         mutex a1(a, base + "/1"), a2(a, base + "/2"), a3(a, base + "/3");
         mutex b1(b, base + "/1"), b2(b, base + "/2"), b3(b, base + "/3");
         multi_lock la({a1, a2, a3}), lb({b3, b2, b1});
@@ -103,5 +93,5 @@ TEST_CASE("overlapping multi-locks in opposite orders do not deadlock")
             }, asio::detached);
         CHECK(co_await eventually([&]() -> awaitable<bool> { co_return done == 20; }, 30000ms));
         CHECK(max_inside == 1);
-    }, 60s);
+    });
 }

@@ -41,11 +41,9 @@ long server_watches()
 // One holder at a time, Curator's node name, and nothing left after release.
 TEST_CASE("acquire and release")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client c(ioc.get_executor(), test_config());
-        co_await c.async_connect();
-        auto path = unique_path("mutex") + "/deep/lock";
+    run_with_clients({.name = "mutex"}, [&](fixture& f) -> awaitable<void> {
+        auto& c = f.client();
+        auto path = f.path + "/deep/lock";
         mutex m(c, path);
         auto g = co_await m.acquire();
         CHECK(g.valid());
@@ -70,11 +68,9 @@ TEST_CASE("acquire and release")
 // 20 tasks, 5 rounds each, one io_context: never two inside, every round done.
 TEST_CASE("mutual exclusion among tasks of one process")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client c(ioc.get_executor(), test_config());
-        co_await c.async_connect();
-        mutex m(c, unique_path("excl"));
+    run_with_clients({.name = "excl", .limit = 90s}, [&](fixture& f) -> awaitable<void> {
+        auto& c = f.client();
+        mutex m(c, f.path);
         int inside = 0, max_inside = 0, done = 0;
         std::int64_t last_token = 0;
         bool tokens_increase = true;
@@ -96,7 +92,7 @@ TEST_CASE("mutual exclusion among tasks of one process")
         CHECK(co_await eventually([&]() -> awaitable<bool> { co_return done == 100; }, 60000ms));
         CHECK(max_inside == 1);
         CHECK(tokens_increase);
-    }, 90s);
+    });
 }
 
 // The same task: one node, N acquisitions, N guards. Another task cannot take the lock while the
@@ -104,11 +100,9 @@ TEST_CASE("mutual exclusion among tasks of one process")
 // first task's guards: the guard is the ownership, and the count it belongs to goes down.
 TEST_CASE("reentrancy is per task")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client c(ioc.get_executor(), test_config());
-        co_await c.async_connect();
-        auto path = unique_path("reent");
+    run_with_clients({.name = "reent"}, [&](fixture& f) -> awaitable<void> {
+        auto& c = f.client();
+        auto& path = f.path;
         mutex m(c, path);
         auto me = co_await this_task::id();
         auto g1 = co_await m.acquire();
@@ -191,13 +185,9 @@ TEST_CASE("a task that moves between threads is one owner")
 // Timeout and try_acquire give an empty result, leave no node, and do not disturb the holder.
 TEST_CASE("timeout leaves no node")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client a(ioc.get_executor(), test_config());
-        client b(ioc.get_executor(), test_config());
-        co_await a.async_connect();
-        co_await b.async_connect();
-        auto path = unique_path("timeout");
+    run_with_clients({.name = "timeout", .clients = 2}, [&](fixture& f) -> awaitable<void> {
+        auto [a, b] = f.clients<2>();
+        auto& path = f.path;
         mutex ma(a, path), mb(b, path);
         auto g = co_await ma.acquire();
         auto t0 = std::chrono::steady_clock::now();
@@ -223,15 +213,9 @@ TEST_CASE("timeout leaves no node")
 // next waiter behind it is not woken by mistake (it still waits for the real holder).
 TEST_CASE("cancellation leaves no node and wakes nobody")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client a(ioc.get_executor(), test_config());
-        client b(ioc.get_executor(), test_config());
-        client w(ioc.get_executor(), test_config());
-        co_await a.async_connect();
-        co_await b.async_connect();
-        co_await w.async_connect();
-        auto path = unique_path("cancel");
+    run_with_clients({.name = "cancel", .clients = 3}, [&](fixture& f) -> awaitable<void> {
+        auto [a, b, w] = f.clients<3>();
+        auto& path = f.path;
         mutex ma(a, path), mb(b, path), mw(w, path);
         auto g = co_await ma.acquire();
         asio::cancellation_signal sig;
@@ -268,24 +252,19 @@ TEST_CASE("cancellation leaves no node and wakes nobody")
 // 50 waiters in 50 sessions: a release wakes exactly one of them.
 TEST_CASE("no herd: one release wakes one waiter")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        constexpr int n = 50;
-        auto path = unique_path("herd");
-        client holder(ioc.get_executor(), test_config());
-        co_await holder.async_connect();
+    constexpr int n = 50;
+    // Client 0 holds the lock; clients 1..n wait for it.
+    run_with_clients({.name = "herd", .clients = n + 1, .limit = 90s}, [&](fixture& f) -> awaitable<void> {
+        auto& holder = f.client(0);
+        auto& path = f.path;
         mutex mh(holder, path);
         auto g = co_await mh.acquire();
-        std::vector<std::unique_ptr<client>> clients;
         std::vector<std::unique_ptr<mutex>> mutexes;
         int acquired = 0;
         auto watches_before = server_watches();
         std::vector<guard> guards;
-        for (int i = 0; i < n; ++i) {
-            clients.push_back(std::make_unique<client>(ioc.get_executor(), test_config()));
-            co_await clients.back()->async_connect();
-            mutexes.push_back(std::make_unique<mutex>(*clients.back(), path));
-        }
+        for (int i = 1; i <= n; ++i)
+            mutexes.push_back(std::make_unique<mutex>(f.client(i), path));
         for (int i = 0; i < n; ++i)
             mutexes[i]->async_acquire(100 + i, std::chrono::minutes(1), [&](error_code ec, std::optional<guard> r) {
                 if (!ec && r) {
@@ -300,33 +279,29 @@ TEST_CASE("no herd: one release wakes one waiter")
         CHECK(co_await eventually([&]() -> awaitable<bool> { co_return server_watches() >= watches_before + n; },
                                   20000ms));
         std::uint64_t before = 0;
-        for (auto& c : clients)
-            before += c->stats().watch_events;
+        for (int i = 1; i <= n; ++i)
+            before += f.client(i).stats().watch_events;
         co_await g.release();
         CHECK(co_await eventually([&]() -> awaitable<bool> { co_return acquired == 1; }));
         // Give any stray wake-up time to show.
         asio::steady_timer t(co_await asio::this_coro::executor, 300ms);
         co_await t.async_wait(asio::use_awaitable);
         std::uint64_t after = 0;
-        for (auto& c : clients)
-            after += c->stats().watch_events;
+        for (int i = 1; i <= n; ++i)
+            after += f.client(i).stats().watch_events;
         CHECK(after - before == 1);
         CHECK(acquired == 1);
-        for (auto& c : clients)
-            c->close();
-    }, 90s);
+        for (int i = 1; i <= n; ++i)
+            f.client(i).close();
+    });
 }
 
 // Fencing tokens strictly increase across grants in several sessions.
 TEST_CASE("fencing tokens increase across sessions")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client a(ioc.get_executor(), test_config());
-        client b(ioc.get_executor(), test_config());
-        co_await a.async_connect();
-        co_await b.async_connect();
-        auto path = unique_path("fence");
+    run_with_clients({.name = "fence", .clients = 2}, [&](fixture& f) -> awaitable<void> {
+        auto [a, b] = f.clients<2>();
+        auto& path = f.path;
         mutex ma(a, path), mb(b, path);
         std::int64_t last = 0;
         for (int i = 0; i < 10; ++i) {
@@ -342,11 +317,9 @@ TEST_CASE("fencing tokens increase across sessions")
 // A guard destroyed without release frees the lock in the background.
 TEST_CASE("dropping a guard releases")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client a(ioc.get_executor(), test_config());
-        co_await a.async_connect();
-        auto path = unique_path("drop");
+    run_with_clients({.name = "drop"}, [&](fixture& f) -> awaitable<void> {
+        auto& a = f.client();
+        auto& path = f.path;
         mutex m(a, path);
         {
             auto g = co_await m.acquire();
@@ -361,12 +334,9 @@ TEST_CASE("dropping a guard releases")
 TEST_CASE("lost policy deadline: a short cut keeps the lock")
 {
     tcp_proxy proxy("127.0.0.1", shared_server().port());
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client c(ioc.get_executor(), test_config(proxy.address(), 4000ms));
-        co_await c.async_connect();
-        auto path = unique_path("short-cut");
-        mutex m(c, path);
+    run_with_clients({.name = "short-cut", .connect = proxy.address()}, [&](fixture& f) -> awaitable<void> {
+        auto& c = f.client();
+        mutex m(c, f.path);
         auto g = co_await m.acquire();
         proxy.set_blackhole(true);
         CHECK(co_await wait_for_state(c, session_state::suspended, 5000ms));
@@ -422,13 +392,11 @@ TEST_CASE("lost policy deadline: a long partition loses the lock before anyone e
 TEST_CASE("lost policy suspended fires at the disconnection")
 {
     tcp_proxy proxy("127.0.0.1", shared_server().port());
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client c(ioc.get_executor(), test_config(proxy.address(), 4000ms));
-        co_await c.async_connect();
+    run_with_clients({.name = "suspended", .connect = proxy.address()}, [&](fixture& f) -> awaitable<void> {
+        auto& c = f.client();
         mutex_options o;
         o.policy = lost_policy::suspended;
-        mutex m(c, unique_path("suspended"), o);
+        mutex m(c, f.path, o);
         auto g = co_await m.acquire();
         bool fired = false;
         asio::steady_timer never(co_await asio::this_coro::executor, std::chrono::hours(1));
@@ -484,13 +452,11 @@ TEST_CASE("connection loss during create: no orphan, no double entry")
 // Expiry while holding: the lost signal fires (every policy, expired included).
 TEST_CASE("session expiry loses the lock")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client c(ioc.get_executor(), test_config(server_address(), 2000ms));
-        co_await c.async_connect();
+    run_with_clients({.name = "expiry", .session_timeout = 2000ms}, [&](fixture& f) -> awaitable<void> {
+        auto& c = f.client();
         mutex_options o;
         o.policy = lost_policy::expired;
-        mutex m(c, unique_path("expiry"), o);
+        mutex m(c, f.path, o);
         auto g = co_await m.acquire();
         REQUIRE(co_await expire_session(c));
         auto [ec] = co_await g.async_wait_lost(asio::as_tuple(asio::use_awaitable));
@@ -509,10 +475,8 @@ TEST_CASE("session expiry loses the lock")
 // Bad input: an invalid lock path is refused with its error.
 TEST_CASE("invalid lock path")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client c(ioc.get_executor(), test_config());
-        co_await c.async_connect();
+    run_with_clients({}, [&](fixture& f) -> awaitable<void> {
+        auto& c = f.client();
         mutex m(c, "locks/no-slash");
         auto [ec, g] = co_await m.async_acquire(1, 1s, asio::as_tuple(asio::use_awaitable));
         CHECK(ec == client_errc::invalid_path);
@@ -525,11 +489,9 @@ TEST_CASE("invalid lock path")
 // node's deletion, so holding costs no request; release is one delete.
 TEST_CASE("fast path: create and list in one round trip")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client c(ioc.get_executor(), test_config());
-        co_await c.async_connect();
-        auto path = unique_path("fast1");
+    run_with_clients({.name = "fast1"}, [&](fixture& f) -> awaitable<void> {
+        auto& c = f.client();
+        auto& path = f.path;
         co_await c.async_create(path, "", create_mode::persistent);
         mutex m(c, path);
         co_await (co_await m.acquire()).release();  // the first acquire learns that the queue is empty
@@ -546,13 +508,9 @@ TEST_CASE("fast path: create and list in one round trip")
 // re-read: the one request after it is the watch on its own node, sent after the grant.
 TEST_CASE("fast path: the head's deletion grants with no re-read")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client a(ioc.get_executor(), test_config());
-        client b(ioc.get_executor(), test_config());
-        co_await a.async_connect();
-        co_await b.async_connect();
-        auto path = unique_path("fast2");
+    run_with_clients({.name = "fast2", .clients = 2}, [&](fixture& f) -> awaitable<void> {
+        auto [a, b] = f.clients<2>();
+        auto& path = f.path;
         mutex ma(a, path), mb(b, path);
         auto g = co_await ma.acquire();
         std::optional<guard> gb;
@@ -570,11 +528,9 @@ TEST_CASE("fast path: the head's deletion grants with no re-read")
 // first served; fencing tokens still increase.
 TEST_CASE("fast path: in-process handoff, FIFO, one znode")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client c(ioc.get_executor(), test_config());
-        co_await c.async_connect();
-        auto path = unique_path("fast3");
+    run_with_clients({.name = "fast3"}, [&](fixture& f) -> awaitable<void> {
+        auto& c = f.client();
+        auto& path = f.path;
         mutex m(c, path);
         auto ex = co_await asio::this_coro::executor;
         auto first = co_await m.acquire();
@@ -611,13 +567,9 @@ TEST_CASE("fast path: in-process handoff, FIFO, one znode")
 // tasks keep asking.
 TEST_CASE("in-process handoff lets other processes in")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client a(ioc.get_executor(), test_config());
-        client b(ioc.get_executor(), test_config());
-        co_await a.async_connect();
-        co_await b.async_connect();
-        auto path = unique_path("fair");
+    run_with_clients({.name = "fair", .clients = 2, .limit = 60s}, [&](fixture& f) -> awaitable<void> {
+        auto [a, b] = f.clients<2>();
+        auto& path = f.path;
         mutex ma(a, path), mb(b, path);
         auto ex = co_await asio::this_coro::executor;
         bool stop = false;
@@ -641,17 +593,15 @@ TEST_CASE("in-process handoff lets other processes in")
         if (g)
             co_await g->release();
         CHECK(co_await eventually([&]() -> awaitable<bool> { co_return running == 0; }, 20000ms));
-    }, 60s);
+    });
 }
 
 // With local_handoff off, every task queues with a node of its own (Curator's behaviour).
 TEST_CASE("local handoff can be turned off")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client c(ioc.get_executor(), test_config());
-        co_await c.async_connect();
-        auto path = unique_path("nohandoff");
+    run_with_clients({.name = "nohandoff"}, [&](fixture& f) -> awaitable<void> {
+        auto& c = f.client();
+        auto& path = f.path;
         mutex_options o;
         o.local_handoff = false;
         mutex m(c, path, o);
@@ -674,13 +624,9 @@ TEST_CASE("local handoff can be turned off")
 // The wait-time histogram sees a wait as long as the holder kept the lock; the counters add up.
 TEST_CASE("metrics: wait time and outcomes")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client a(ioc.get_executor(), test_config());
-        client b(ioc.get_executor(), test_config());
-        co_await a.async_connect();
-        co_await b.async_connect();
-        auto path = unique_path("metrics");
+    run_with_clients({.name = "metrics", .clients = 2}, [&](fixture& f) -> awaitable<void> {
+        auto [a, b] = f.clients<2>();
+        auto& path = f.path;
         mutex ma(a, path), mb(b, path);
         auto g = co_await ma.acquire();
         auto ex = co_await asio::this_coro::executor;
@@ -717,13 +663,9 @@ TEST_CASE("metrics: wait time and outcomes")
 // ZooKeeper's queue gives up, the next waiter takes its place there and gets the lock.
 TEST_CASE("in-process waiters: timeouts, cancellation, promotion")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client a(ioc.get_executor(), test_config());
-        client b(ioc.get_executor(), test_config());
-        co_await a.async_connect();
-        co_await b.async_connect();
-        auto path = unique_path("inproc");
+    run_with_clients({.name = "inproc", .clients = 2}, [&](fixture& f) -> awaitable<void> {
+        auto [a, b] = f.clients<2>();
+        auto& path = f.path;
         mutex ma(a, path), mb(b, path);
         auto held = co_await mb.acquire();  // another session holds
         auto ex = co_await asio::this_coro::executor;
@@ -772,11 +714,9 @@ TEST_CASE("in-process waiters: timeouts, cancellation, promotion")
 // Many in-process waiters that all time out: nothing is left queued, and the lock still works.
 TEST_CASE("in-process waiters: a crowd of timeouts leaves a working lock")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client a(ioc.get_executor(), test_config());
-        co_await a.async_connect();
-        auto path = unique_path("crowd");
+    run_with_clients({.name = "crowd"}, [&](fixture& f) -> awaitable<void> {
+        auto& a = f.client();
+        auto& path = f.path;
         mutex m(a, path);
         auto held = co_await m.acquire();
         auto ex = co_await asio::this_coro::executor;
@@ -807,13 +747,10 @@ TEST_CASE("in-process waiters: a crowd of timeouts leaves a working lock")
 TEST_CASE("release, then close at once")
 {
     for (int round = 0; round < 3; ++round) {
-        asio::io_context ioc;
-        run_bounded(ioc, [&]() -> awaitable<void> {
-            client a(ioc.get_executor(), test_config());
-            co_await a.async_connect();
-            auto path = unique_path("relclose");
+        run_with_clients({.name = "relclose"}, [&](fixture& f) -> awaitable<void> {
+            auto& a = f.client();
             {
-                mutex m(a, path);
+                mutex m(a, f.path);
                 auto g = co_await m.acquire();
                 if (round == 0)
                     co_await g.release();
@@ -834,13 +771,9 @@ TEST_CASE("release, then close at once")
 // another session gets the lock without waiting for ours to end.
 TEST_CASE("a guard released from another task deletes the node")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client a(ioc.get_executor(), test_config());
-        client b(ioc.get_executor(), test_config());
-        co_await a.async_connect();
-        co_await b.async_connect();
-        auto path = unique_path("xtask");
+    run_with_clients({.name = "xtask", .clients = 2}, [&](fixture& f) -> awaitable<void> {
+        auto [a, b] = f.clients<2>();
+        auto& path = f.path;
         mutex ma(a, path), mb(b, path);
         std::optional<guard> g;
         co_await asio::co_spawn(co_await asio::this_coro::executor, [&]() -> awaitable<void> {
@@ -865,15 +798,11 @@ TEST_CASE("a held node deleted by someone else is a loss")
 {
     for (bool warm : {false, true}) {
         CAPTURE(warm);
-        asio::io_context ioc;
-        run_bounded(ioc, [&]() -> awaitable<void> {
+        auto log = std::make_shared<test_log>();  // a's log lines
+        run_with_clients({.name = "broken", .clients = 2, .log = log}, [&](fixture& f) -> awaitable<void> {
             using namespace asio::experimental::awaitable_operators;
-            auto log = std::make_shared<test_log>();
-            client a(ioc.get_executor(), test_config(server_address(), 4000ms, log));
-            client b(ioc.get_executor(), test_config());
-            co_await a.async_connect();
-            co_await b.async_connect();
-            auto path = unique_path("broken");
+            auto [a, b] = f.clients<2>();
+            auto& path = f.path;
             co_await a.async_create(path, "", create_mode::container);
             mutex ma(a, path), mb(b, path);
             if (warm)
@@ -910,13 +839,10 @@ TEST_CASE("a held node deleted by someone else is a loss")
 // Our own release is not mistaken for a deletion by someone else.
 TEST_CASE("our own release is not a loss")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        auto log = std::make_shared<test_log>();
-        client a(ioc.get_executor(), test_config(server_address(), 4000ms, log));
-        co_await a.async_connect();
-        auto path = unique_path("ownrel");
-        mutex m(a, path, no_handoff());
+    auto log = std::make_shared<test_log>();
+    run_with_clients({.name = "ownrel", .log = log}, [&](fixture& f) -> awaitable<void> {
+        auto& a = f.client();
+        mutex m(a, f.path, no_handoff());
         for (int i = 0; i < 5; ++i) {
             auto g = co_await m.acquire();
             co_await g.release();
@@ -963,11 +889,9 @@ TEST_CASE("a failed release is reported, logged and counted")
 // Curator's order; the participants list shows it first, marked foreign and persistent.
 TEST_CASE("a foreign child that sorts first blocks the lock and is shown")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client c(ioc.get_executor(), test_config());
-        co_await c.async_connect();
-        auto path = unique_path("foreign");
+    run_with_clients({.name = "foreign"}, [&](fixture& f) -> awaitable<void> {
+        auto& c = f.client();
+        auto& path = f.path;
         co_await c.async_create(path, "", create_mode::persistent);
         co_await c.async_create(path + "/0", "by hand", create_mode::persistent);
         mutex m(c, path);

@@ -24,17 +24,12 @@ awaitable<void> release_in_another_task(guard g, bool& released)
 // At most max_leases holders at any instant, among tasks in several sessions; all get served.
 TEST_CASE("at most max_leases at once")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        constexpr int sessions = 4, tasks_per_session = 3, rounds = 3;
-        auto path = unique_path("sem");
-        std::vector<std::unique_ptr<client>> clients;
+    constexpr int sessions = 4, tasks_per_session = 3, rounds = 3;
+    run_with_clients({.name = "sem", .clients = sessions, .limit = 90s}, [&](fixture& f) -> awaitable<void> {
+        auto& path = f.path;
         std::vector<std::unique_ptr<semaphore>> sems;
-        for (int i = 0; i < sessions; ++i) {
-            clients.push_back(std::make_unique<client>(ioc.get_executor(), test_config()));
-            co_await clients.back()->async_connect();
-            sems.push_back(std::make_unique<semaphore>(*clients.back(), path, 3));
-        }
+        for (int i = 0; i < sessions; ++i)
+            sems.push_back(std::make_unique<semaphore>(f.client(i), path, 3));
         int inside = 0, max_inside = 0, done = 0;
         auto ex = co_await asio::this_coro::executor;
         for (int i = 0; i < sessions; ++i)
@@ -54,20 +49,16 @@ TEST_CASE("at most max_leases at once")
                                   60000ms));
         CHECK(max_inside <= 3);
         CHECK(max_inside >= 2);  // leases really are shared
-        CHECK(co_await lease_count(*clients[0], path) == 0);
-    }, 90s);
+        CHECK(co_await lease_count(f.client(0), path) == 0);
+    });
 }
 
 // n leases are all or nothing: a request that cannot be met in time keeps none.
 TEST_CASE("acquire n is all or nothing")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client a(ioc.get_executor(), test_config());
-        client b(ioc.get_executor(), test_config());
-        co_await a.async_connect();
-        co_await b.async_connect();
-        auto path = unique_path("semn");
+    run_with_clients({.name = "semn", .clients = 2}, [&](fixture& f) -> awaitable<void> {
+        auto [a, b] = f.clients<2>();
+        auto& path = f.path;
         semaphore sa(a, path, 3), sb(b, path, 3);
         auto two = co_await sa.acquire(2);
         CHECK(two.size() == 2);
@@ -91,11 +82,9 @@ TEST_CASE("acquire n is all or nothing")
 // Max leases from a shared count node (4-byte big-endian, Curator's SharedCount).
 TEST_CASE("max leases from a shared count")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client a(ioc.get_executor(), test_config());
-        co_await a.async_connect();
-        auto path = unique_path("semcount");
+    run_with_clients({.name = "semcount"}, [&](fixture& f) -> awaitable<void> {
+        auto& a = f.client();
+        auto& path = f.path;
         auto count_path = path + "-count";
         co_await a.async_create(count_path, std::string("\0\0\0\2", 4), create_mode::persistent);
         semaphore s(a, path, shared_count, count_path);
@@ -113,11 +102,9 @@ TEST_CASE("max leases from a shared count")
 // The semaphore mutex: exclusive, not reentrant, and its guard may be released by another task.
 TEST_CASE("semaphore mutex")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client a(ioc.get_executor(), test_config());
-        co_await a.async_connect();
-        auto path = unique_path("semmutex");
+    run_with_clients({.name = "semmutex"}, [&](fixture& f) -> awaitable<void> {
+        auto& a = f.client();
+        auto& path = f.path;
         semaphore_mutex m(a, path);
         auto g = co_await m.acquire();
         // Not reentrant: the same task waits like anyone else.
@@ -138,13 +125,9 @@ TEST_CASE("semaphore mutex")
 // Cancelling a waiting acquisition leaves no lease node and no entry-mutex node behind.
 TEST_CASE("cancelled semaphore acquire leaves nothing")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client a(ioc.get_executor(), test_config());
-        client b(ioc.get_executor(), test_config());
-        co_await a.async_connect();
-        co_await b.async_connect();
-        auto path = unique_path("semcancel");
+    run_with_clients({.name = "semcancel", .clients = 2}, [&](fixture& f) -> awaitable<void> {
+        auto [a, b] = f.clients<2>();
+        auto& path = f.path;
         semaphore sa(a, path, 1), sb(b, path, 1);
         auto held = co_await sa.acquire(1);
         asio::cancellation_signal sig;

@@ -29,15 +29,9 @@ TEST_CASE("read-write sort order")
 // Readers share the lock; a writer waits for them and then excludes everyone.
 TEST_CASE("readers overlap, a writer excludes")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client a(ioc.get_executor(), test_config());
-        client b(ioc.get_executor(), test_config());
-        client c(ioc.get_executor(), test_config());
-        co_await a.async_connect();
-        co_await b.async_connect();
-        co_await c.async_connect();
-        auto path = unique_path("rw");
+    run_with_clients({.name = "rw", .clients = 3}, [&](fixture& f) -> awaitable<void> {
+        auto [a, b, c] = f.clients<3>();
+        auto& path = f.path;
         shared_mutex ra(a, path), rb(b, path), rc(c, path);
         auto r1 = co_await ra.acquire_read();
         auto r2 = co_await rb.acquire_read(2s);
@@ -60,15 +54,9 @@ TEST_CASE("readers overlap, a writer excludes")
 // A waiting writer is not starved: readers that come after it queue behind it.
 TEST_CASE("a waiting writer is served before later readers")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client a(ioc.get_executor(), test_config());
-        client b(ioc.get_executor(), test_config());
-        client c(ioc.get_executor(), test_config());
-        co_await a.async_connect();
-        co_await b.async_connect();
-        co_await c.async_connect();
-        auto path = unique_path("fair");
+    run_with_clients({.name = "fair", .clients = 3}, [&](fixture& f) -> awaitable<void> {
+        auto [a, b, c] = f.clients<3>();
+        auto& path = f.path;
         shared_mutex ra(a, path), wb(b, path), rc(c, path);
         auto r1 = co_await ra.acquire_read();
         std::vector<std::string> order;
@@ -97,13 +85,9 @@ TEST_CASE("a waiting writer is served before later readers")
 // Downgrade: write held, read taken at once, write released, reading goes on and writers wait.
 TEST_CASE("downgrade from write to read")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client a(ioc.get_executor(), test_config());
-        client b(ioc.get_executor(), test_config());
-        co_await a.async_connect();
-        co_await b.async_connect();
-        auto path = unique_path("down");
+    run_with_clients({.name = "down", .clients = 2}, [&](fixture& f) -> awaitable<void> {
+        auto [a, b] = f.clients<2>();
+        auto& path = f.path;
         shared_mutex ma(a, path), mb(b, path);
         auto w = co_await ma.acquire_write();
         // A writer of another session queues behind our write node.
@@ -130,11 +114,9 @@ TEST_CASE("downgrade from write to read")
 // Upgrade fails at once instead of deadlocking, and leaves no node.
 TEST_CASE("upgrade from read to write is refused")
 {
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> awaitable<void> {
-        client a(ioc.get_executor(), test_config());
-        co_await a.async_connect();
-        auto path = unique_path("up");
+    run_with_clients({.name = "up"}, [&](fixture& f) -> awaitable<void> {
+        auto& a = f.client();
+        auto& path = f.path;
         shared_mutex m(a, path);
         auto r = co_await m.acquire_read();
         auto [ec, g] = co_await m.writer().async_acquire(co_await this_task::id(), 5s, asio::as_tuple(asio::use_awaitable));
