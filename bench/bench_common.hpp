@@ -9,6 +9,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include <arpa/inet.h>
@@ -18,6 +19,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -33,6 +35,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -155,6 +158,123 @@ void parse_args(int argc, char** argv, void (*usage)(std::FILE*), help_with_valu
                 std::type_identity_t<std::span<const integer_option<Options>>> integers)
 {
     parse_args(argc, argv, usage, help_value, o, integers, {}, [](const std::string&, const std::string&) {});
+}
+
+// Reads all of `s` as a decimal integer: std::errc::invalid_argument if it is not one (spaces, a
+// '+' and other bases included), std::errc::result_out_of_range if it does not fit in a long.
+inline std::errc parse_decimal(std::string_view s, long& out)
+{
+    const char* end = s.data() + s.size();
+    auto [stop, ec] = std::from_chars(s.data(), end, out);
+    if (ec == std::errc() && stop != end)
+        return std::errc::invalid_argument;
+    return ec;
+}
+
+// Integer options are decimal: CLI11 itself would read "010" as octal and "0x10" as hexadecimal.
+// A transform, so it runs before CLI11's conversion and the range check: it rewrites a decimal
+// value in canonical form ("007" becomes "7") and rejects anything else.
+inline CLI::Validator decimal_integer()
+{
+    return CLI::Validator(
+        [](std::string& v) -> std::string {
+            long x = 0;
+            const auto ec = parse_decimal(v, x);
+            if (ec == std::errc::result_out_of_range)
+                return fmt::format("\"{}\" is out of range", v);
+            if (ec != std::errc())
+                return fmt::format("expected a decimal integer, got \"{}\"", v);
+            v = std::to_string(x);
+            return {};
+        },
+        "", "decimal");
+}
+
+// The --connect value: one loopback HOST:PORT (127.0.0.0/8, ::1, localhost). A transform, so
+// that the options hold the numeric form the check has found.
+inline CLI::Validator loopback_only(bracketed_ipv4 bracketed_v4)
+{
+    return CLI::Validator(
+        [bracketed_v4](std::string& s) -> std::string {
+            auto colon = s.rfind(':');
+            if (colon == std::string::npos || colon == 0 || colon + 1 == s.size())
+                return fmt::format("expected one HOST:PORT, got \"{}\"", s);
+            std::string host = s.substr(0, colon);
+            std::string port = s.substr(colon + 1);
+            long port_number = 0;
+            if (parse_decimal(port, port_number) != std::errc() || port_number < 1 || port_number > 65535)
+                return fmt::format("expected a port in [1, 65535], got \"{}\"", port);
+            if (host == "localhost")
+                host = "127.0.0.1";
+            bool bracketed = host.size() > 2 && host.front() == '[' && host.back() == ']';
+            if (bracketed)
+                host = host.substr(1, host.size() - 2);
+            in_addr v4{};
+            in6_addr v6{};
+            if ((!bracketed || bracketed_v4 == bracketed_ipv4::accept) && inet_pton(AF_INET, host.c_str(), &v4) == 1 &&
+                (ntohl(v4.s_addr) >> 24) == 127) {
+                s = host + ":" + port;
+                return {};
+            }
+            if (inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6)) {
+                s = "[" + host + "]:" + port;
+                return {};
+            }
+            return fmt::format("\"{}\" is not a loopback HOST:PORT (this benchmark runs against a local server "
+                               "only)", s);
+        },
+        "", "loopback");
+}
+
+// Adds option `name`: a decimal integer in [lo, hi], read into `field`. The help states the range
+// and the default: `field`'s value on entry, or `default_text` when one is given (a default that
+// is worked out from other options). `unit` names the value (N, MS, SECONDS).
+inline CLI::Option* add_integer(CLI::App& app, const std::string& name, long& field, long lo, long hi,
+                                const std::string& unit, std::string_view help, std::string_view default_text = {})
+{
+    auto help_text = fmt::format("{} ({} to {}; default {})", help, lo, hi,
+                                 default_text.empty() ? std::to_string(field) : std::string(default_text));
+    // The help text states the range: the check's own description would repeat it.
+    return app.add_option(name, field, std::move(help_text))
+        ->type_name(unit)
+        ->transform(decimal_integer())
+        ->check(CLI::Range(lo, hi).description(""));
+}
+
+// What both benchmarks' command lines share; call it before adding any other option. A repeated
+// option takes its last value (CLI11 would reject the repetition), so that an option appended to
+// a script's list overrides the one before. --connect goes to `connect`.
+inline void add_shared_options(CLI::App& app, std::string& connect, bracketed_ipv4 bracketed_v4)
+{
+    app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    app.get_formatter()->column_width(26);  // the widest option, "--start-at-ms EPOCH_MS", fits
+    connect = default_connect();
+    const auto loopback = loopback_only(bracketed_v4);
+    auto* option = app.add_option("--connect", connect,
+                                  "Loopback ZooKeeper server (default: $ZK_CONNECT if set, else 127.0.0.1:2181)")
+                       ->type_name("HOST:PORT")
+                       ->transform(loopback);
+    // CLI11 checks only the values given: the default, which may come from $ZK_CONNECT, is
+    // checked once the parse is done. Not while parsing it, so that --help still works.
+    app.callback([option, loopback, &connect] {
+        if (option->count() > 0)
+            return;
+        if (auto error = loopback(connect); !error.empty())
+            throw CLI::ValidationError("$ZK_CONNECT", error);
+    });
+}
+
+// Parses argv with `app`: --help (-h) prints the help and ends the process (status 0); whatever
+// CLI11 rejects becomes a bench_error with its message.
+inline void parse_command_line(CLI::App& app, int argc, char** argv)
+{
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        if (e.get_exit_code() == 0)
+            std::exit(app.exit(e));
+        throw bench_error(fmt::format("{} (see --help)", e.what()));
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
