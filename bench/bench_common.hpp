@@ -226,16 +226,26 @@ inline CLI::Validator loopback_only(bracketed_ipv4 bracketed_v4)
         "", "loopback");
 }
 
+// The help's layout: options and their values in the first 26 columns (room for the widest),
+// descriptions up to column 100.
+inline constexpr std::size_t help_option_width = 26;
+inline constexpr std::size_t help_width = 100;
+
 // Adds option `name`: a decimal integer in [lo, hi], read into `field`. The help states the range
 // and the default: `field`'s value on entry, or `default_text` when one is given (a default that
 // is worked out from other options). `unit` names the value (N, MS, SECONDS).
 inline CLI::Option* add_integer(CLI::App& app, const std::string& name, long& field, long lo, long hi,
                                 const std::string& unit, std::string_view help, std::string_view default_text = {})
 {
-    auto help_text = fmt::format("{} ({} to {}; default {})", help, lo, hi,
-                                 default_text.empty() ? std::to_string(field) : std::string(default_text));
+    // The range and the default end the help's last line, or take a line of their own where
+    // that line would pass the help's width.
+    auto limits = fmt::format("({} to {}; default {})", lo, hi,
+                              default_text.empty() ? std::to_string(field) : std::string(default_text));
+    auto newline = help.rfind('\n');
+    auto last_line = newline == std::string_view::npos ? help : help.substr(newline + 1);
+    bool fits = help_option_width + last_line.size() + 1 + limits.size() <= help_width;
     // The help text states the range: the check's own description would repeat it.
-    return app.add_option(name, field, std::move(help_text))
+    return app.add_option(name, field, fmt::format("{}{}{}", help, fits ? " " : "\n", limits))
         ->type_name(unit)
         ->transform(decimal_integer())
         ->check(CLI::Range(lo, hi).description(""));
@@ -247,11 +257,11 @@ inline CLI::Option* add_integer(CLI::App& app, const std::string& name, long& fi
 inline void add_shared_options(CLI::App& app, std::string& connect, bracketed_ipv4 bracketed_v4)
 {
     app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-    app.get_formatter()->column_width(26);  // the widest option, "--start-at-ms EPOCH_MS", fits
+    app.get_formatter()->column_width(help_option_width);
     connect = default_connect();
     const auto loopback = loopback_only(bracketed_v4);
     auto* option = app.add_option("--connect", connect,
-                                  "Loopback ZooKeeper server (default: $ZK_CONNECT if set, else 127.0.0.1:2181)")
+                                  "Loopback ZooKeeper server (default: $ZK_CONNECT, else 127.0.0.1:2181)")
                        ->type_name("HOST:PORT")
                        ->transform(loopback);
     // CLI11 checks only the values given: the default, which may come from $ZK_CONNECT, is

@@ -99,7 +99,7 @@ options parse_options(int argc, char** argv)
                          "Pipelined: run time per implementation, at most 1/8 of the session timeout;\n"
                          "0 skips the pipelined part");
     zkbench::add_integer(app, "--time-limit", o.time_limit, 1, 86'400, "SECONDS",
-                         "Overall limit in seconds; exceeding it is an error");
+                         "Overall limit; exceeding it is an error");
     std::string only;
     app.add_option("--only", only, "Run one implementation only (for profiling; default: both)")
         ->type_name("raw|zkcoro")
