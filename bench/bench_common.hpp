@@ -1,6 +1,7 @@
-// What zkcoro-cycle-bench and zkcoro-lock-bench share: option parsing helpers, the loopback
-// check, the time limit and its watchdog, latency statistics, the zkcoro client's settings and
-// the run on one thread. Each benchmark is a single translation unit that includes this once.
+// What zkcoro-cycle-bench and zkcoro-lock-bench share: the common parts of their command lines
+// (CLI11) with the loopback check, the time limit and its watchdog, latency statistics, the
+// zkcoro client's settings and the run on one thread. Each benchmark is a single translation
+// unit that includes this once.
 #pragma once
 
 #include <zkcoro/client.hpp>
@@ -31,13 +32,11 @@
 #include <fstream>
 #include <exception>
 #include <mutex>
-#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <thread>
-#include <type_traits>
 #include <vector>
 
 namespace zkbench {
@@ -58,107 +57,8 @@ inline std::string default_connect()
     return (env && *env) ? env : "127.0.0.1:2181";
 }
 
-inline long parse_long(std::string_view name, const std::string& v, long lo, long hi)
-{
-    errno = 0;
-    char* end = nullptr;
-    long x = std::strtol(v.c_str(), &end, 10);
-    if (v.empty() || errno != 0 || end == nullptr || *end != '\0' || x < lo || x > hi)
-        throw bench_error(fmt::format("{}: expected an integer in [{}, {}], got \"{}\"", name, lo, hi, v));
-    return x;
-}
-
 // Whether "[127.0.0.1]:PORT" (an IPv4 address in brackets) counts as loopback.
 enum class bracketed_ipv4 { accept, reject };
-
-// Accepts one loopback HOST:PORT (127.0.0.0/8, ::1, localhost); returns it in numeric form.
-inline std::string loopback_only(const std::string& s, bracketed_ipv4 bracketed_v4)
-{
-    auto colon = s.rfind(':');
-    if (colon == std::string::npos || colon == 0 || colon + 1 == s.size())
-        throw bench_error(fmt::format("--connect: expected one HOST:PORT, got \"{}\"", s));
-    std::string host = s.substr(0, colon);
-    std::string port = s.substr(colon + 1);
-    parse_long("--connect port", port, 1, 65535);
-    if (host == "localhost")
-        host = "127.0.0.1";
-    bool bracketed = host.size() > 2 && host.front() == '[' && host.back() == ']';
-    if (bracketed)
-        host = host.substr(1, host.size() - 2);
-    in_addr v4{};
-    in6_addr v6{};
-    if ((!bracketed || bracketed_v4 == bracketed_ipv4::accept) && inet_pton(AF_INET, host.c_str(), &v4) == 1 &&
-        (ntohl(v4.s_addr) >> 24) == 127)
-        return host + ":" + port;
-    if (inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6))
-        return "[" + host + "]:" + port;
-    throw bench_error(fmt::format("--connect: \"{}\" is not a loopback HOST:PORT (this benchmark runs "
-                                  "against a local server only)", s));
-}
-
-// Whether "--help=..." asks for the usage too, or is an unknown option "--help".
-enum class help_with_value { usage, unknown };
-
-// An option whose value is an integer in [lo, hi], stored in the field it names.
-template <class Options>
-struct integer_option {
-    std::string_view name;
-    long Options::*field;
-    long lo, hi;
-};
-
-// Reads argv[1..] into o as options "--name value" or "--name=value": --connect sets o.connect,
-// each of `integers` its field, and each name in `others` goes to set_other(name, value); any
-// other name is an error. "--help" and "-h" print usage(stdout) and exit 0.
-template <class Options, class SetOther>
-void parse_args(int argc, char** argv, void (*usage)(std::FILE*), help_with_value help_value, Options& o,
-                std::type_identity_t<std::span<const integer_option<Options>>> integers,
-                std::span<const std::string_view> others, SetOther&& set_other)
-{
-    auto integer = [&](const std::string& name) {
-        return std::find_if(integers.begin(), integers.end(), [&](const auto& i) { return i.name == name; });
-    };
-    for (int i = 1; i < argc; ++i) {
-        std::string arg = argv[i];
-        if (arg == "--help" || arg == "-h") {
-            usage(stdout);
-            std::exit(0);
-        }
-        std::string value;
-        bool inline_value = false;
-        if (auto eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
-            value = arg.substr(eq + 1);
-            arg.resize(eq);
-            inline_value = true;
-        }
-        if (arg == "--help" && help_value == help_with_value::usage) {
-            usage(stdout);
-            std::exit(0);
-        }
-        if (arg != "--connect" && integer(arg) == integers.end() &&
-            std::find(others.begin(), others.end(), arg) == others.end())
-            throw bench_error(fmt::format("unknown option \"{}\" (see --help)", arg));
-        if (!inline_value) {
-            if (i + 1 >= argc)
-                throw bench_error(fmt::format("{}: missing value (see --help)", arg));
-            value = argv[++i];
-        }
-        if (arg == "--connect")
-            o.connect = value;
-        else if (auto it = integer(arg); it != integers.end())
-            o.*(it->field) = parse_long(arg, value, it->lo, it->hi);
-        else
-            set_other(arg, value);
-    }
-}
-
-// The same with only --connect and integer options.
-template <class Options>
-void parse_args(int argc, char** argv, void (*usage)(std::FILE*), help_with_value help_value, Options& o,
-                std::type_identity_t<std::span<const integer_option<Options>>> integers)
-{
-    parse_args(argc, argv, usage, help_value, o, integers, {}, [](const std::string&, const std::string&) {});
-}
 
 // Reads all of `s` as a decimal integer: std::errc::invalid_argument if it is not one (spaces, a
 // '+' and other bases included), std::errc::result_out_of_range if it does not fit in a long.
