@@ -1,6 +1,7 @@
-// What zkcoro-cycle-bench and zkcoro-lock-bench share: option parsing helpers, the loopback
-// check, the time limit and its watchdog, latency statistics, the zkcoro client's settings and
-// the run on one thread. Each benchmark is a single translation unit that includes this once.
+// What zkcoro-cycle-bench and zkcoro-lock-bench share: the common parts of their command lines
+// (CLI11) with the loopback check, the time limit and its watchdog, latency statistics, the
+// zkcoro client's settings and the run on one thread. Each benchmark is a single translation
+// unit that includes this once.
 #pragma once
 
 #include <zkcoro/client.hpp>
@@ -9,6 +10,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include <arpa/inet.h>
@@ -18,6 +20,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -29,12 +32,11 @@
 #include <fstream>
 #include <exception>
 #include <mutex>
-#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <thread>
-#include <type_traits>
 #include <vector>
 
 namespace zkbench {
@@ -55,106 +57,134 @@ inline std::string default_connect()
     return (env && *env) ? env : "127.0.0.1:2181";
 }
 
-inline long parse_long(std::string_view name, const std::string& v, long lo, long hi)
-{
-    errno = 0;
-    char* end = nullptr;
-    long x = std::strtol(v.c_str(), &end, 10);
-    if (v.empty() || errno != 0 || end == nullptr || *end != '\0' || x < lo || x > hi)
-        throw bench_error(fmt::format("{}: expected an integer in [{}, {}], got \"{}\"", name, lo, hi, v));
-    return x;
-}
-
 // Whether "[127.0.0.1]:PORT" (an IPv4 address in brackets) counts as loopback.
 enum class bracketed_ipv4 { accept, reject };
 
-// Accepts one loopback HOST:PORT (127.0.0.0/8, ::1, localhost); returns it in numeric form.
-inline std::string loopback_only(const std::string& s, bracketed_ipv4 bracketed_v4)
+// Reads all of `s` as a decimal integer: std::errc::invalid_argument if it is not one (spaces, a
+// '+' and other bases included), std::errc::result_out_of_range if it does not fit in a long.
+inline std::errc parse_decimal(std::string_view s, long& out)
 {
-    auto colon = s.rfind(':');
-    if (colon == std::string::npos || colon == 0 || colon + 1 == s.size())
-        throw bench_error(fmt::format("--connect: expected one HOST:PORT, got \"{}\"", s));
-    std::string host = s.substr(0, colon);
-    std::string port = s.substr(colon + 1);
-    parse_long("--connect port", port, 1, 65535);
-    if (host == "localhost")
-        host = "127.0.0.1";
-    bool bracketed = host.size() > 2 && host.front() == '[' && host.back() == ']';
-    if (bracketed)
-        host = host.substr(1, host.size() - 2);
-    in_addr v4{};
-    in6_addr v6{};
-    if ((!bracketed || bracketed_v4 == bracketed_ipv4::accept) && inet_pton(AF_INET, host.c_str(), &v4) == 1 &&
-        (ntohl(v4.s_addr) >> 24) == 127)
-        return host + ":" + port;
-    if (inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6))
-        return "[" + host + "]:" + port;
-    throw bench_error(fmt::format("--connect: \"{}\" is not a loopback HOST:PORT (this benchmark runs "
-                                  "against a local server only)", s));
+    const char* end = s.data() + s.size();
+    auto [stop, ec] = std::from_chars(s.data(), end, out);
+    if (ec == std::errc() && stop != end)
+        return std::errc::invalid_argument;
+    return ec;
 }
 
-// Whether "--help=..." asks for the usage too, or is an unknown option "--help".
-enum class help_with_value { usage, unknown };
-
-// An option whose value is an integer in [lo, hi], stored in the field it names.
-template <class Options>
-struct integer_option {
-    std::string_view name;
-    long Options::*field;
-    long lo, hi;
-};
-
-// Reads argv[1..] into o as options "--name value" or "--name=value": --connect sets o.connect,
-// each of `integers` its field, and each name in `others` goes to set_other(name, value); any
-// other name is an error. "--help" and "-h" print usage(stdout) and exit 0.
-template <class Options, class SetOther>
-void parse_args(int argc, char** argv, void (*usage)(std::FILE*), help_with_value help_value, Options& o,
-                std::type_identity_t<std::span<const integer_option<Options>>> integers,
-                std::span<const std::string_view> others, SetOther&& set_other)
+// Integer options are decimal: CLI11 itself would read "010" as octal and "0x10" as hexadecimal.
+// A transform, so it runs before CLI11's conversion and the range check: it rewrites a decimal
+// value in canonical form ("007" becomes "7") and rejects anything else.
+inline CLI::Validator decimal_integer()
 {
-    auto integer = [&](const std::string& name) {
-        return std::find_if(integers.begin(), integers.end(), [&](const auto& i) { return i.name == name; });
-    };
-    for (int i = 1; i < argc; ++i) {
-        std::string arg = argv[i];
-        if (arg == "--help" || arg == "-h") {
-            usage(stdout);
-            std::exit(0);
-        }
-        std::string value;
-        bool inline_value = false;
-        if (auto eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
-            value = arg.substr(eq + 1);
-            arg.resize(eq);
-            inline_value = true;
-        }
-        if (arg == "--help" && help_value == help_with_value::usage) {
-            usage(stdout);
-            std::exit(0);
-        }
-        if (arg != "--connect" && integer(arg) == integers.end() &&
-            std::find(others.begin(), others.end(), arg) == others.end())
-            throw bench_error(fmt::format("unknown option \"{}\" (see --help)", arg));
-        if (!inline_value) {
-            if (i + 1 >= argc)
-                throw bench_error(fmt::format("{}: missing value (see --help)", arg));
-            value = argv[++i];
-        }
-        if (arg == "--connect")
-            o.connect = value;
-        else if (auto it = integer(arg); it != integers.end())
-            o.*(it->field) = parse_long(arg, value, it->lo, it->hi);
-        else
-            set_other(arg, value);
+    return CLI::Validator(
+        [](std::string& v) -> std::string {
+            long x = 0;
+            const auto ec = parse_decimal(v, x);
+            if (ec == std::errc::result_out_of_range)
+                return fmt::format("\"{}\" is out of range", v);
+            if (ec != std::errc())
+                return fmt::format("expected a decimal integer, got \"{}\"", v);
+            v = std::to_string(x);
+            return {};
+        },
+        "", "decimal");
+}
+
+// The --connect value: one loopback HOST:PORT (127.0.0.0/8, ::1, localhost). A transform, so
+// that the options hold the numeric form the check has found.
+inline CLI::Validator loopback_only(bracketed_ipv4 bracketed_v4)
+{
+    return CLI::Validator(
+        [bracketed_v4](std::string& s) -> std::string {
+            auto colon = s.rfind(':');
+            if (colon == std::string::npos || colon == 0 || colon + 1 == s.size())
+                return fmt::format("expected one HOST:PORT, got \"{}\"", s);
+            std::string host = s.substr(0, colon);
+            std::string port = s.substr(colon + 1);
+            long port_number = 0;
+            if (parse_decimal(port, port_number) != std::errc() || port_number < 1 || port_number > 65535)
+                return fmt::format("expected a port in [1, 65535], got \"{}\"", port);
+            if (host == "localhost")
+                host = "127.0.0.1";
+            bool bracketed = host.size() > 2 && host.front() == '[' && host.back() == ']';
+            if (bracketed)
+                host = host.substr(1, host.size() - 2);
+            in_addr v4{};
+            in6_addr v6{};
+            if ((!bracketed || bracketed_v4 == bracketed_ipv4::accept) && inet_pton(AF_INET, host.c_str(), &v4) == 1 &&
+                (ntohl(v4.s_addr) >> 24) == 127) {
+                s = host + ":" + port;
+                return {};
+            }
+            if (inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6)) {
+                s = "[" + host + "]:" + port;
+                return {};
+            }
+            return fmt::format("\"{}\" is not a loopback HOST:PORT (this benchmark runs against a local server "
+                               "only)", s);
+        },
+        "", "loopback");
+}
+
+// The help's layout: options and their values in the first 26 columns (room for the widest),
+// descriptions up to column 100.
+inline constexpr std::size_t help_option_width = 26;
+inline constexpr std::size_t help_width = 100;
+
+// Adds option `name`: a decimal integer in [lo, hi], read into `field`. The help states the range
+// and the default: `field`'s value on entry, or `default_text` when one is given (a default that
+// is worked out from other options). `unit` names the value (N, MS, SECONDS).
+inline CLI::Option* add_integer(CLI::App& app, const std::string& name, long& field, long lo, long hi,
+                                const std::string& unit, std::string_view help, std::string_view default_text = {})
+{
+    // The range and the default end the help's last line, or take a line of their own where
+    // that line would pass the help's width.
+    auto limits = fmt::format("({} to {}; default {})", lo, hi,
+                              default_text.empty() ? std::to_string(field) : std::string(default_text));
+    auto newline = help.rfind('\n');
+    auto last_line = newline == std::string_view::npos ? help : help.substr(newline + 1);
+    bool fits = help_option_width + last_line.size() + 1 + limits.size() <= help_width;
+    // The help text states the range: the check's own description would repeat it.
+    return app.add_option(name, field, fmt::format("{}{}{}", help, fits ? " " : "\n", limits))
+        ->type_name(unit)
+        ->transform(decimal_integer())
+        ->check(CLI::Range(lo, hi).description(""));
+}
+
+// What both benchmarks' command lines share; call it before adding any other option. A repeated
+// option takes its last value (CLI11 would reject the repetition), so that an option appended to
+// a script's list overrides the one before. --connect goes to `connect`.
+inline void add_shared_options(CLI::App& app, std::string& connect, bracketed_ipv4 bracketed_v4)
+{
+    app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    app.get_formatter()->column_width(help_option_width);
+    connect = default_connect();
+    const auto loopback = loopback_only(bracketed_v4);
+    auto* option = app.add_option("--connect", connect,
+                                  "Loopback ZooKeeper server (default: $ZK_CONNECT, else 127.0.0.1:2181)")
+                       ->type_name("HOST:PORT")
+                       ->transform(loopback);
+    // CLI11 checks only the values given: the default, which may come from $ZK_CONNECT, is
+    // checked once the parse is done. Not while parsing it, so that --help still works.
+    app.callback([option, loopback, &connect] {
+        if (option->count() > 0)
+            return;
+        if (auto error = loopback(connect); !error.empty())
+            throw CLI::ValidationError("$ZK_CONNECT", error);
+    });
+}
+
+// Parses argv with `app`: --help (-h) prints the help and ends the process (status 0); whatever
+// CLI11 rejects becomes a bench_error with its message.
+inline void parse_command_line(CLI::App& app, int argc, char** argv)
+{
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        if (e.get_exit_code() == 0)
+            std::exit(app.exit(e));
+        throw bench_error(fmt::format("{} (see --help)", e.what()));
     }
-}
-
-// The same with only --connect and integer options.
-template <class Options>
-void parse_args(int argc, char** argv, void (*usage)(std::FILE*), help_with_value help_value, Options& o,
-                std::type_identity_t<std::span<const integer_option<Options>>> integers)
-{
-    parse_args(argc, argv, usage, help_value, o, integers, {}, [](const std::string&, const std::string&) {});
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -82,47 +82,33 @@ struct options {
     bool run_raw = true, run_zkcoro = true;  // --only: one of them (for profiling)
 };
 
-void usage(std::FILE* f)
-{
-    std::fputs(
-        "usage: zkcoro-cycle-bench [--connect HOST:PORT] [--cycles N] [--rounds R]\n"
-        "                          [--warmup N] [--inflight N] [--pipeline-ms MS]\n"
-        "                          [--time-limit SECONDS] [--only raw|zkcoro]\n"
-        "  --connect     loopback ZooKeeper server (default: $ZK_CONNECT, else 127.0.0.1:2181)\n"
-        "  --cycles      measured cycles per implementation in total (default 2000)\n"
-        "  --rounds      minimum number of raw/zkcoro alternations (default 5; more are made when\n"
-        "                a round would outlast a quarter of the session timeout)\n"
-        "  --warmup      unmeasured cycles per implementation first (default 200)\n"
-        "  --inflight    pipelined: cycles at once (default 64)\n"
-        "  --pipeline-ms pipelined: run time per implementation (default 3000, at most 1/8 of the\n"
-        "                session timeout; 0 skips the pipelined part)\n"
-        "  --time-limit  overall limit in seconds (default 120); exceeding it is an error\n"
-        "  --only        raw | zkcoro: run one implementation only (for profiling)\n",
-        f);
-}
-
 options parse_options(int argc, char** argv)
 {
     options o;
-    o.connect = zkbench::default_connect();
-    static constexpr zkbench::integer_option<options> integers[] = {
-        {"--cycles", &options::cycles, 1, 10'000'000},
-        {"--rounds", &options::rounds, 1, 1'000'000},
-        {"--warmup", &options::warmup, 0, 10'000'000},
-        {"--inflight", &options::inflight, 1, 10'000},
-        {"--pipeline-ms", &options::pipeline_ms, 0, 600'000},
-        {"--time-limit", &options::time_limit, 1, 86'400},
-    };
-    static constexpr std::string_view others[] = {"--only"};
-    zkbench::parse_args(argc, argv, usage, zkbench::help_with_value::usage, o, integers, others,
-                        [&o](const std::string&, const std::string& value) {
-                            if (value != "raw" && value != "zkcoro")
-                                throw bench_error(
-                                    fmt::format("--only: expected raw or zkcoro, got \"{}\"", value));
-                            o.run_raw = value == "raw";
-                            o.run_zkcoro = value == "zkcoro";
-                        });
-    o.connect = zkbench::loopback_only(o.connect, zkbench::bracketed_ipv4::accept);
+    CLI::App app{"Latency and client CPU of a create + get_children + delete cycle: the raw ZooKeeper C client\n"
+                 "against zkcoro::client and zkcoro::mutex, one request at a time, then pipelined.",
+                 program};
+    zkbench::add_shared_options(app, o.connect, zkbench::bracketed_ipv4::accept);
+    zkbench::add_integer(app, "--cycles", o.cycles, 1, 10'000'000, "N", "Measured cycles per implementation in total");
+    zkbench::add_integer(app, "--rounds", o.rounds, 1, 1'000'000, "R",
+                         "Minimum number of raw/zkcoro alternations; more are made when a round would\n"
+                         "outlast a quarter of the session timeout");
+    zkbench::add_integer(app, "--warmup", o.warmup, 0, 10'000'000, "N", "Unmeasured cycles per implementation first");
+    zkbench::add_integer(app, "--inflight", o.inflight, 1, 10'000, "N", "Pipelined: cycles at once");
+    zkbench::add_integer(app, "--pipeline-ms", o.pipeline_ms, 0, 600'000, "MS",
+                         "Pipelined: run time per implementation, at most 1/8 of the session timeout;\n"
+                         "0 skips the pipelined part");
+    zkbench::add_integer(app, "--time-limit", o.time_limit, 1, 86'400, "SECONDS",
+                         "Overall limit; exceeding it is an error");
+    std::string only;
+    app.add_option("--only", only, "Run one implementation only (for profiling; default: both)")
+        ->type_name("raw|zkcoro")
+        ->check(CLI::IsMember({"raw", "zkcoro"}).description(""));
+    zkbench::parse_command_line(app, argc, argv);
+    if (!only.empty()) {
+        o.run_raw = only == "raw";
+        o.run_zkcoro = only == "zkcoro";
+    }
     o.rounds = std::min(o.rounds, o.cycles);
     return o;
 }

@@ -57,7 +57,6 @@
 #include <algorithm>
 #include <random>
 #include <set>
-#include <sstream>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -94,7 +93,7 @@ constexpr std::string_view all_workloads[] = {"uncontended", "demo",       "demo
 struct options {
     std::string connect;
     long cycles = 2000;     // uncontended: measured cycles
-    long warmup = -1;       // uncontended: unmeasured cycles first (-1: cycles / 10 in [5, 200])
+    long warmup = 0;        // uncontended: unmeasured cycles first (default: cycles / 10 in [5, 200])
     long tasks = 100;       // demo: tasks
     long per_task = 20;     // demo: acquisitions per task
     long duration_ms = 10000;  // cross_process, many_locks, read_write, semaphore: run time
@@ -112,81 +111,64 @@ struct options {
     bool runs(std::string_view w) const { return workloads.count(w) != 0; }
 };
 
-void usage(std::FILE* f)
-{
-    std::fputs(
-        "usage: zkcoro-lock-bench [--connect HOST:PORT] [--workloads LIST] [--cycles N] [--warmup N]\n"
-        "                         [--tasks T] [--per-task K] [--duration-ms MS] [--paths P]\n"
-        "                         [--many-tasks T] [--scale-tasks N] [--scale-locks L]\n"
-        "                         [--time-limit SECONDS]\n"
-        "       zkcoro-lock-bench --workloads cross_process --path /zkcoro-bench/x [--start-at-ms EPOCH_MS]\n"
-        "                         [--duration-ms MS] [--id NAME] [--connect HOST:PORT]\n"
-        "  --connect      loopback ZooKeeper server (default: $ZK_CONNECT, else 127.0.0.1:2181)\n"
-        "  --workloads    comma-separated, from uncontended, demo, demo_per_task, demo_no_handoff,\n"
-        "                 many_locks, read_write, semaphore, scale (default: all of them), or\n"
-        "                 cross_process alone\n"
-        "  --cycles       uncontended acquire+release cycles measured (default 2000)\n"
-        "  --warmup       uncontended cycles before measuring (default cycles/10, in [5, 200])\n"
-        "  --tasks        demo: tasks (default 100)\n"
-        "  --per-task     demo: acquisitions per task (default 20)\n"
-        "  --duration-ms  cross_process, many_locks, read_write, semaphore: run time (default 10000)\n"
-        "  --paths        many_locks: lock paths (default 1000)\n"
-        "  --many-tasks   many_locks: tasks (default 50)\n"
-        "  --scale-tasks  scale: waiting tasks (default 100000)\n"
-        "  --scale-locks  scale: locks they wait on (default 1000)\n"
-        "  --path         cross_process: the lock path shared with the other processes\n"
-        "  --start-at-ms  cross_process: start at this wall-clock time (ms since the epoch)\n"
-        "  --id           cross_process: a name for the PART line\n"
-        "  --time-limit   overall limit in seconds (default 300); exceeding it is an error\n",
-        f);
-}
-
 options parse_options(int argc, char** argv)
 {
     options o;
-    o.connect = zkbench::default_connect();
-    static constexpr zkbench::integer_option<options> integers[] = {
-        {"--cycles", &options::cycles, 1, 10'000'000},
-        {"--warmup", &options::warmup, 0, 10'000'000},
-        {"--tasks", &options::tasks, 1, 100'000},
-        {"--per-task", &options::per_task, 1, 10'000'000},
-        {"--duration-ms", &options::duration_ms, 10, 600'000},
-        {"--paths", &options::paths, 1, 100'000},
-        {"--many-tasks", &options::many_tasks, 1, 100'000},
-        {"--scale-tasks", &options::scale_tasks, 1, 10'000'000},
-        {"--scale-locks", &options::scale_locks, 1, 100'000},
-        {"--start-at-ms", &options::start_at_ms, 0, 100'000'000'000'000},
-        {"--time-limit", &options::time_limit, 1, 86'400},
-    };
-    static constexpr std::string_view others[] = {"--workloads", "--path", "--id"};
-    std::string list;
-    zkbench::parse_args(argc, argv, usage, zkbench::help_with_value::unknown, o, integers, others,
-                        [&](const std::string& name, const std::string& value) {
-                            if (name == "--workloads")
-                                list = value;
-                            else if (name == "--path")
-                                o.path = value;
-                            else
-                                o.id = value;
-                        });
+    CLI::App app{"Latency and throughput of zkcoro's lock recipes against a loopback ZooKeeper server.", program};
+    app.footer("cross_process, one of several processes on one lock (bench/run.sh starts them):\n"
+               "  zkcoro-lock-bench --workloads cross_process --path /zkcoro-bench/x [--start-at-ms EPOCH_MS]\n"
+               "                    [--duration-ms MS] [--id NAME] [--connect HOST:PORT]");
+    zkbench::add_shared_options(app, o.connect, zkbench::bracketed_ipv4::reject);
+    std::vector<std::string> known(std::begin(all_workloads), std::end(all_workloads));
+    known.emplace_back("cross_process");
+    std::vector<std::string> list;
+    auto* workloads = app.add_option("--workloads", list,
+                                     "Comma-separated, from uncontended, demo, demo_per_task, demo_no_handoff,\n"
+                                     "many_locks, read_write, semaphore, scale (default: all of them), or\n"
+                                     "cross_process alone")
+                          ->type_name("LIST")
+                          ->delimiter(',')
+                          ->allow_extra_args(false)  // one LIST per --workloads: no spaces between names
+                          ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)  // a repeated one adds to it
+                          ->check(CLI::IsMember(known).description(""));
+    using zkbench::add_integer;
+    add_integer(app, "--cycles", o.cycles, 1, 10'000'000, "N", "Uncontended: acquire+release cycles measured");
+    auto* warmup = add_integer(app, "--warmup", o.warmup, 0, 10'000'000, "N", "Uncontended: cycles before measuring",
+                               "cycles/10, in [5, 200]");
+    add_integer(app, "--tasks", o.tasks, 1, 100'000, "T", "Demo: tasks");
+    add_integer(app, "--per-task", o.per_task, 1, 10'000'000, "K", "Demo: acquisitions per task");
+    add_integer(app, "--duration-ms", o.duration_ms, 10, 600'000, "MS",
+                "cross_process, many_locks, read_write, semaphore: run time");
+    add_integer(app, "--paths", o.paths, 1, 100'000, "P", "many_locks: lock paths");
+    add_integer(app, "--many-tasks", o.many_tasks, 1, 100'000, "T", "many_locks: tasks");
+    add_integer(app, "--scale-tasks", o.scale_tasks, 1, 10'000'000, "N", "scale: waiting tasks");
+    add_integer(app, "--scale-locks", o.scale_locks, 1, 100'000, "L", "scale: locks they wait on");
+    app.add_option("--path", o.path, "cross_process: the lock path shared with the other processes (required)")
+        ->type_name("PATH");
+    add_integer(app, "--start-at-ms", o.start_at_ms, 0, 100'000'000'000'000, "EPOCH_MS",
+                "cross_process: start time, ms since the epoch; 0: at once");
+    // The id becomes a field of the PART line, which bench/run.sh splits at spaces and '='.
+    app.add_option("--id", o.id, fmt::format("cross_process: a name for the PART line (default {})", o.id))
+        ->type_name("NAME")
+        ->check(CLI::Validator(
+            [](std::string& v) -> std::string {
+                if (v.empty() || v.find_first_of(" \t\n=") != std::string::npos)
+                    return fmt::format("expected a non-empty name without spaces or '=', got \"{}\"", v);
+                return {};
+            },
+            "", "name"));
+    add_integer(app, "--time-limit", o.time_limit, 1, 86'400, "SECONDS",
+                "Overall limit; exceeding it is an error");
+    zkbench::parse_command_line(app, argc, argv);
+
     if (o.tasks * o.per_task > 100'000'000)
         throw bench_error("--tasks x --per-task: at most 100000000 acquisitions");
-    if (o.warmup < 0)
+    if (warmup->count() == 0)
         o.warmup = std::clamp<long>(o.cycles / 10, 5, 200);
-    if (list.empty()) {
+    if (workloads->count() == 0)
         o.workloads.insert(std::begin(all_workloads), std::end(all_workloads));
-    } else {
-        std::istringstream in(list);
-        std::string w;
-        for (int i = 0; i < 64 && std::getline(in, w, ','); ++i) {
-            if (w != "cross_process" && std::find(std::begin(all_workloads), std::end(all_workloads), w) ==
-                                            std::end(all_workloads))
-                throw bench_error(fmt::format("--workloads: unknown workload \"{}\"", w));
-            o.workloads.insert(w);
-        }
-        if (o.workloads.empty())
-            throw bench_error("--workloads: empty list");
-    }
+    else
+        o.workloads.insert(list.begin(), list.end());
     if (o.runs("cross_process")) {
         if (o.workloads.size() != 1)
             throw bench_error("--workloads: cross_process runs alone");
@@ -195,9 +177,6 @@ options parse_options(int argc, char** argv)
     } else if (!o.path.empty()) {
         throw bench_error("--path is for the cross_process workload only");
     }
-    if (o.id.empty() || o.id.find_first_of(" \t\n=") != std::string::npos)
-        throw bench_error("--id: expected a non-empty name without spaces or '='");
-    o.connect = zkbench::loopback_only(o.connect, zkbench::bracketed_ipv4::reject);
     return o;
 }
 
