@@ -1,5 +1,6 @@
 // The queue at a lock path, for `zklock status` and for the waiting line: zkcoro's and Curator's
-// nodes alike (same layouts), holder(s) first.
+// nodes alike (same layouts), holder(s) first. Who holds is the library's answer
+// (async_participants of the recipe objects), not restated here.
 //   mutex:      <path>/_c_<uuid>-lock-<seq>                 sorted by the text after "lock-"
 //   read-write: <path>/_c_<uuid>-__READ__<seq> / __WRIT__   zkcoro::sort_read_write
 //   semaphore:  <path>/leases/_c_<uuid>-lease-<seq>          the leases, then the entry queue
@@ -8,6 +9,7 @@
 
 #include <zkcoro/mutex.hpp>
 #include <zkcoro/path.hpp>
+#include <zkcoro/semaphore.hpp>
 #include <zkcoro/shared_mutex.hpp>
 
 #include <boost/asio/as_tuple.hpp>
@@ -18,6 +20,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <functional>
+#include <limits>
 #include <cmath>
 #include <chrono>
 #include <string_view>
@@ -26,57 +30,9 @@ namespace zklock {
 
 namespace {
 
-constexpr int zk_nonode = -101;  // ZooKeeper's ZNONODE (a node vanished while we looked)
-
-bool is_nonode(const zkcoro::error_code& ec)
-{
-    return ec.value() == zk_nonode && ec.category() == zkcoro::zookeeper_category();
-}
-
 bool contains(std::string_view s, std::string_view part)
 {
     return s.find(part) != std::string_view::npos;
-}
-
-// The children of `parent`; empty when it does not exist.
-asio::awaitable<std::vector<std::string>> children_of(zkcoro::client& zk, std::string parent)
-{
-    auto [ec, r] = co_await zk.async_get_children(parent, asio::as_tuple(asio::use_awaitable));
-    if (is_nonode(ec))
-        co_return std::vector<std::string>{};
-    if (ec)
-        throw boost::system::system_error(ec, "listing " + parent);
-    co_return std::move(r.children);
-}
-
-// Reads data and Stat of each named child, in order; nodes gone meanwhile are left out.
-asio::awaitable<void> read_entries(zkcoro::client& zk, std::string parent, std::vector<std::string> names,
-                                   std::string mode, std::vector<queue_entry>& out)
-{
-    for (auto& name : names) {
-        queue_entry e;
-        e.node = name;
-        e.path = zkcoro::join_path(parent, name);
-        e.mode = mode;
-        auto [ec, d] = co_await zk.async_get_data(e.path, asio::as_tuple(asio::use_awaitable));
-        if (is_nonode(ec))
-            continue;
-        if (ec)
-            throw boost::system::system_error(ec, "reading " + e.path);
-        e.data = std::move(d.data);
-        e.session = d.stat.ephemeral_owner;
-        e.ctime_ms = d.stat.ctime;
-        out.push_back(std::move(e));
-    }
-}
-
-std::vector<std::string> with(const std::vector<std::string>& names, std::string_view marker)
-{
-    std::vector<std::string> out;
-    for (const auto& n : names)
-        if (contains(n, marker))
-            out.push_back(n);
-    return out;
 }
 
 bool is_rw_node(std::string_view n)
@@ -96,93 +52,93 @@ bool is_foreign(std::string_view n)
     return !contains(n, "lock-") && !is_rw_node(n) && !is_semaphore_dir(n);
 }
 
-void mark_foreign(std::vector<queue_entry>& entries, std::size_t from, std::string_view marker)
+std::string mode_name(zkcoro::lock_mode m)
 {
-    for (std::size_t i = from; i < entries.size(); ++i)
-        if (!contains(entries[i].node, marker))
-            entries[i].mode = "foreign";
+    switch (m) {
+    case zkcoro::lock_mode::exclusive: return "";
+    case zkcoro::lock_mode::read: return "read";
+    case zkcoro::lock_mode::write: return "write";
+    case zkcoro::lock_mode::lease: return "lease";
+    case zkcoro::lock_mode::foreign: return "foreign";
+    }
+    return "";
 }
 
-// The mutex at `path` (`names` its children), in Curator's order: every child sorted by the text
-// after "lock-" (the whole name when absent), foreign ones included.
-asio::awaitable<void> list_mutex(zkcoro::client& zk, const std::string& path, std::vector<std::string> names,
-                                 queue_listing& q, std::string mode)
+// The queue as the recipe object reports it (holders first, by the library's own rules), as
+// status entries of `recipe_name`. Children that another recipe's section lists are skipped.
+template <class Lock>
+asio::awaitable<void> add_participants(Lock& lock, std::string recipe_name, std::string mode_override,
+                                       const std::function<bool(std::string_view)>& skip, queue_listing& q)
 {
-    zkcoro::sort_by_sequence(names, "lock-");
-    const std::size_t first = q.entries.size();
-    co_await read_entries(zk, path, names, mode, q.entries);
-    mark_foreign(q.entries, first, "lock-");
-    for (std::size_t i = first; i < q.entries.size(); ++i) {
-        auto& e = q.entries[i];
-        e.recipe = "mutex";
-        if (e.mode == "foreign") {
-            if (i == first) {
-                q.notes.push_back(fmt::format("foreign node {} sorts first and blocks the lock (Curator's order; "
-                                              "delete it if nobody owns it)",
-                                              escape(e.node)));
-            }
+    auto parts = co_await lock.async_participants(asio::use_awaitable);  // throws system_error
+    for (auto& p : parts) {
+        if (skip && skip(p.name))
             continue;
-        }
-        e.holding = i == first;
+        queue_entry e;
+        e.node = p.name;
+        e.path = p.path;
+        e.data = std::move(p.data);
+        e.session = p.session_id;
+        e.ctime_ms = p.ctime;
+        e.recipe = recipe_name;
+        e.mode = p.mode == zkcoro::lock_mode::foreign || mode_override.empty() ? mode_name(p.mode) : mode_override;
+        if (p.mode != zkcoro::lock_mode::foreign && p.mode != zkcoro::lock_mode::lease)
+            e.holding = p.holds;
+        q.entries.push_back(std::move(e));
     }
 }
 
-asio::awaitable<void> list_read_write(zkcoro::client& zk, const std::string& path, std::vector<std::string> names,
-                                      queue_listing& q)
+// The mutex at `path`, in Curator's order, foreign children included.
+asio::awaitable<void> list_mutex(zkcoro::client& zk, const std::string& path, queue_listing& q,
+                                 const std::function<bool(std::string_view)>& skip)
 {
-    zkcoro::sort_read_write(names);
+    zkcoro::mutex m(zk, path);
     const std::size_t first = q.entries.size();
-    for (const auto& n : names) {
-        std::vector<queue_entry> one;
-        std::vector<std::string> single{n};
-        std::string mode = contains(n, "__WRIT__") ? "write" : contains(n, "__READ__") ? "read" : "foreign";
-        co_await read_entries(zk, path, std::move(single), std::move(mode), one);
-        for (auto& e : one)
-            q.entries.push_back(std::move(e));
-    }
-    // A writer holds when first; a reader holds when no writer is ahead of it. A foreign node
-    // ahead of a writer blocks it (not the readers: they only look for writers).
-    bool writer_ahead = false;
-    bool noted = false;
+    co_await add_participants(m, "mutex", "", skip, q);
+    if (first < q.entries.size() && q.entries[first].mode == "foreign")
+        q.notes.push_back(fmt::format("foreign node {} sorts first and blocks the lock (Curator's order; "
+                                      "delete it if nobody owns it)",
+                                      escape(q.entries[first].node)));
+}
+
+asio::awaitable<void> list_read_write(zkcoro::client& zk, const std::string& path, queue_listing& q,
+                                      const std::function<bool(std::string_view)>& skip)
+{
+    zkcoro::shared_mutex rw(zk, path);
+    const std::size_t first = q.entries.size();
+    co_await add_participants(rw, "read-write", "", skip, q);
+    // A foreign node ahead of every writer blocks the writers (not the readers: they only look
+    // for writers). Holders come first, and a writer holds only when it is first in the queue.
     for (std::size_t i = first; i < q.entries.size(); ++i) {
-        auto& e = q.entries[i];
-        e.recipe = "read-write";
-        if (e.mode == "write") {
-            e.holding = i == first;
-            writer_ahead = true;
-        } else if (e.mode == "read") {
-            e.holding = !writer_ahead;
-        } else if (!noted && !writer_ahead) {
-            noted = true;
+        if (q.entries[i].mode == "write")
+            break;
+        if (q.entries[i].mode == "foreign") {
             q.notes.push_back(fmt::format("foreign node {} sorts before every writer and blocks the write lock",
-                                          escape(e.node)));
+                                          escape(q.entries[i].node)));
+            break;
         }
     }
 }
 
 asio::awaitable<void> list_semaphore(zkcoro::client& zk, const std::string& path, queue_listing& q)
 {
-    const auto leases_path = zkcoro::join_path(path, "leases");
-    const auto locks_path = zkcoro::join_path(path, "locks");
-    // Every child of leases/ counts as a lease taken (Curator counts them all).
-    auto leases = co_await children_of(zk, leases_path);
-    zkcoro::sort_by_sequence(leases, "lease-");
+    // Every child of leases/ counts as a lease taken (Curator counts them all), whatever the
+    // semaphore's size, which is not stored: list it as unbounded.
+    zkcoro::semaphore leases(zk, path, std::numeric_limits<int>::max());
     const std::size_t first = q.entries.size();
-    co_await read_entries(zk, leases_path, leases, "lease", q.entries);
-    mark_foreign(q.entries, first, "lease-");
+    co_await add_participants(leases, "semaphore", "", nullptr, q);
     for (std::size_t i = first; i < q.entries.size(); ++i)
         if (q.entries[i].mode == "foreign")
             q.notes.push_back(fmt::format("foreign node leases/{} counts as a lease taken", escape(q.entries[i].node)));
-    auto queued = co_await children_of(zk, locks_path);
-    zkcoro::sort_by_sequence(queued, "lock-");
+    // Those still waiting queue on the entry mutex at <path>/locks.
+    zkcoro::mutex entry(zk, zkcoro::join_path(path, "locks"));
     const std::size_t second = q.entries.size();
-    co_await read_entries(zk, locks_path, queued, "queued", q.entries);
-    mark_foreign(q.entries, second, "lock-");
+    co_await add_participants(entry, "semaphore", "queued", nullptr, q);
+    for (std::size_t i = second; i < q.entries.size(); ++i)
+        q.entries[i].holding.reset();
     if (second < q.entries.size() && q.entries[second].mode == "foreign")
         q.notes.push_back(fmt::format("foreign node locks/{} sorts first and blocks the semaphore's entry",
                                       escape(q.entries[second].node)));
-    for (std::size_t i = first; i < q.entries.size(); ++i)
-        q.entries[i].recipe = "semaphore";
 }
 
 }  // namespace
@@ -194,16 +150,13 @@ asio::awaitable<queue_listing> list_queue_as(zkcoro::client& zk, std::string pat
     if (r == recipe::semaphore) {
         q.recipe = "semaphore";
         co_await list_semaphore(zk, path, q);
+    } else if (r == recipe::read || r == recipe::write) {
+        q.recipe = "read-write";
+        co_await list_read_write(zk, path, q,
+                                 [](std::string_view n) { return contains(n, "lock-") || is_semaphore_dir(n); });
     } else {
-        auto names = co_await children_of(zk, path);
-        if (r == recipe::read || r == recipe::write) {
-            q.recipe = "read-write";
-            std::erase_if(names, [](const std::string& n) { return contains(n, "lock-") || is_semaphore_dir(n); });
-            co_await list_read_write(zk, path, std::move(names), q);
-        } else {
-            q.recipe = "mutex";
-            co_await list_mutex(zk, path, std::move(names), q, "");
-        }
+        q.recipe = "mutex";
+        co_await list_mutex(zk, path, q, nullptr);
     }
     co_return q;
 }
@@ -212,39 +165,35 @@ asio::awaitable<queue_listing> list_queue(zkcoro::client& zk, std::string path)
 {
     queue_listing q;
     q.path = path;
-    auto names = co_await children_of(zk, path);
+    auto [ec, r] = co_await zk.async_get_children(path, asio::as_tuple(asio::use_awaitable));
+    if (ec && ec != zkcoro::zk_errc::no_node)
+        throw boost::system::system_error(ec, "listing " + path);
+    const auto& names = r.children;
     const bool semaphore = std::any_of(names.begin(), names.end(), [](const std::string& n) { return is_semaphore_dir(n); });
     const bool rw = std::any_of(names.begin(), names.end(), [](const std::string& n) { return is_rw_node(n); });
     const bool mtx = std::any_of(names.begin(), names.end(), [](const std::string& n) { return contains(n, "lock-"); });
-    std::vector<std::string> foreign;
-    for (const auto& n : names)
-        if (is_foreign(n))
-            foreign.push_back(n);
+    const bool foreign = std::any_of(names.begin(), names.end(), [](const std::string& n) { return is_foreign(n); });
     std::vector<std::string> recipes;
     // Foreign children are listed once, in the first recipe's order that they affect.
     if (mtx) {
         recipes.emplace_back("mutex");
-        auto mine = with(names, "lock-");
-        mine.insert(mine.end(), foreign.begin(), foreign.end());
-        co_await list_mutex(zk, path, std::move(mine), q, "");
+        co_await list_mutex(zk, path, q, [](std::string_view n) { return is_rw_node(n) || is_semaphore_dir(n); });
     }
     if (rw) {
         recipes.emplace_back("read-write");
-        std::vector<std::string> mine;
-        for (const auto& n : names)
-            if (is_rw_node(n) || (!mtx && is_foreign(n)))
-                mine.push_back(n);
-        co_await list_read_write(zk, path, std::move(mine), q);
+        co_await list_read_write(zk, path, q, [mtx](std::string_view n) {
+            return contains(n, "lock-") || is_semaphore_dir(n) || (mtx && is_foreign(n));
+        });
     }
     if (semaphore) {
         recipes.emplace_back("semaphore");
         co_await list_semaphore(zk, path, q);
     }
-    if (!mtx && !rw && !foreign.empty()) {
+    if (!mtx && !rw && foreign) {
         // No lock yet, but a mutex or a writer taken here would queue behind the first of these.
         const std::size_t first = q.entries.size();
         const std::size_t notes = q.notes.size();
-        co_await list_mutex(zk, path, foreign, q, "foreign");
+        co_await list_mutex(zk, path, q, [](std::string_view n) { return !is_foreign(n); });
         for (std::size_t i = first; i < q.entries.size(); ++i)
             q.entries[i].recipe = "none";
         q.notes.resize(notes);
