@@ -80,10 +80,6 @@ constexpr const char* program = "zkcoro-lock-bench";
 
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
-// ZooKeeper result codes (zookeeper.h), as zkcoro passes them through.
-constexpr int zk_no_node = -101;
-constexpr int zk_not_empty = -111;
-
 // ---------------------------------------------------------------------------------------------
 // Options
 
@@ -295,16 +291,16 @@ asio::awaitable<void> remove_tree(zkcoro::client& zk, std::string path)
         for (const auto& child : listed.children) {
             std::string child_path = path + "/" + child;
             auto [cec] = co_await zk.async_remove(child_path, -1, use_tuple);
-            if (cec && cec != zkcoro::make_zk_error(zk_no_node))
+            if (cec && cec != zkcoro::zk_errc::no_node)
                 std::fprintf(stderr, "warning: deleting %s: %s\n", child_path.c_str(), cec.message().c_str());
         }
     }
     auto [ec] = co_await zk.async_remove(path, -1, use_tuple);
-    if (ec && ec != zkcoro::make_zk_error(zk_no_node))
+    if (ec && ec != zkcoro::zk_errc::no_node)
         std::fprintf(stderr, "warning: deleting %s: %s\n", path.c_str(), ec.message().c_str());
     std::string root = "/zkcoro-bench";
     auto [rec] = co_await zk.async_remove(root, -1, use_tuple);
-    if (rec && rec != zkcoro::make_zk_error(zk_no_node) && rec != zkcoro::make_zk_error(zk_not_empty))
+    if (rec && rec != zkcoro::zk_errc::no_node && rec != zkcoro::zk_errc::not_empty)
         std::fprintf(stderr, "warning: deleting %s: %s\n", root.c_str(), rec.message().c_str());
 }
 
@@ -477,7 +473,7 @@ asio::awaitable<void> cross_process(zkcoro::client& zk, const options& o, worklo
     // The last process to finish removes the lock path (the others find it still in use).
     for (const auto& p : {o.path, std::string("/zkcoro-bench")}) {
         auto [ec] = co_await zk.async_remove(p, -1, use_tuple);
-        if (ec && ec != zkcoro::make_zk_error(zk_no_node) && ec != zkcoro::make_zk_error(zk_not_empty))
+        if (ec && ec != zkcoro::zk_errc::no_node && ec != zkcoro::zk_errc::not_empty)
             std::fprintf(stderr, "warning: deleting %s: %s\n", p.c_str(), ec.message().c_str());
     }
 }

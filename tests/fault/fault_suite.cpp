@@ -258,7 +258,7 @@ std::optional<std::size_t> count_children(const std::string& connect, const std:
         auto [ec, r] = co_await c.async_get_children(path, asio::as_tuple(asio::use_awaitable));
         if (!ec)
             n = r.children.size();
-        else if (ec == zkcoro::make_zk_error(-101))  // ZNONODE: the container is gone too
+        else if (ec == zkcoro::zk_errc::no_node)  // the container is gone too
             n = 0;
         else
             error = ec.message();

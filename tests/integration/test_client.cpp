@@ -3,8 +3,6 @@
 
 #include <tcp_proxy.hpp>
 
-#include <zookeeper/zookeeper.h>
-
 #include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -48,7 +46,7 @@ TEST_CASE("basic operations")
         auto st = co_await c.async_set_data(base, "v2", 0);
         CHECK(st.version == 1);
         auto [ec_ver, st2] = co_await c.async_set_data(base, "v3", 0, asio::as_tuple(asio::use_awaitable));
-        CHECK(ec_ver == make_zk_error(ZBADVERSION));
+        CHECK(ec_ver == zkcoro::zk_errc::bad_version);
         CHECK(ec_ver.message().find("ZBADVERSION") != std::string::npos);
 
         auto e1 = co_await c.async_create(base + "/e-", "", create_mode::ephemeral_sequential);
@@ -64,11 +62,11 @@ TEST_CASE("basic operations")
         CHECK(ch.stat.num_children == 2);
 
         auto [ec_dup, r_dup] = co_await c.async_create(base, "", create_mode::persistent, asio::as_tuple(asio::use_awaitable));
-        CHECK(ec_dup == make_zk_error(ZNODEEXISTS));
+        CHECK(ec_dup == zkcoro::zk_errc::node_exists);
         auto [ec_ne] = co_await c.async_remove(base, -1, asio::as_tuple(asio::use_awaitable));
-        CHECK(ec_ne == make_zk_error(ZNOTEMPTY));
+        CHECK(ec_ne == zkcoro::zk_errc::not_empty);
         auto [ec_eph, r_eph] = co_await c.async_create(e1.path + "/x", "", create_mode::persistent, asio::as_tuple(asio::use_awaitable));
-        CHECK(ec_eph == make_zk_error(ZNOCHILDRENFOREPHEMERALS));
+        CHECK(ec_eph == zkcoro::zk_errc::no_children_for_ephemerals);
 
         co_await c.async_remove(e1.path);
         co_await c.async_remove(e2.path);
@@ -76,7 +74,7 @@ TEST_CASE("basic operations")
         auto ex = co_await c.async_exists(base);
         CHECK_FALSE(ex.stat.has_value());
         auto [ec_nn, r_nn] = co_await c.async_get_data(base, asio::as_tuple(asio::use_awaitable));
-        CHECK(ec_nn == make_zk_error(ZNONODE));
+        CHECK(ec_nn == zkcoro::zk_errc::no_node);
         CHECK_FALSE(is_retriable(ec_nn));
         co_await c.async_close();
         CHECK(c.state() == session_state::closed);
@@ -168,11 +166,11 @@ TEST_CASE("multi")
         bad.push_back(check_op{base, 7});
         bad.push_back(create_op{base + "/new2", "", create_mode::persistent});
         auto [ec, rb] = co_await c.async_multi(std::move(bad), asio::as_tuple(asio::use_awaitable));
-        CHECK(ec == make_zk_error(ZBADVERSION));
+        CHECK(ec == zkcoro::zk_errc::bad_version);
         REQUIRE(rb.size() == 3);
         CHECK_FALSE(rb[0].ec);
-        CHECK(rb[1].ec == make_zk_error(ZBADVERSION));
-        CHECK(rb[2].ec == make_zk_error(ZRUNTIMEINCONSISTENCY));
+        CHECK(rb[1].ec == zkcoro::zk_errc::bad_version);
+        CHECK(rb[2].ec == zkcoro::zk_errc::runtime_inconsistency);
         CHECK_FALSE((co_await c.async_exists(base + "/new")).stat.has_value());
 
         std::vector<multi_op> cleanup;
@@ -315,7 +313,7 @@ TEST_CASE("digest auth and ACL")
         co_await a.async_create(base, "private", create_mode::ephemeral);
         CHECK((co_await a.async_get_data(base)).data == "private");
         auto [ec, r] = co_await b.async_get_data(base, asio::as_tuple(asio::use_awaitable));
-        CHECK(ec == make_zk_error(ZNOAUTH));
+        CHECK(ec == zkcoro::zk_errc::no_auth);
     });
 }
 

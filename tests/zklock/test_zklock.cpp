@@ -295,7 +295,7 @@ asio::awaitable<void> create_all(zkcoro::client& zk, std::string path, std::stri
         std::tuple<zkcoro::error_code, zkcoro::create_result> r = co_await zk.async_create(
             parts[i], d, zkcoro::create_mode::persistent, asio::as_tuple(asio::use_awaitable));
         const zkcoro::error_code ec = std::get<0>(r);
-        if (ec && ec != zkcoro::make_zk_error(-110))  // ZNODEEXISTS
+        if (ec && ec != zkcoro::zk_errc::node_exists)
             throw boost::system::system_error(ec, "creating " + parts[i]);
     }
 }
