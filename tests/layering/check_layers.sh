@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The library's layering, checked on its sources (no build needed):
+#   recipes/ -> engine/ -> the client facade -> ops/ -> session/, driver/
+# - zookeeper.h (directly, or through driver/client_impl.hpp) only in driver/, ops/, session/, the
+#   client facade (client.cpp) and error.cpp (the C library's error texts);
+# - the engine, the recipes, async/ and the public headers include no driver or operations header;
+# - the recipes include no session header either, and the engine no recipe;
+# - no file under src/ exceeds 500 lines.
+# Usage: bash tests/layering/check_layers.sh [project root]
+set -euo pipefail
+cd "${1:-$(dirname "$0")/../..}"
+
+failures=0
+fail() {
+  echo "layering: $*" >&2
+  failures=$((failures + 1))
+}
+
+# Files under $1 that include a header matching the extended regex $2.
+includers() {
+  [ -d "$1" ] || return 0
+  grep -rlE "^[[:space:]]*#[[:space:]]*include[[:space:]]*[<\"]($2)" "$1" || true
+}
+
+c_client='zookeeper/zookeeper\.h|driver/'
+for dir in src/engine src/recipes src/async include; do
+  for f in $(includers "$dir" "$c_client|ops/"); do
+    fail "$f includes the C client, a driver or an operations header"
+  done
+done
+for f in $(includers src/recipes 'session/'); do
+  fail "$f (a recipe) includes a session header"
+done
+for f in $(includers src/engine 'recipes/'); do
+  fail "$f (the engine) includes a recipe"
+done
+for f in $(includers src/async 'engine/|recipes/|session/'); do
+  fail "$f (async/, below every layer) includes a layer above it"
+done
+for f in $(grep -rlE '^[[:space:]]*#[[:space:]]*include[[:space:]]*<zookeeper/zookeeper\.h>' src include); do
+  case $f in
+    src/driver/*|src/ops/*|src/session/*|src/client.cpp|src/error.cpp) ;;
+    *) fail "$f includes zookeeper.h" ;;
+  esac
+done
+while read -r lines file; do
+  [ "$file" = total ] && continue
+  if [ "$lines" -gt 500 ]; then fail "$file has $lines lines (at most 500)"; fi
+done < <(find src -type f \( -name '*.cpp' -o -name '*.hpp' \) -print0 | xargs -0 wc -l)
+
+if [ "$failures" -gt 0 ]; then
+  echo "layering: $failures violation(s)" >&2
+  exit 1
+fi
+echo "layering: ok ($(find src -type f \( -name '*.cpp' -o -name '*.hpp' \) | wc -l) files)"
