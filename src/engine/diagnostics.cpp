@@ -1,6 +1,7 @@
 #include "engine/diagnostics.hpp"
 
 #include <boost/asio/error.hpp>
+#include <boost/system/system_error.hpp>
 
 #include <fmt/format.h>
 
@@ -31,11 +32,22 @@ std::string_view advice(const error_code& ec) noexcept
     return "see the error's message";
 }
 
-std::string describe_failure(const client& zk, std::string_view operation, std::string_view path, const error_code& ec)
+std::string failure_context(const client& zk, std::string_view operation, std::string_view path, const error_code& ec)
 {
     auto server = zk.connected_server();
-    return fmt::format("{} {} failed: {} (session 0x{:x}, server {}): {}", operation, path, ec.message(),
-                       static_cast<std::uint64_t>(zk.session().id), server.empty() ? "none connected" : server, advice(ec));
+    return fmt::format("{} {} (session 0x{:x}, server {}): {}", operation, path,
+                       static_cast<std::uint64_t>(zk.session().id), server.empty() ? "none connected" : server,
+                       advice(ec));
+}
+
+std::string describe_failure(const client& zk, std::string_view operation, std::string_view path, const error_code& ec)
+{
+    return failure_context(zk, operation, path, ec) + ": " + ec.message();
+}
+
+void throw_failure(const client& zk, std::string_view operation, std::string_view path, const error_code& ec)
+{
+    throw boost::system::system_error(ec, failure_context(zk, operation, path, ec));
 }
 
 }  // namespace zkcoro::detail

@@ -13,8 +13,15 @@ namespace zkcoro::detail {
 // What a user can do about `ec` (pure: unit-tested), e.g. for ZNOAUTH "add credentials ...".
 std::string_view advice(const error_code& ec) noexcept;
 
-// "acquire /locks/a failed: ZNOAUTH: ... (session 0x1f2e, server 127.0.0.1:2181): add ..."
+// "acquire /locks/a (session 0x1f2e, server 127.0.0.1:2181): add credentials ..."
+std::string failure_context(const client& zk, std::string_view operation, std::string_view path, const error_code& ec);
+
+// The context and the error's message: "acquire /locks/a (...): add ...: ZNOAUTH: not authenticated".
 std::string describe_failure(const client& zk, std::string_view operation, std::string_view path, const error_code& ec);
+
+// Throws boost::system::system_error with the code and the context (what() then ends with the
+// code's message), for the throwing acquire() forms.
+[[noreturn]] void throw_failure(const client& zk, std::string_view operation, std::string_view path, const error_code& ec);
 
 }  // namespace zkcoro::detail
 

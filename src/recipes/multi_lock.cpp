@@ -11,6 +11,10 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <boost/asio/system_executor.hpp>
+#include <boost/system/system_error.hpp>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <iterator>
@@ -107,15 +111,18 @@ std::vector<std::string> multi_lock::order() const
 
 asio::awaitable<multi_guard> multi_lock::acquire()
 {
-    auto me = co_await this_task::id();
-    auto r = co_await async_acquire(me, clock::duration::max(), asio::use_awaitable);
+    auto r = co_await acquire(clock::duration::max());
     co_return std::move(*r);
 }
 
 asio::awaitable<std::optional<multi_guard>> multi_lock::acquire(clock::duration timeout)
 {
     auto me = co_await this_task::id();
-    co_return co_await async_acquire(me, timeout, asio::use_awaitable);
+    auto [ec, r] = co_await async_acquire(me, timeout, asio::as_tuple(asio::use_awaitable));
+    if (ec)
+        throw boost::system::system_error(ec, fmt::format("acquire all of {}: the locks already taken were released",
+                                                          fmt::join(order(), ", ")));
+    co_return std::move(r);
 }
 
 namespace {

@@ -1,9 +1,11 @@
 // zkcoro::mutex: Curator's InterProcessMutex, the lock object with the mutex rule.
 #include "engine/acquisition.hpp"
+#include "engine/diagnostics.hpp"
 #include "engine/lock_object.hpp"
 
 #include <zkcoro/mutex.hpp>
 
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 namespace zkcoro {
@@ -39,15 +41,17 @@ std::size_t mutex::hold_count(owner_id owner) const { return state_->held_count(
 
 asio::awaitable<guard> mutex::acquire()
 {
-    auto me = co_await this_task::id();
-    auto g = co_await async_acquire(me, std::chrono::steady_clock::duration::max(), asio::use_awaitable);
+    auto g = co_await acquire(std::chrono::steady_clock::duration::max());
     co_return std::move(*g);
 }
 
 asio::awaitable<std::optional<guard>> mutex::acquire(std::chrono::steady_clock::duration timeout)
 {
     auto me = co_await this_task::id();
-    co_return co_await async_acquire(me, timeout, asio::use_awaitable);
+    auto [ec, g] = co_await async_acquire(me, timeout, asio::as_tuple(asio::use_awaitable));
+    if (ec)
+        detail::throw_failure(state_->zk, "acquire", state_->path, ec);
+    co_return std::move(g);
 }
 
 asio::awaitable<std::optional<guard>> mutex::try_acquire()

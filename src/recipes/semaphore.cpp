@@ -155,13 +155,16 @@ lock_metrics semaphore::metrics() const
 
 asio::awaitable<std::vector<guard>> semaphore::acquire(int n)
 {
-    auto r = co_await async_acquire(n, std::chrono::steady_clock::duration::max(), asio::use_awaitable);
+    auto r = co_await acquire(n, std::chrono::steady_clock::duration::max());
     co_return std::move(*r);
 }
 
 asio::awaitable<std::optional<std::vector<guard>>> semaphore::acquire(int n, std::chrono::steady_clock::duration timeout)
 {
-    co_return co_await async_acquire(n, timeout, asio::use_awaitable);
+    auto [ec, r] = co_await async_acquire(n, timeout, asio::as_tuple(asio::use_awaitable));
+    if (ec)
+        detail::throw_failure(state_->zk, "acquire", state_->path, ec);
+    co_return std::move(r);
 }
 
 void semaphore::start_acquire(int n, std::chrono::steady_clock::duration t,
@@ -179,13 +182,16 @@ semaphore_mutex::semaphore_mutex(client& c, std::string path, mutex_options opts
 
 asio::awaitable<guard> semaphore_mutex::acquire()
 {
-    auto r = co_await async_acquire(0, std::chrono::steady_clock::duration::max(), asio::use_awaitable);
+    auto r = co_await acquire(std::chrono::steady_clock::duration::max());
     co_return std::move(*r);
 }
 
 asio::awaitable<std::optional<guard>> semaphore_mutex::acquire(std::chrono::steady_clock::duration timeout)
 {
-    co_return co_await async_acquire(0, timeout, asio::use_awaitable);
+    auto leases = co_await sem_.acquire(1, timeout);  // throws with the diagnostic
+    if (!leases)
+        co_return std::nullopt;
+    co_return std::move(leases->front());
 }
 
 void semaphore_mutex::start_acquire(std::chrono::steady_clock::duration t,

@@ -480,6 +480,19 @@ TEST_CASE("invalid lock path")
         auto [ec, g] = co_await m.async_acquire(1, 1s, asio::as_tuple(asio::use_awaitable));
         CHECK(ec == client_errc::invalid_path);
         CHECK_FALSE(g.has_value());
+        // The throwing form carries the diagnostic: the path, the session, the server, what to do.
+        std::string what;
+        try {
+            co_await m.acquire();
+        } catch (const boost::system::system_error& e) {
+            CHECK(e.code() == client_errc::invalid_path);
+            what = e.what();
+        }
+        INFO(what);
+        CHECK(what.find("acquire locks/no-slash") != std::string::npos);
+        CHECK(what.find(fmt::format("session 0x{:x}", c.session().id)) != std::string::npos);
+        CHECK(what.find("server 127.0.0.1:") != std::string::npos);
+        CHECK(what.find("check_path()") != std::string::npos);
     });
 }
 
