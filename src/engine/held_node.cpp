@@ -51,7 +51,14 @@ void fire_lost(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node
     if (h)
         h->set_lost();
     notify(s, next);
-    asio::co_spawn(s->zk.get_executor(), guaranteed_delete(access::share(s->zk), ns->node), asio::detached);
+    asio::co_spawn(s->zk.get_executor(), guaranteed_delete(access::share(s->zk), ns->node),
+                   [s, ns](std::exception_ptr, error_code ec) {
+                       if (ec)
+                           access::log(s->zk, log_level::error,
+                                       fmt::format("lock {}: the lost node could not be deleted: {}; it goes with "
+                                                   "its session",
+                                                   ns->node, ec.message()));
+                   });
 }
 
 // Whether an exists reply shows our node still there, owned by the session that created it.

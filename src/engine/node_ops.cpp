@@ -9,6 +9,8 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <fmt/format.h>
+
 #include <vector>
 
 namespace zkcoro::detail {
@@ -94,8 +96,13 @@ asio::awaitable<void> abandon_node(client zk, std::string parent, std::string pr
         auto [ec, path, st] = co_await find_protected(zk, parent, prefix);
         node = path;
     }
-    if (!node.empty())
-        co_await guaranteed_delete(std::move(zk), node);
+    if (node.empty())
+        co_return;
+    if (auto ec = co_await guaranteed_delete(access::share(zk), node))
+        access::log(zk, log_level::error,
+                    fmt::format("lock node {} of an unfinished acquisition could not be deleted: {}; it goes with "
+                                "its session",
+                                node, ec.message()));
 }
 
 asio::awaitable<error_code> ensure_path(client& zk, const std::string& path)
