@@ -16,16 +16,6 @@ awaitable<std::vector<std::string>> sorted_children(client& c, const std::string
 
 }  // namespace
 
-// Queue order: sequence after the marker; a write node before a read node of the same sequence.
-TEST_CASE("read-write sort order")
-{
-    std::vector<std::string> names{"_c_a-__READ__0000000003", "_c_b-__WRIT__0000000001",
-                                   "_c_c-__READ__0000000001", "_c_d-__READ__0000000000"};
-    sort_read_write(names);
-    CHECK(names == std::vector<std::string>{"_c_d-__READ__0000000000", "_c_b-__WRIT__0000000001",
-                                            "_c_c-__READ__0000000001", "_c_a-__READ__0000000003"});
-}
-
 // Readers share the lock; a writer waits for them and then excludes everyone.
 TEST_CASE("readers overlap, a writer excludes")
 {
@@ -48,6 +38,65 @@ TEST_CASE("readers overlap, a writer excludes")
         CHECK_FALSE((co_await ra.acquire_write(300ms)).has_value());  // and writers
         co_await w->release();
         CHECK((co_await ra.acquire_read(2s)).has_value());
+    });
+}
+
+// The participants, by the lock's own rules: the readers that hold first, then the waiting
+// writer, each with its mode; the semaphore and the multi-lock answer the same question.
+TEST_CASE("participants: holders first, with their mode")
+{
+    run_with_clients({.name = "rwparts", .clients = 3}, [&](fixture& f) -> awaitable<void> {
+        auto [a, b, c] = f.clients<3>();
+        shared_mutex ra(a, f.path), rb(b, f.path), rc(c, f.path);
+        auto r1 = co_await ra.acquire_read();
+        auto r2 = co_await rb.acquire_read();
+        std::optional<guard> w;
+        rc.writer().async_acquire(7, 20s, [&](error_code, std::optional<guard> g) { w = std::move(g); });
+        REQUIRE(co_await eventually([&]() -> awaitable<bool> { co_return (co_await sorted_children(a, f.path)).size() == 3; }));
+        auto parts = co_await ra.async_participants();
+        REQUIRE(parts.size() == 3);
+        CHECK(parts[0].mode == lock_mode::read);
+        CHECK(parts[0].holds);
+        CHECK(parts[1].mode == lock_mode::read);
+        CHECK(parts[1].holds);
+        CHECK(parts[2].mode == lock_mode::write);
+        CHECK_FALSE(parts[2].holds);
+        CHECK(parts[2].session_id == c.session().id);
+        co_await r1.release();
+        co_await r2.release();
+        REQUIRE(co_await eventually([&]() -> awaitable<bool> { co_return w.has_value(); }));
+        parts = co_await rb.async_participants();
+        REQUIRE(parts.size() == 1);
+        CHECK(parts[0].mode == lock_mode::write);
+        CHECK(parts[0].holds);
+        co_await w->release();
+
+        // A semaphore of 2 with 2 leases taken: both hold, as leases.
+        semaphore sa(a, f.path + "-sem", 2), sb(b, f.path + "-sem", 2);
+        auto l1 = co_await sa.acquire();
+        auto l2 = co_await sb.acquire();
+        auto leases = co_await sa.async_participants();
+        REQUIRE(leases.size() == 2);
+        CHECK(leases[0].mode == lock_mode::lease);
+        CHECK(leases[0].holds);
+        CHECK(leases[1].holds);
+        for (auto& l : l1)
+            co_await l.release();
+        for (auto& l : l2)
+            co_await l.release();
+
+        // A multi-lock lists each member's queue in the order it takes them.
+        mutex m1(a, f.path + "-m1"), m2(a, f.path + "-m2");
+        multi_lock ml({lock_ref(m2), lock_ref(m1)});
+        auto all = co_await ml.acquire();
+        auto members = co_await ml.async_participants();
+        REQUIRE(members.size() == 2);
+        CHECK(members[0].path.rfind(f.path + "-m1/", 0) == 0);
+        CHECK(members[1].path.rfind(f.path + "-m2/", 0) == 0);
+        CHECK(members[0].holds);
+        CHECK(members[1].holds);
+        CHECK(members[0].mode == lock_mode::exclusive);
+        co_await all.release();
     });
 }
 

@@ -53,6 +53,16 @@ TEST_CASE("read-write sort: one sequence space, a write node before a read node 
     CHECK(f == names{"0", read_node(1)});
 }
 
+// Queue order: sequence after the marker; a write node before a read node of the same sequence.
+TEST_CASE("read-write sort order (Curator's names)")
+{
+    names n{"_c_a-__READ__0000000003", "_c_b-__WRIT__0000000001",
+                                   "_c_c-__READ__0000000001", "_c_d-__READ__0000000000"};
+    sort_read_write(n);
+    CHECK(n == names{"_c_d-__READ__0000000000", "_c_b-__WRIT__0000000001",
+                                            "_c_c-__READ__0000000001", "_c_a-__READ__0000000003"});
+}
+
 TEST_CASE("mutex rule: the first holds, each waiter watches the one just before it")
 {
     names q{lock_node(1), lock_node(2), lock_node(3)};
