@@ -8,9 +8,8 @@
 #   bash scripts/coverage.sh --report-only          # report on the .gcda files already there
 #   bash scripts/coverage.sh --no-suite=zklock      # extra options go to meson test
 #
-# Needs the Debian package gcovr (scripts/install-deps.sh does not install it). The counts of a
-# run add up with those of earlier runs: the .gcda files are deleted before the tests run, so a
-# report covers one run only. Every step is bounded (meson test's per-test timeouts, doubled for
+# Needs the Debian package gcovr (scripts/install-deps.sh does not install it). The .gcda files
+# are deleted before the tests run, so a report covers one run only. Every step is bounded (meson test's per-test timeouts, doubled for
 # the slower instrumented build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
