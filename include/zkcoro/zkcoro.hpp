@@ -6,6 +6,7 @@
 #include <zkcoro/client_config.hpp>
 #include <zkcoro/error.hpp>
 #include <zkcoro/guard.hpp>
+#include <zkcoro/lock_options.hpp>
 #include <zkcoro/metrics.hpp>
 #include <zkcoro/multi_lock.hpp>
 #include <zkcoro/mutex.hpp>

@@ -12,7 +12,8 @@
 #include <zkcoro/client.hpp>
 #include <zkcoro/guard.hpp>
 #include <zkcoro/metrics.hpp>
-#include <zkcoro/mutex.hpp>
+#include <zkcoro/lock_options.hpp>
+#include <zkcoro/queue_order.hpp>
 
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/steady_timer.hpp>
