@@ -4,6 +4,7 @@
 #include "driver/client_impl.hpp"
 
 #include <zkcoro/client.hpp>
+#include <zkcoro/detail/access.hpp>
 #include <zkcoro/error.hpp>
 
 #include <fmt/format.h>
@@ -105,5 +106,13 @@ void client::start(op_wait_state w, detail::any_handler<void(error_code, session
 {
     impl_->wait_state(w.known, std::make_shared<op_state<session_state>>(std::move(h), impl_->executor));
 }
+
+namespace detail {
+
+client access::share(const client& c) { return client(c.impl_, false); }
+
+void access::log(const client& c, log_level level, std::string_view message) { c.log(level, message); }
+
+}  // namespace detail
 
 }  // namespace zkcoro

@@ -114,4 +114,10 @@ void guard::release_with(detail::any_handler<void(error_code)> handler)
     std::exchange(lease_, nullptr)->release(std::move(handler));
 }
 
+namespace detail {
+
+guard access::make_guard(std::shared_ptr<lease> l, owner_id owner) { return guard(std::move(l), owner); }
+
+}  // namespace detail
+
 }  // namespace zkcoro

@@ -1,6 +1,7 @@
 // zkcoro::watch: waiting for a watch that the registry (ops/registry.cpp) delivers.
 #include "driver/client_impl.hpp"
 
+#include <zkcoro/detail/access.hpp>
 #include <zkcoro/watch.hpp>
 
 #include <boost/asio/system_executor.hpp>
@@ -45,5 +46,11 @@ bool watch::ready() const noexcept
     std::lock_guard lk(st_->m);
     return st_->fired;
 }
+
+namespace detail {
+
+watch access::make_watch(std::shared_ptr<watch_state> st) { return watch(std::move(st)); }
+
+}  // namespace detail
 
 }  // namespace zkcoro
