@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The library's layering, checked on its sources (no build needed):
-#   recipes/ -> engine/ -> the client facade -> ops/ -> session/, driver/
-# - zookeeper.h (directly, or through driver/client_impl.hpp) only in driver/, ops/, session/, the
-#   client facade (client.cpp) and error.cpp (the C library's error texts);
+#   recipes/ -> engine/ -> the client facade -> ops/ -> driver/ -> session/ (pure); async/ below all
+# - zookeeper.h (directly, or through driver/client_impl.hpp) only in driver/, ops/, the client
+#   facade (client.cpp) and error.cpp (the C library's error texts);
+# - session/ (the session state machine) includes no other layer;
 # - the engine, the recipes, async/ and the public headers include no driver or operations header;
 # - the recipes include no session header either, and the engine no recipe;
 # - no file under src/ exceeds 500 lines.
@@ -34,12 +35,15 @@ done
 for f in $(includers src/engine 'recipes/'); do
   fail "$f (the engine) includes a recipe"
 done
+for f in $(includers src/session 'driver/|ops/|engine/|recipes/|async/|zookeeper/'); do
+  fail "$f (the session machine, pure) includes another layer"
+done
 for f in $(includers src/async 'engine/|recipes/|session/'); do
   fail "$f (async/, below every layer) includes a layer above it"
 done
 for f in $(grep -rlE '^[[:space:]]*#[[:space:]]*include[[:space:]]*<zookeeper/zookeeper\.h>' src include); do
   case $f in
-    src/driver/*|src/ops/*|src/session/*|src/client.cpp|src/error.cpp) ;;
+    src/driver/*|src/ops/*|src/client.cpp|src/error.cpp) ;;
     *) fail "$f includes zookeeper.h" ;;
   esac
 done

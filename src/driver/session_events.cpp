@@ -1,6 +1,6 @@
-// The session, as the driver sees it: connecting (and waiting for it), waiting for a change of
+// The session, as the driver runs it: connecting (and waiting for it), waiting for a change of
 // state, and the C library's session events turned into the state machine's actions
-// (session/session_fsm.hpp decides; this file applies).
+// (session/session_fsm.hpp decides, purely; this file applies its decisions to the handle).
 #include "driver/client_impl.hpp"
 
 #include <zkcoro/error.hpp>
