@@ -50,22 +50,25 @@ class op_state : public op_base {
 public:
     using handler_type = any_handler<void(error_code, Args...)>;
 
-    op_state(handler_type h, const asio::any_io_executor& io_ex)
-        : handler_(std::move(h)), io_ex_(io_ex), ex_(asio::get_associated_executor(handler_, io_ex))
+    op_state(handler_type h, const asio::any_io_executor& io_ex) : handler_(std::move(h)), io_ex_(io_ex)
     {
         // The common case: the handler runs on the client's own executor (a coroutine on the
         // same io_context). Then one post to it suffices, and the work is tracked through the
         // client's executor, which needs no allocation (the type-erased completion executor
-        // wrapping an any_io_executor is a shared, reference-counted object).
-        if (auto* t = ex_.target<asio::any_io_executor>(); t && *t == io_ex_)
-            same_ = true;
-        else if (auto* c = ex_.target<asio::io_context::executor_type>())
-            same_ = io_ex_.target<asio::io_context::executor_type>() && *c == *io_ex_.target<asio::io_context::executor_type>();
-        if (same_) {
-            ex_ = asio::any_completion_executor{};
+        // wrapping an any_io_executor is a shared, reference-counted object). The other case
+        // keeps its executor and work apart, so that a pending operation of the common case
+        // does not carry two unused type-erased executors (about 60 bytes per waiting task).
+        auto ex = asio::get_associated_executor(handler_, io_ex);
+        bool same = false;
+        if (auto* t = ex.template target<asio::any_io_executor>(); t && *t == io_ex_)
+            same = true;
+        else if (auto* c = ex.template target<asio::io_context::executor_type>())
+            same = io_ex_.target<asio::io_context::executor_type>() && *c == *io_ex_.target<asio::io_context::executor_type>();
+        if (same) {
             io_work_ = asio::prefer(io_ex_, asio::execution::outstanding_work.tracked);
         } else {
-            work_ = asio::prefer(ex_, asio::execution::outstanding_work.tracked);
+            auto work = asio::prefer(ex, asio::execution::outstanding_work.tracked);
+            elsewhere_ = std::make_unique<other_executor>(other_executor{std::move(ex), std::move(work)});
         }
     }
 
@@ -76,7 +79,7 @@ public:
         if (done.exchange(true))
             return false;
         auto h = std::move(handler_);
-        if (same_) {
+        if (!elsewhere_) {
             asio::post(io_ex_, [h = std::move(h), ec, args = std::make_tuple(Args(std::forward<Vs>(vs))...),
                                 work = std::exchange(io_work_, asio::any_io_executor{}), bound = bound_.load()]() mutable {
                 auto slot = asio::get_associated_cancellation_slot(h);
@@ -86,9 +89,9 @@ public:
             });
             return true;
         }
-        auto work = std::exchange(work_, asio::any_completion_executor{});
+        auto work = std::exchange(elsewhere_->work, asio::any_completion_executor{});
         // Posted through the client's I/O executor (never inline), then run on the handler's own.
-        asio::post(io_ex_, asio::bind_executor(ex_, [h = std::move(h), ec, args = std::make_tuple(Args(std::forward<Vs>(vs))...),
+        asio::post(io_ex_, asio::bind_executor(elsewhere_->ex, [h = std::move(h), ec, args = std::make_tuple(Args(std::forward<Vs>(vs))...),
                         work = std::move(work), bound = bound_.load()]() mutable {
             // The cancellation handler we installed must not outlive the operation. A slot we
             // handed on (to co_spawn) is its user's to clear, not ours.
@@ -142,15 +145,19 @@ public:
     }
 
 private:
+    // The handler's own executor, when it is not the client's, and the work that keeps its
+    // execution context from running out while we are pending.
+    struct other_executor {
+        asio::any_completion_executor ex;
+        asio::any_completion_executor work;
+    };
+
     handler_type handler_;
     std::atomic<bool> bound_{false};
     asio::any_io_executor io_ex_;
-    asio::any_completion_executor ex_;
-    // Keeps the handler's execution context from running out of work while we are pending
-    // (io_work_ when the handler runs on the client's executor, work_ otherwise).
-    asio::any_completion_executor work_;
+    // The work on the client's executor when the handler runs there; else elsewhere_.
     asio::any_io_executor io_work_;
-    bool same_ = false;
+    std::unique_ptr<other_executor> elsewhere_;
 };
 
 }  // namespace zkcoro::detail
