@@ -84,12 +84,19 @@ asio::awaitable<std::tuple<error_code, std::string, node_stat>> find_protected(c
 asio::awaitable<void> abandon_node(client zk, std::string parent, std::string prefix, std::string node)
 {
     if (node.empty()) {
+        error_code last;
         for (int attempt = 0; attempt < 20; ++attempt) {
             auto [ec, path, st] = co_await find_protected(zk, parent, prefix);
-            if (!ec)
+            last = ec;
+            if (!ec || !is_retriable(ec) || !co_await wait_connected(zk, clock::now() + 60s))
                 break;
-            if (!is_retriable(ec) || !co_await wait_connected(zk, clock::now() + 60s))
-                co_return;
+        }
+        if (last) {
+            access::log(zk, log_level::error,
+                        fmt::format("lock {}: could not look for the node of an unfinished acquisition ({}*): {}; "
+                                    "if it was made, it goes with its session",
+                                    parent, prefix, last.message()));
+            co_return;
         }
         // A find before the create's reply would miss it: the client layer deletes an abandoned
         // create's node itself when the reply comes.
