@@ -13,9 +13,6 @@
 #include <boost/asio/system_executor.hpp>
 #include <boost/system/system_error.hpp>
 
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-
 #include <algorithm>
 #include <iterator>
 
@@ -119,9 +116,12 @@ asio::awaitable<std::optional<multi_guard>> multi_lock::acquire(clock::duration 
 {
     auto me = co_await this_task::id();
     auto [ec, r] = co_await async_acquire(me, timeout, asio::as_tuple(asio::use_awaitable));
-    if (ec)
-        throw boost::system::system_error(ec, fmt::format("acquire all of {}: the locks already taken were released",
-                                                          fmt::join(order(), ", ")));
+    if (ec) {
+        std::string paths;
+        for (const auto& p : order())
+            paths += (paths.empty() ? "" : ", ") + p;
+        throw boost::system::system_error(ec, "acquire all of " + paths + ": the locks already taken were released");
+    }
     co_return std::move(r);
 }
 
