@@ -24,24 +24,11 @@ void lease::async_wait_lost(any_handler<void(error_code)> handler)
     op->complete(lost() ? make_error_code(client_errc::lock_lost) : make_error_code(asio::error::operation_aborted));
 }
 
-bool lease::set_lost()
-{
-    std::vector<std::shared_ptr<op_state<>>> waiters;
-    {
-        std::lock_guard lk(m_);
-        if (ended_)
-            return false;
-        ended_ = true;
-        lost_ = true;
-        waiters.swap(lost_waiters_);
-    }
-    lost_signal_.emit(asio::cancellation_type::terminal);
-    for (auto& w : waiters)
-        w->complete(client_errc::lock_lost);
-    return true;
-}
+bool lease::set_lost() { return end(true); }
 
-bool lease::set_released()
+bool lease::set_released() { return end(false); }
+
+bool lease::end(bool lost)
 {
     std::vector<std::shared_ptr<op_state<>>> waiters;
     {
@@ -49,10 +36,14 @@ bool lease::set_released()
         if (ended_)
             return false;
         ended_ = true;
+        lost_ = lost;
         waiters.swap(lost_waiters_);
     }
+    if (lost)
+        lost_signal_.emit(asio::cancellation_type::terminal);
+    const error_code ec = lost ? make_error_code(client_errc::lock_lost) : make_error_code(asio::error::operation_aborted);
     for (auto& w : waiters)
-        w->complete(asio::error::operation_aborted);
+        w->complete(ec);
     return true;
 }
 

@@ -61,6 +61,8 @@ protected:
     bool set_released();
 
 private:
+    bool end(bool lost);
+
     asio::any_io_executor ex_;
     std::int64_t token_;
     owner_id owner_;

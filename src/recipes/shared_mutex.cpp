@@ -15,22 +15,21 @@ shared_mutex::shared_mutex(client& c, std::string path, mutex_options opts)
     auto listing = [markers](const std::vector<std::string>& sorted, std::size_t i) {
         return holds_at(sorted, i, read_write_rule, markers);
     };
-    recipe_params write_params;
-    write_params.base_name = std::string(write_marker);
-    write_params.sort = sort_read_write;
-    write_params.rule = write_rule;
-    write_params.listing_holds = listing;
-    // No in-memory handoff between our writers: it would let them pass readers (ours or
-    // others') queued before them, breaking the arrival order between the two sides.
-    write_params.local_handoff_allowed = false;
-    write_params.markers = markers;
-    recipe_params read_params;
-    read_params.base_name = std::string(read_marker);
-    read_params.sort = sort_read_write;
-    read_params.rule = read_rule;
-    read_params.listing_holds = listing;
-    read_params.local_handoff_allowed = false;
-    read_params.markers = markers;
+    // Both sides share the sort, the markers and the listing; neither hands over in memory: a
+    // handoff between our writers would let them pass readers (ours or others') queued before
+    // them, breaking the arrival order between the two sides.
+    auto side = [&](std::string_view marker, queue_rule rule) {
+        recipe_params p;
+        p.base_name = std::string(marker);
+        p.sort = sort_read_write;
+        p.rule = std::move(rule);
+        p.listing_holds = listing;
+        p.local_handoff_allowed = false;
+        p.markers = markers;
+        return p;
+    };
+    auto write_params = side(write_marker, write_rule);
+    auto read_params = side(read_marker, read_rule);
 
     // Each side's hooks look at the other side, made after them.
     struct sides {
