@@ -3,19 +3,18 @@
 #ifndef ZKCORO_SRC_ENGINE_ACQUISITION_HPP
 #define ZKCORO_SRC_ENGINE_ACQUISITION_HPP
 
+#include "async/coroutine.hpp"
 #include "async/op_state.hpp"
+#include "engine/diagnostics.hpp"
 
 #include <zkcoro/error.hpp>
 #include <zkcoro/metrics.hpp>
 
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/error.hpp>
 
 #include <algorithm>
 #include <chrono>
-#include <exception>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -58,8 +57,8 @@ inline void note_outcome(lock_metrics& m, const error_code& ec, bool granted, st
 }
 
 // Counts how an acquisition that began at `started` ended, in the metrics of `s` (a recipe's
-// state: members m and metrics, and report_failure(ec) for the diagnostic of a failure), then
-// completes its operation.
+// state: members m, metrics, zk and path), logs the diagnostic of a failure, then completes its
+// operation.
 template <class State, class R>
 void complete_counted(State& s, op_state<std::optional<R>>& op, std::chrono::steady_clock::time_point started,
                       error_code ec, std::optional<R> result)
@@ -69,7 +68,7 @@ void complete_counted(State& s, op_state<std::optional<R>>& op, std::chrono::ste
         note_outcome(s.metrics, ec, result.has_value(), std::chrono::steady_clock::now() - started);
     }
     if (ec && ec != asio::error::operation_aborted)
-        s.report_failure(ec);
+        log_failure(s.zk, "acquire", s.path, ec);
     op.complete(ec, std::move(result));
 }
 
@@ -79,20 +78,11 @@ template <class State, class R>
 void spawn_counted(const std::shared_ptr<State>& s, asio::awaitable<std::tuple<error_code, std::optional<R>>> coro,
                    std::shared_ptr<op_state<std::optional<R>>> op, std::chrono::steady_clock::time_point started)
 {
-    auto done = [s, op, started](std::exception_ptr e, std::tuple<error_code, std::optional<R>> r) {
-        auto& [ec, result] = r;
-        if (e) {
-            ec = zk_errc::system_error;
-            result.reset();
-        }
-        complete_counted(*s, *op, started, ec, std::move(result));
-    };
-    auto ex = s->zk.get_executor();
     auto slot = op->cancellation_slot();
-    if (slot.is_connected())
-        asio::co_spawn(ex, std::move(coro), asio::bind_cancellation_slot(slot, std::move(done)));
-    else
-        asio::co_spawn(ex, std::move(coro), std::move(done));
+    spawn_with(s->zk.get_executor(), std::move(coro), slot,
+               [s, op = std::move(op), started](error_code ec, std::optional<R> result) {
+                   complete_counted(*s, *op, started, ec, std::move(result));
+               });
 }
 
 }  // namespace zkcoro::detail

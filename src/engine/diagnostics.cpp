@@ -1,5 +1,7 @@
 #include "engine/diagnostics.hpp"
 
+#include <zkcoro/detail/access.hpp>
+
 #include <boost/asio/error.hpp>
 #include <boost/system/system_error.hpp>
 
@@ -43,6 +45,11 @@ std::string failure_context(const client& zk, std::string_view operation, std::s
 std::string describe_failure(const client& zk, std::string_view operation, std::string_view path, const error_code& ec)
 {
     return failure_context(zk, operation, path, ec) + ": " + ec.message();
+}
+
+void log_failure(const client& zk, std::string_view operation, std::string_view path, const error_code& ec)
+{
+    access::log(zk, log_level::warn, describe_failure(zk, operation, path, ec));
 }
 
 void throw_failure(const client& zk, std::string_view operation, std::string_view path, const error_code& ec)

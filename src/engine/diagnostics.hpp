@@ -19,6 +19,9 @@ std::string failure_context(const client& zk, std::string_view operation, std::s
 // The context and the error's message: "acquire /locks/a (...): add ...: ZNOAUTH: not authenticated".
 std::string describe_failure(const client& zk, std::string_view operation, std::string_view path, const error_code& ec);
 
+// Logs describe_failure at warn level through the client's sink.
+void log_failure(const client& zk, std::string_view operation, std::string_view path, const error_code& ec);
+
 // Throws boost::system::system_error with the code and the context (what() then ends with the
 // code's message), for the throwing acquire() forms.
 [[noreturn]] void throw_failure(const client& zk, std::string_view operation, std::string_view path, const error_code& ec);

@@ -3,7 +3,6 @@
 #include "engine/lock_object.hpp"
 
 #include "engine/acquisition.hpp"
-#include "engine/diagnostics.hpp"
 #include "engine/lock_queue.hpp"
 
 #include <zkcoro/detail/access.hpp>
@@ -167,11 +166,6 @@ std::size_t lock_object::held_count(owner_id owner)
     std::lock_guard lk(m);
     auto it = holds.find(owner);
     return it == holds.end() || it->second->lost() ? 0 : it->second->count;
-}
-
-void lock_object::report_failure(const error_code& ec) const
-{
-    access::log(zk, log_level::warn, describe_failure(zk, "acquire", path, ec));
 }
 
 zk_lease::zk_lease(std::shared_ptr<lock_object> obj, std::shared_ptr<node_state> ns, owner_id owner)

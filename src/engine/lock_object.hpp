@@ -134,9 +134,6 @@ public:
     std::optional<std::string> held_node(owner_id owner);
     std::size_t held_count(owner_id owner);
 
-    // Logs the diagnostic of a failed acquisition (complete_counted calls it).
-    void report_failure(const error_code& ec) const;
-
     client zk;
     const std::string path;
     mutex_options opts;

@@ -5,6 +5,8 @@
 // deletion grants by itself, no further round trip. The decisions are pure (engine/rules.hpp);
 // this file is the I/O around them, and each step's failure handling.
 #include "engine/lock_queue.hpp"
+
+#include "async/coroutine.hpp"
 #include "engine/node_ops.hpp"
 
 #include <zkcoro/detail/access.hpp>
@@ -31,12 +33,6 @@ namespace {
 using clock = std::chrono::steady_clock;
 using asio::awaitable;
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
-
-awaitable<bool> cancelled()
-{
-    auto cs = co_await asio::this_coro::cancellation_state;
-    co_return cs.cancelled() != asio::cancellation_type::none;
-}
 
 // One acquisition's walk through the queue. Each step returns what to do next.
 class queue_walk {

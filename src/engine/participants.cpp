@@ -1,10 +1,10 @@
 // A listing of a lock's queue, holders first, by the recipe's own rule.
+#include "async/coroutine.hpp"
 #include "engine/lock_object.hpp"
 
 #include <zkcoro/path.hpp>
 
 #include <boost/asio/as_tuple.hpp>
-#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
@@ -51,12 +51,9 @@ asio::awaitable<participants_result> list_participants(std::shared_ptr<lock_obje
 
 void lock_object::participants(std::shared_ptr<op_state<std::vector<participant>>> op)
 {
-    asio::co_spawn(zk.get_executor(), list_participants(shared_from_this()),
-                   [op](std::exception_ptr e, participants_result r) {
-                       if (e)
-                           return void(op->complete(zk_errc::system_error, std::vector<participant>{}));
-                       op->complete(std::get<0>(r), std::move(std::get<1>(r)));
-                   });
+    // No slot: a listing (a few reads) is not cancelled.
+    spawn_with(zk.get_executor(), list_participants(shared_from_this()), {},
+               [op](error_code ec, std::vector<participant> parts) { op->complete(ec, std::move(parts)); });
 }
 
 }  // namespace zkcoro::detail

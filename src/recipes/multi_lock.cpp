@@ -1,16 +1,14 @@
 // All-or-nothing acquisition of several locks, sorted by path, with one deadline.
+#include "async/coroutine.hpp"
 #include "async/op_state.hpp"
 #include "engine/acquisition.hpp"
 
 #include <zkcoro/multi_lock.hpp>
 
 #include <boost/asio/as_tuple.hpp>
-#include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/system_executor.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
-
-#include <boost/asio/system_executor.hpp>
 #include <boost/system/system_error.hpp>
 
 #include <algorithm>
@@ -159,16 +157,8 @@ void multi_lock::start_acquire(owner_id o, clock::duration t,
     if (locks_.empty())
         return void(op->complete(client_errc::invalid_argument, std::nullopt));
     auto deadline = detail::deadline_after(t);
-    auto done = [op](std::exception_ptr e, multi_outcome r) {
-        if (e)
-            return void(op->complete(zk_errc::system_error, std::nullopt));
-        op->complete(std::get<0>(r), std::move(std::get<1>(r)));
-    };
-    auto slot = op->cancellation_slot();
-    if (slot.is_connected())
-        asio::co_spawn(ex, acquire_all(locks_, o, deadline), asio::bind_cancellation_slot(slot, std::move(done)));
-    else
-        asio::co_spawn(ex, acquire_all(locks_, o, deadline), std::move(done));
+    detail::spawn_with(ex, acquire_all(locks_, o, deadline), op->cancellation_slot(),
+                       [op](error_code ec, std::optional<multi_guard> g) { op->complete(ec, std::move(g)); });
 }
 
 namespace {
@@ -192,11 +182,8 @@ asio::awaitable<participants_outcome> list_all(std::vector<lock_ref> members)
 void multi_lock::start_participants(detail::any_handler<void(error_code, std::vector<participant>)> handler)
 {
     auto op = std::make_shared<detail::op_state<std::vector<participant>>>(std::move(handler), get_executor());
-    asio::co_spawn(get_executor(), list_all(locks_), [op](std::exception_ptr e, participants_outcome r) {
-        if (e)
-            return void(op->complete(zk_errc::system_error, std::vector<participant>{}));
-        op->complete(std::get<0>(r), std::move(std::get<1>(r)));
-    });
+    detail::spawn_with(get_executor(), list_all(locks_), {},
+                       [op](error_code ec, std::vector<participant> parts) { op->complete(ec, std::move(parts)); });
 }
 
 }  // namespace zkcoro

@@ -58,11 +58,6 @@ struct semaphore_state {
             access::make_mutex(std::make_shared<lock_object>(c, join_path(path, "leases"), opts, std::move(lease))));
     }
 
-    void report_failure(const error_code& ec) const
-    {
-        access::log(zk, log_level::warn, describe_failure(zk, "acquire", path, ec));
-    }
-
     client zk;
     std::string path;
     std::string count_path;

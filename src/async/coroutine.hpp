@@ -1,0 +1,49 @@
+// Helpers for the library's own coroutines (internal): whether the running one was cancelled, and
+// running one to complete an operation with its result.
+#ifndef ZKCORO_SRC_ASYNC_COROUTINE_HPP
+#define ZKCORO_SRC_ASYNC_COROUTINE_HPP
+
+#include <zkcoro/detail/config.hpp>
+#include <zkcoro/error.hpp>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/this_coro.hpp>
+
+#include <exception>
+#include <tuple>
+#include <utility>
+
+namespace zkcoro::detail {
+
+// True once the running coroutine has been asked to stop (any cancellation type). For coroutines
+// that turned throw_if_cancelled off and look at their cancellation after each wait.
+inline asio::awaitable<bool> cancelled()
+{
+    auto cs = co_await asio::this_coro::cancellation_state;
+    co_return cs.cancelled() != asio::cancellation_type::none;
+}
+
+// Runs `coro` on `ex` and calls `done(ec, result)` with what it returns; an exception out of it is
+// reported as zk_errc::system_error with a default result. A connected `slot` cancels the
+// coroutine (the caller's per-operation cancellation); an unconnected one leaves it alone.
+template <class R, class Done>
+void spawn_with(const asio::any_io_executor& ex, asio::awaitable<std::tuple<error_code, R>> coro,
+                asio::cancellation_slot slot, Done done)
+{
+    auto finish = [done = std::move(done)](std::exception_ptr e, std::tuple<error_code, R> r) mutable {
+        if (e)
+            return done(make_error_code(zk_errc::system_error), R{});
+        done(std::get<0>(r), std::move(std::get<1>(r)));
+    };
+    if (slot.is_connected())
+        asio::co_spawn(ex, std::move(coro), asio::bind_cancellation_slot(slot, std::move(finish)));
+    else
+        asio::co_spawn(ex, std::move(coro), std::move(finish));
+}
+
+}  // namespace zkcoro::detail
+
+#endif
