@@ -17,6 +17,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/prefer.hpp>
+#include <boost/asio/system_executor.hpp>
 
 #include <atomic>
 #include <memory>
@@ -159,6 +160,15 @@ private:
     asio::any_io_executor io_work_;
     std::unique_ptr<other_executor> elsewhere_;
 };
+
+// Completes `handler` with `ec` (and default values), posted to a system executor: for an
+// operation asked of an empty handle (a moved-from guard, an empty watch), which has no
+// executor of its own.
+template <class... Args>
+void fail_empty_handle(any_handler<void(error_code, Args...)> handler, error_code ec)
+{
+    std::make_shared<op_state<Args...>>(std::move(handler), asio::any_io_executor(asio::system_executor()))->fail(ec);
+}
 
 }  // namespace zkcoro::detail
 

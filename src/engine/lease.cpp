@@ -51,8 +51,7 @@ void async_wait_lost_impl(std::shared_ptr<lease> l, any_handler<void(error_code)
 {
     if (l)
         return l->async_wait_lost(std::move(handler));
-    auto op = std::make_shared<op_state<>>(std::move(handler), asio::any_io_executor(asio::system_executor()));
-    op->complete(client_errc::invalid_argument);
+    fail_empty_handle(std::move(handler), client_errc::invalid_argument);
 }
 
 }  // namespace detail
@@ -98,10 +97,8 @@ asio::awaitable<void> guard::release()
 
 void guard::release_with(detail::any_handler<void(error_code)> handler)
 {
-    if (!lease_) {
-        auto op = std::make_shared<detail::op_state<>>(std::move(handler), asio::any_io_executor(asio::system_executor()));
-        return void(op->complete(client_errc::invalid_argument));
-    }
+    if (!lease_)
+        return detail::fail_empty_handle(std::move(handler), client_errc::invalid_argument);
     std::exchange(lease_, nullptr)->release(std::move(handler));
 }
 

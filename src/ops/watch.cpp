@@ -12,10 +12,8 @@ namespace detail {
 
 void async_watch_wait_impl(std::shared_ptr<watch_state> st, any_handler<void(error_code, watch_event)> h)
 {
-    if (!st) {
-        auto op = std::make_shared<op_state<watch_event>>(std::move(h), asio::any_io_executor(asio::system_executor()));
-        return void(op->complete(client_errc::invalid_argument, watch_event{}));
-    }
+    if (!st)
+        return fail_empty_handle(std::move(h), client_errc::invalid_argument);
     auto op = std::make_shared<op_state<watch_event>>(std::move(h), st->fallback_ex);
     std::unique_lock lk(st->m);
     if (st->fired) {
