@@ -1,5 +1,6 @@
 // The node this process holds: the lost policy applied to its session, the watch on the node
 // itself, what a loss does, and the delete after the last release.
+#include "async/coroutine.hpp"
 #include "engine/lock_object.hpp"
 #include "engine/node_ops.hpp"
 
@@ -26,8 +27,6 @@ namespace {
 using asio::awaitable;
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
-bool cancelled(const asio::cancellation_state& cs) { return cs.cancelled() != asio::cancellation_type::none; }
-
 // The node is lost: its holder's guard reports it, the node is deleted (the session may come
 // back), and the next local waiter queues anew.
 void fire_lost(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns, std::string_view why)
@@ -51,14 +50,8 @@ void fire_lost(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node
     if (h)
         h->set_lost();
     notify(s, next);
-    asio::co_spawn(s->zk.get_executor(), guaranteed_delete(access::share(s->zk), ns->node),
-                   [s, ns](std::exception_ptr, error_code ec) {
-                       if (ec)
-                           access::log(s->zk, log_level::error,
-                                       fmt::format("lock {}: the lost node could not be deleted: {}; it goes with "
-                                                   "its session",
-                                                   ns->node, ec.message()));
-                   });
+    asio::co_spawn(s->zk.get_executor(), delete_or_log(access::share(s->zk), ns->node, "the lost lock node"),
+                   asio::detached);
 }
 
 // Whether an exists reply shows our node still there, owned by the session that created it.
@@ -100,7 +93,7 @@ awaitable<void> monitor(std::shared_ptr<lock_object> st, std::shared_ptr<node_st
                     co_await asio::experimental::make_parallel_group(zk.async_wait_state(s, asio::deferred),
                                                                      t.async_wait(asio::deferred))
                         .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
-                if (cancelled(co_await asio::this_coro::cancellation_state))
+                if (co_await cancelled())
                     co_return;
                 if (order[0] == 1 && !ec2) {
                     fire_lost(st, ns, "the session may have expired: not reconnected in time (policy: deadline)");
@@ -113,7 +106,7 @@ awaitable<void> monitor(std::shared_ptr<lock_object> st, std::shared_ptr<node_st
             was_suspended = false;
             // Back on the same session: make sure our node survived.
             auto [ec, r] = co_await zk.async_exists(ns->node, use_tuple);
-            if (cancelled(co_await asio::this_coro::cancellation_state))
+            if (co_await cancelled())
                 co_return;
             if (!ec && !still_ours(r, *ns)) {
                 fire_lost(st, ns, "the lock node is gone");

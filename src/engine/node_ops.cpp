@@ -1,5 +1,7 @@
 #include "engine/node_ops.hpp"
 
+#include "async/coroutine.hpp"
+
 #include <zkcoro/detail/access.hpp>
 #include <zkcoro/path.hpp>
 
@@ -32,8 +34,7 @@ asio::awaitable<bool> wait_connected(client& zk, steady_time deadline)
         asio::steady_timer t(ex, deadline);
         co_await asio::experimental::make_parallel_group(zk.async_wait_state(s, asio::deferred), t.async_wait(asio::deferred))
             .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
-        auto cs = co_await asio::this_coro::cancellation_state;
-        if (cs.cancelled() != asio::cancellation_type::none)
+        if (co_await cancelled())
             co_return false;
     }
 }
@@ -103,13 +104,15 @@ asio::awaitable<void> abandon_node(client zk, std::string parent, std::string pr
         auto [ec, path, st] = co_await find_protected(zk, parent, prefix);
         node = path;
     }
-    if (node.empty())
-        co_return;
+    if (!node.empty())
+        co_await delete_or_log(std::move(zk), std::move(node), "the lock node of an unfinished acquisition");
+}
+
+asio::awaitable<void> delete_or_log(client zk, std::string node, std::string what)
+{
     if (auto ec = co_await guaranteed_delete(access::share(zk), node))
         access::log(zk, log_level::error,
-                    fmt::format("lock node {} of an unfinished acquisition could not be deleted: {}; it goes with "
-                                "its session",
-                                node, ec.message()));
+                    fmt::format("{} {} could not be deleted: {}; it goes with its session", what, node, ec.message()));
 }
 
 asio::awaitable<error_code> ensure_path(client& zk, const std::string& path)

@@ -24,6 +24,10 @@ asio::awaitable<bool> wait_connected(client& zk, steady_time deadline);
 // with the last error (the caller logs and reports it).
 asio::awaitable<error_code> guaranteed_delete(client zk, std::string node);
 
+// guaranteed_delete for a node nobody waits on: a failure is logged at error level, naming the
+// node as `what` ("the lost lock node"), since the node then stays until its session ends.
+asio::awaitable<void> delete_or_log(client zk, std::string node, std::string what);
+
 // Finds the child that a create with the protected name prefix `prefix` made, if any, and checks
 // that the current session owns it; a node left by an earlier session is deleted.
 asio::awaitable<std::tuple<error_code, std::string, node_stat>> find_protected(client& zk, const std::string& parent,
