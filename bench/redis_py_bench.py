@@ -199,14 +199,16 @@ def demo(r, o, deadline, prefix):
 # c. processes on one key
 
 def participant(o):
-    """One process of workload c: holds --key in a loop from --start-at-ns for --duration-ms and
-    writes its holds to --log."""
+    """One process of workload c: holds --key in a loop from --start-at-ms (wall clock) for
+    --duration-ms and writes its holds to --log."""
     r = connect(o.url)
     lock = r.lock(o.key, timeout=o.ttl_ms / 1000.0, sleep=o.sleep)
     deadline = Deadline(o.time_limit)
-    now = time.monotonic_ns()
-    if o.start_at_ns > now:
-        time.sleep((o.start_at_ns - now) / 1e9)
+    wait_s = o.start_at_ms / 1000.0 - time.time()  # wall clock, as bench/run.sh's `date +%s%3N`
+    if wait_s > 60:
+        fail(f"--start-at-ms is {wait_s:.0f} s away")
+    if wait_s > 0:
+        time.sleep(wait_s)
     end = time.monotonic_ns() + o.duration_ms * 1_000_000
     lines = []
     count = 0
@@ -244,25 +246,30 @@ def summarize(impl, files):
     holds.sort()
     handoffs = sum(1 for i in range(1, len(holds)) if holds[i][2] != holds[i - 1][2])
     seconds = (max(h[1] for h in holds) - holds[0][0]) / 1e9
-    ids = sorted({h[2] for h in holds})
+    per_id = {}
+    for h in holds:
+        per_id[h[2]] = per_id.get(h[2], 0) + 1
+    # A process that never held logs nothing: count the files as the processes.
+    fewest = min(per_id.values()) if len(per_id) == len(files) else 0
     # Latency: the gap from one hold's exit to the next hold's entry by another process.
     gaps = [holds[i][0] - holds[i - 1][1] for i in range(1, len(holds)) if holds[i][2] != holds[i - 1][2]]
     acq_per_s = len(holds) / seconds if seconds > 0 else 0.0
     result(impl, "cross_process", handoffs, seconds, gaps, 0.0,
-           f" processes={len(ids)} acquisitions={len(holds)} acquisitions_per_s={acq_per_s:.1f}")
+           f" processes={len(files)} acquisitions={len(holds)} acquisitions_per_s={acq_per_s:.1f}"
+           f" min_per_process={fewest}")
 
 
 def cross_process(o, deadline, prefix):
     key = prefix + "c"
     logdir = o.log_dir or tempfile.mkdtemp(prefix="redis-py-bench-")
-    start_at = time.monotonic_ns() + 1_500_000_000  # Python starts in ~0.1 s; margin for a busy machine
+    start_at = int(time.time() * 1000) + 1500  # Python starts in ~0.1 s; margin for a busy machine
     procs = []
     logs = []
     for i in range(1, o.processes + 1):
         log = os.path.join(logdir, f"redis_py-p{i}.log")
         logs.append(log)
         cmd = [sys.executable, os.path.abspath(__file__), "--participant", "--url", o.url, "--key", key,
-               "--id", f"p{i}", "--log", log, "--start-at-ns", str(start_at), "--duration-ms", str(o.duration_ms),
+               "--id", f"p{i}", "--log", log, "--start-at-ms", str(start_at), "--duration-ms", str(o.duration_ms),
                "--hold-ms", str(o.hold_ms), "--sleep", str(o.sleep), "--ttl-ms", str(o.ttl_ms),
                "--time-limit", str(max(int(deadline.left()), 1))]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True))
@@ -367,7 +374,7 @@ def parse_args(argv):
     p.add_argument("--key", default="", help=argparse.SUPPRESS)
     p.add_argument("--id", default="p1", help=argparse.SUPPRESS)
     p.add_argument("--log", default="", help=argparse.SUPPRESS)
-    p.add_argument("--start-at-ns", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--start-at-ms", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--max-count", type=positive(1, 100_000_000), default=10_000_000, help=argparse.SUPPRESS)
     p.add_argument("--summarize", metavar="IMPL", default="",
                    help="print the RESULT line of workload c for IMPL from the hold logs given as arguments")
