@@ -271,7 +271,9 @@ awk -v quick="$quick" '
 if (( redis )); then
     echo
     redis_status=0
-    BUILD_DIR=$build bash bench/run_redis.sh $( (( quick )) && echo --quick) || redis_status=$?
+    redis_args=()
+    if (( quick )); then redis_args=(--quick); fi
+    BUILD_DIR=$build bash bench/run_redis.sh "${redis_args[@]}" || redis_status=$?
     (( status )) || status=$redis_status
 else
     echo

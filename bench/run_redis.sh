@@ -97,6 +97,7 @@ out=$(mktemp -d "${TMPDIR:-/tmp}/zkcoro-redis-bench.XXXXXX")
 runner_pid=""
 # On any exit: end the runner (zkcoro-with-redis: it forwards TERM to the clients, then stops the
 # server by its PID and reaps it) if it still runs, then remove the work directory.
+# shellcheck disable=SC2317  # invoked by the EXIT trap
 finish_up() {
     if [[ -n "$runner_pid" ]] && kill -0 "$runner_pid" 2>/dev/null; then
         kill -TERM "$runner_pid" 2>/dev/null || true
