@@ -196,7 +196,6 @@ public:
     std::uint64_t sub_id = 0;
     bool subscribed = false;
     std::list<waiter*> waiters;
-    std::atomic<std::uint64_t> grants{0};
     static const std::string acquire_sha, release_sha, renew_sha;
 };
 
@@ -237,7 +236,9 @@ awaitable<acquire_result> redis_backend::take(std::shared_ptr<lock_object> s, st
     if (promoted && steady_clock::now() >= deadline)
         co_return fail({});
     auto ex = co_await asio::this_coro::executor;
-    const std::string value = fmt::format("{}:{:x}:{}", process_id(), owner, ++b->grants);
+    // Unique per holder: the process, the task, and this acquisition among all of the process.
+    static std::atomic<std::uint64_t> acquisitions{0};
+    const std::string value = fmt::format("{}:{:x}:{}", process_id(), owner, ++acquisitions);
     const auto ttl = std::to_string(b->opts.ttl.count());
     waiter me;
     b->waiters.push_back(&me);
@@ -253,7 +254,10 @@ awaitable<acquire_result> redis_backend::take(std::shared_ptr<lock_object> s, st
         const auto sent = steady_clock::now();
         // (The arguments are built apart: g++ 12 miscompiles a braced list inside co_await.)
         std::vector<std::string> args{s->path, b->fence_key, value, ttl};
-        auto [ec, r] = co_await b->run(acquire_script, acquire_sha, 2, std::move(args), deadline);
+        // The reply is awaited until the deadline, and at least a second: a zero wait (try_acquire)
+        // is one round trip, then an answer.
+        auto [ec, r] = co_await b->run(acquire_script, acquire_sha, 2, std::move(args),
+                                       std::max(deadline, sent + std::chrono::seconds(1)));
         if (co_await cancelled()) {
             // The script may still run: take the key back if it did (sent after it, so run after it).
             auto drop = std::make_shared<reply_op>([](error_code, redis_reply) {}, b->rc->strand);
