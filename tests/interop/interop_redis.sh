@@ -12,8 +12,9 @@
 # 1. One key: two redis-py holders (tests/interop/redis_py_holder.py) and, when
 #    $ZKCORO_REDIS_HOLDER is set, zkcoro's holder, called with the same arguments:
 #      --url URL --key KEY --holds N --hold-ms M --id ID --log FILE
-#    (each hold logged as "<id> X <enter_ns> <exit_ns>", CLOCK_MONOTONIC ns). interval-check must
-#    find no overlap, and every holder must have held.
+#    (each hold logged as "<id> X <enter_ns> <exit_ns>", CLOCK_MONOTONIC ns; exit 0 after all N
+#    holds, and "acquired=<count>" as the last line of stdout, as common.sh's finish reads it).
+#    interval-check must find no overlap, and every holder must have held.
 # 2. Negative control: two holders on TWO different keys (redis-py and, when given, zkcoro's;
 #    else two redis-py), logs checked together: interval-check MUST report overlaps, which shows
 #    the check can fail (and, with zkcoro's holder, that both write one clock).
