@@ -128,7 +128,8 @@ fi
 
 # ---------------------------------------------------------------------------------------------
 echo "== 2. negative control: two holders on two different keys, overlaps expected"
-neg_holds=${NEG_HOLDS:-40}
+# 2 s of holds each, started together: they run side by side even when one starts slowly.
+neg_holds=${NEG_HOLDS:-100}
 neg_hold_ms=${NEG_HOLD_MS:-20}
 start_py neg-a --key "zkcoro-interop:$run_id:neg-a" --holds "$neg_holds" --hold-ms "$neg_hold_ms" --id neg-a \
     --log "$tmp/neg-a.log"
