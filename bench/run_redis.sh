@@ -18,6 +18,8 @@
 # Why pinned: on this 2-core machine a request that crosses cores costs 3-4x one that stays on a
 # core, and unpinned runs flip between the two (issue 14). Exit status 0 when skipped (with a
 # message saying why), else the first failure's.
+# The functions below run from a trap or in the exported client shell (bash -c redis_inner).
+# shellcheck disable=SC2317
 set -euo pipefail
 
 quick=0
@@ -97,7 +99,6 @@ out=$(mktemp -d "${TMPDIR:-/tmp}/zkcoro-redis-bench.XXXXXX")
 runner_pid=""
 # On any exit: end the runner (zkcoro-with-redis: it forwards TERM to the clients, then stops the
 # server by its PID and reaps it) if it still runs, then remove the work directory.
-# shellcheck disable=SC2317  # invoked by the EXIT trap
 finish_up() {
     if [[ -n "$runner_pid" ]] && kill -0 "$runner_pid" 2>/dev/null; then
         kill -TERM "$runner_pid" 2>/dev/null || true

@@ -1,0 +1,159 @@
+#!/bin/bash
+# Interop test of the Redis lock: redis-py's Lock (Debian python3-redis) and, when given, zkcoro's
+# Redis holder on one key of a throwaway redis-server.
+#
+#   bash tests/interop/interop_redis.sh BUILD_DIR
+#   ZKCORO_REDIS_HOLDER=BUILD_DIR/tests/interop/zkcoro-redis-holder bash tests/interop/interop_redis.sh BUILD_DIR
+#
+# Starts its own server through BUILD_DIR/tests/support/redis/zkcoro-with-redis (unless
+# ZKCORO_TEST_REDIS is set already) and needs BUILD_DIR/tests/interop/interval-check.
+# Exit 77 (skipped) when redis-server or redis-py (/usr/bin/python3 -c 'import redis') is missing.
+#
+# 1. One key: two redis-py holders (tests/interop/redis_py_holder.py) and, when
+#    $ZKCORO_REDIS_HOLDER is set, zkcoro's holder, called with the same arguments:
+#      --url URL --key KEY --holds N --hold-ms M --id ID --log FILE
+#    (each hold logged as "<id> X <enter_ns> <exit_ns>", CLOCK_MONOTONIC ns; exit 0 after all N
+#    holds, and "acquired=<count>" as the last line of stdout, as common.sh's finish reads it).
+#    interval-check must find no overlap, and every holder must have held.
+# 2. Negative control: two holders on TWO different keys (redis-py and, when given, zkcoro's;
+#    else two redis-py), logs checked together: interval-check MUST report overlaps, which shows
+#    the check can fail (and, with zkcoro's holder, that both write one clock).
+#
+# Every wait is bounded; only processes started here are ended (by PID). Exit 0 only if every
+# check passed; 1 on a failed check; 2 on bad usage or setup trouble.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=common.sh
+source "$here/common.sh"  # wait_pid, finish, fail, elapsed, cleanup
+
+if [ $# -ne 1 ]; then
+    echo "usage: bash $0 BUILD_DIR" >&2
+    exit 2
+fi
+build=$(cd "$1" && pwd)
+python=/usr/bin/python3
+if ! command -v redis-server >/dev/null 2>&1; then
+    echo "SKIP: redis-server not found (install the Debian package redis-server)"
+    exit 77
+fi
+if ! "$python" -c 'import redis' 2>/dev/null; then
+    echo "SKIP: redis-py missing: $python -c 'import redis' failed (install the Debian package python3-redis)"
+    exit 77
+fi
+with_redis="$build/tests/support/redis/zkcoro-with-redis"
+check="$build/tests/interop/interval-check"
+for p in "$with_redis" "$check"; do
+    if [ ! -x "$p" ]; then
+        echo "$0: missing $p (build it with ninja -C $build)" >&2
+        exit 2
+    fi
+done
+zk_holder=${ZKCORO_REDIS_HOLDER:-}
+if [ -n "$zk_holder" ] && [ ! -x "$zk_holder" ]; then
+    echo "$0: ZKCORO_REDIS_HOLDER=$zk_holder is not an executable" >&2
+    exit 2
+fi
+# The server: started here, under zkcoro-with-redis, which sets ZKCORO_TEST_REDIS and stops it
+# by its PID when this script ends.
+if [ -z "${ZKCORO_TEST_REDIS:-}" ]; then
+    exec "$with_redis" -- bash "$0" "$@"
+fi
+url=$ZKCORO_TEST_REDIS
+
+holds=${HOLDS:-40}
+hold_ms=${HOLD_MS:-10}
+# redis-py retries every 0.1 s by default; a shorter sleep makes it contend at every release.
+py_sleep=${PY_SLEEP:-0.005}
+
+# shellcheck disable=SC2034  # t_start and pids are read by common.sh (elapsed, finish)
+t_start=$(date +%s%N)
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/zkcoro-interop-redis.XXXXXX")
+started=()  # PIDs of background processes started here and not yet reaped
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+failures=0
+declare -A pids=()
+run_id="$(date +%s)-$$"
+
+# shellcheck disable=SC2034  # pids: read by common.sh's finish
+# start_py NAME ARGS...: redis_py_holder.py in the background, output in $tmp/NAME.{out,err}
+start_py() {
+    local name=$1
+    shift
+    "$python" "$here/redis_py_holder.py" --url "$url" --sleep "$py_sleep" --time-limit 120 "$@" \
+        >"$tmp/$name.out" 2>"$tmp/$name.err" &
+    pids[$name]=$!
+    started+=("$!")
+}
+# start_zk NAME ARGS...: zkcoro's Redis holder in the background
+# shellcheck disable=SC2034  # pids: read by common.sh's finish
+start_zk() {
+    local name=$1
+    shift
+    "$zk_holder" --url "$url" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
+    pids[$name]=$!
+    started+=("$!")
+}
+
+echo "== interop_redis: $url, work dir $tmp, $holds holds of $hold_ms ms per holder"
+if [ -z "$zk_holder" ]; then
+    echo "   zkcoro's holder: SKIPPED (set ZKCORO_REDIS_HOLDER to its executable): redis-py only"
+fi
+
+# ---------------------------------------------------------------------------------------------
+key="zkcoro-interop:$run_id:shared"
+echo "== 1. one key ($key): 2 redis-py holders${zk_holder:+ and the zkcoro holder}"
+names=(rp-a rp-b)
+for n in rp-a rp-b; do
+    start_py "$n" --key "$key" --holds "$holds" --hold-ms "$hold_ms" --id "$n" --log "$tmp/$n.log"
+done
+if [ -n "$zk_holder" ]; then
+    start_zk zk-a --key "$key" --holds "$holds" --hold-ms "$hold_ms" --id zk-a --log "$tmp/zk-a.log"
+    names+=(zk-a)
+fi
+one_key_ok=1
+for n in "${names[@]}"; do
+    finish "$n" 150 || one_key_ok=0
+done
+logs=()
+for n in "${names[@]}"; do logs+=("$tmp/$n.log"); done
+ids=$(IFS=,; echo "${names[*]}")
+if "$check" --max-print 10 --expect-ids "$ids" "${logs[@]}" | sed 's/^/  /'; then
+    [ "$one_key_ok" -eq 0 ] || echo "PASS: one key: no overlap, every holder held ($(elapsed))"
+else
+    fail "one key: interval-check reported overlaps or a holder that never held"
+fi
+
+# ---------------------------------------------------------------------------------------------
+echo "== 2. negative control: two holders on two different keys, overlaps expected"
+# 2 s of holds each, started together: they run side by side even when one starts slowly.
+neg_holds=${NEG_HOLDS:-100}
+neg_hold_ms=${NEG_HOLD_MS:-20}
+start_py neg-a --key "zkcoro-interop:$run_id:neg-a" --holds "$neg_holds" --hold-ms "$neg_hold_ms" --id neg-a \
+    --log "$tmp/neg-a.log"
+if [ -n "$zk_holder" ]; then
+    start_zk neg-b --key "zkcoro-interop:$run_id:neg-b" --holds "$neg_holds" --hold-ms "$neg_hold_ms" --id neg-b \
+        --log "$tmp/neg-b.log"
+else
+    start_py neg-b --key "zkcoro-interop:$run_id:neg-b" --holds "$neg_holds" --hold-ms "$neg_hold_ms" --id neg-b \
+        --log "$tmp/neg-b.log"
+fi
+neg_ok=1
+for n in neg-a neg-b; do
+    finish "$n" 150 || neg_ok=0
+done
+if [ "$neg_ok" -eq 1 ]; then
+    rc=0
+    "$check" --max-print 3 --expect-ids neg-a,neg-b "$tmp/neg-a.log" "$tmp/neg-b.log" >"$tmp/neg.check" 2>&1 || rc=$?
+    sed 's/^/  /' "$tmp/neg.check"
+    if [ "$rc" -eq 1 ] && grep -q 'overlap' "$tmp/neg.check"; then
+        echo "PASS: negative control: interval-check detected the overlaps ($(elapsed))"
+    else
+        fail "negative control: interval-check exit $rc on two keys, expected 1 with overlaps"
+    fi
+fi
+
+echo "== interop_redis: $failures failure(s) in $(elapsed)"
+[ "$failures" -eq 0 ]
