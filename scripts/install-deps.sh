@@ -26,7 +26,7 @@ test=(
   cmake dpkg-dev
   clang libfuzzer-14-dev libclang-rt-14-dev
   iproute2 procps
-  redis-server python3-redis
+  redis-server redis-tools python3-redis
 )
 case $profile in
   demo) packages=("${demo[@]}") ;;

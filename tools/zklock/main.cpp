@@ -2,6 +2,10 @@
 // Command line (CLI11) and dispatch. See README.md in this directory.
 #include "zklock.hpp"
 
+#ifdef ZKLOCK_REDIS
+#include <zkcoro/redis.hpp>
+#endif
+
 #include <zkcoro/client_config.hpp>
 #include <zkcoro/path.hpp>
 
@@ -43,9 +47,11 @@ constexpr std::string_view exit_codes_text = R"(EXAMPLES
   zklock --semaphore 3 /locks/encoders -- ffmpeg -i in.mkv out.mp4
   ZK_AUTH=digest:deployer:secret zklock --acl creator /locks/prod -- ./deploy.sh
   zklock status --json /locks/nightly
+  zklock -c redis://127.0.0.1:6379 --ttl 30 nightly -- ./nightly.sh   (a Redis lock on key "nightly")
 
 The command's environment gets ZKLOCK_FENCING_TOKEN (strictly increasing per grant, for fencing
-what it writes), ZKLOCK_NODE (the lock node) and ZKLOCK_SESSION_ID (0x..., the node's owner).
+what it writes), ZKLOCK_NODE (the lock node; on Redis, the key) and ZKLOCK_SESSION_ID (0x..., the
+node's owner; 0x0 on Redis).
 
 EXIT STATUS
   the command's    when it ran to the end with the lock held (128+N if it died of signal N)
@@ -163,7 +169,8 @@ int parse(int argc, char** argv, options& o, bool& status)
     std::string connect;
     auto* c_opt = app.add_option("-c,--connect", connect,
                                  "ZooKeeper hosts, host:port[,host:port...][/chroot] (default: $ZK_CONNECT, else "
-                                 "127.0.0.1:2181)")
+                                 "127.0.0.1:2181), or redis://[PASSWORD@]HOST:PORT[/DB] for a Redis lock on the "
+                                 "key LOCKPATH")
                       ->type_name("HOSTS");
     double timeout = 0;
     auto* t_opt = app.add_option("-t,--timeout", timeout, "Give up after SECONDS waiting (exit 75)")
@@ -221,6 +228,11 @@ int parse(int argc, char** argv, options& o, bool& status)
                    "(only the authenticated creator; needs credentials)")
         ->check(CLI::IsMember({"open", "creator"}))
         ->capture_default_str();
+    double redis_ttl_s = 10;
+    auto* ttl_opt = app.add_option("--ttl", redis_ttl_s,
+                                   "With -c redis://...: the key's TTL in SECONDS, renewed every third of it while "
+                                   "held (default 10)")
+                        ->type_name("SECONDS");
     app.add_flag("-v,--verbose", o.verbose, "Say what happens on stderr");
     app.add_option("--session-file", o.session_file, "(tests) write the session id and password here")->group("");
     std::string lock_path;
@@ -278,6 +290,38 @@ int parse(int argc, char** argv, options& o, bool& status)
         return usage_error("status takes no command ('--' given)");
     if (o.lock_path.empty())
         return usage_error("LOCKPATH is required");
+    if (is_redis_url(o.connect)) {
+#ifdef ZKLOCK_REDIS
+        // A Redis lock: LOCKPATH is the key; one recipe (a mutex), no credentials file (the
+        // password is in the URL), no queue to list.
+        if (status)
+            return usage_error("status lists a ZooKeeper lock's queue; a Redis lock keeps none (use redis-cli GET KEY)");
+        if (shared || write || sem_opt->count() > 0)
+            return usage_error("--shared, --write and --semaphore are ZooKeeper recipes; on Redis zklock takes a mutex");
+        if (!auth_file.empty() || acl != "open")
+            return usage_error("--auth-file and --acl are for ZooKeeper; give a Redis password in the URL "
+                               "(redis://PASSWORD@HOST:PORT)");
+        if (!has_separator || o.command.empty())
+            return usage_error("COMMAND is missing: zklock -c redis://HOST:PORT [OPTIONS] KEY -- COMMAND [ARGS...]");
+        if (redis_ttl_s < 0.1 || redis_ttl_s > 86400)
+            return usage_error(fmt::format("--ttl {}: must be from 0.1 to 86400 seconds", redis_ttl_s));
+        if (t_opt->count() > 0)
+            o.timeout_s = timeout;
+        o.lost_action = lost == "kill" ? on_lost::kill : lost == "ignore" ? on_lost::ignore : on_lost::term;
+        o.kill_after = std::chrono::milliseconds(static_cast<long long>(kill_after * 1000.0));
+        o.redis_ttl = std::chrono::milliseconds(static_cast<long long>(redis_ttl_s * 1000.0));
+        zkcoro::error_code ec;
+        std::string why;
+        zkcoro::parse_redis_url(o.connect, ec, &why);
+        if (ec)
+            return usage_error(fmt::format("{}: {}", o.connect_origin, escape(why)));
+        return -1;
+#else
+        return usage_error("this zklock was built without Redis support (hiredis: libhiredis-dev)");
+#endif
+    }
+    if (ttl_opt->count() > 0)
+        return usage_error("--ttl is for a Redis lock (-c redis://...)");
     if (auto p = zkcoro::check_path(o.lock_path); !p.ok())
         return usage_error(fmt::format("LOCKPATH: {}", escape(p.describe(o.lock_path))));
     if (o.lock_path == "/")

@@ -5,6 +5,9 @@
 
 #include <zkcoro/guard.hpp>
 #include <zkcoro/mutex.hpp>
+#ifdef ZKLOCK_REDIS
+#include <zkcoro/redis_mutex.hpp>
+#endif
 #include <zkcoro/semaphore.hpp>
 #include <zkcoro/shared_mutex.hpp>
 
@@ -550,6 +553,9 @@ std::string connect_failure(const options& o, const zkcoro::error_code& ec)
 
 namespace {
 
+asio::awaitable<int> run_holding(const options& o, const std::set<int>& inherited, std::shared_ptr<run_events> events,
+                                 acquired got);
+
 asio::awaitable<int> lock_main(zkcoro::client& zk, const options& o, const std::set<int>& inherited)
 {
     auto ex = co_await asio::this_coro::executor;
@@ -622,6 +628,86 @@ asio::awaitable<int> lock_main(zkcoro::client& zk, const options& o, const std::
             fmt::print(stderr, "zklock: timed out after {} s waiting for {}\n", *o.timeout_s, escape(o.lock_path));
         co_return o.conflict_exit_code;
     }
+    co_return co_await run_holding(o, inherited, events, std::move(got));
+}
+
+#ifdef ZKLOCK_REDIS
+// zklock -c redis://...: the same run on a Redis key (redis_mutex): connect, acquire, then
+// run_holding. Redis keeps no queue: there is no waiting line to show.
+asio::awaitable<int> redis_lock_main(zkcoro::redis_client& rc, const options& o, const std::set<int>& inherited)
+{
+    auto ex = co_await asio::this_coro::executor;
+    const auto start = clock::now();
+    auto events = std::make_shared<run_events>(ex);
+    stop_events stopper{events};
+    asio::co_spawn(ex, pump_signals(events, &events->sigs, event_kind::signal), asio::detached);
+    asio::co_spawn(ex, pump_signals(events, &events->sigchld, event_kind::child), asio::detached);
+
+    auto connect_redis = [&]() -> asio::awaitable<zkcoro::error_code> {
+        auto [ec] = co_await rc.async_connect(asio::as_tuple(asio::use_awaitable));
+        co_return ec;
+    };
+    auto c = co_await (connect_redis() || queued_signal(events));
+    if (c.index() == 1)
+        co_return 128 + std::get<1>(c);
+    if (auto ec = std::get<0>(c)) {
+        fmt::print(stderr, "zklock: cannot connect to Redis ({}): {}\n", o.connect_origin,
+                   escape(rc.last_error().empty() ? ec.message() : rc.last_error()));
+        co_return ec == zkcoro::redis_errc::bad_url ? exit_code::usage : exit_code::unavailable;
+    }
+    say(o, fmt::format("connected to Redis at {}:{}", escape(rc.url().host), rc.url().port));
+
+    zkcoro::redis_mutex_options ro;
+    ro.ttl = o.redis_ttl;
+    zkcoro::redis_mutex m(rc, o.lock_path, ro);
+    clock::duration wait = clock::duration::max();
+    if (o.nonblock) {
+        wait = clock::duration::zero();
+    } else if (o.timeout_s) {
+        const auto deadline = start + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(*o.timeout_s));
+        wait = std::max(clock::duration::zero(), deadline - clock::now());
+    }
+    auto take = [&]() -> asio::awaitable<acquired> {
+        acquired out;
+        auto me = co_await zkcoro::this_task::id();
+        auto [ec, g] = co_await m.async_acquire(me, wait, asio::as_tuple(asio::use_awaitable));
+        out.ec = ec;
+        out.what = ec.message();
+        if (g)
+            out.guards.push_back(std::move(*g));
+        co_return out;
+    };
+    auto a = co_await (take() || queued_signal(events));
+    if (a.index() == 1) {
+        say(o, fmt::format("{} while waiting: giving up", signal_name(std::get<1>(a))));
+        co_return 128 + std::get<1>(a);
+    }
+    acquired got = std::move(std::get<0>(a));
+    if (got.ec) {
+        fmt::print(stderr, "zklock: cannot acquire {}: {}\n", escape(o.lock_path), got.what);
+        if (got.ec == zkcoro::redis_errc::bad_key || got.ec == zkcoro::redis_errc::bad_ttl)
+            co_return exit_code::usage;
+        if (got.ec == zkcoro::redis_errc::error_reply || got.ec == zkcoro::redis_errc::unexpected_reply)
+            co_return exit_code::zk_error;
+        co_return exit_code::unavailable;
+    }
+    if (got.guards.empty()) {
+        if (o.nonblock)
+            fmt::print(stderr, "zklock: {} is held by another process (--nonblock)\n", escape(o.lock_path));
+        else
+            fmt::print(stderr, "zklock: timed out after {} s waiting for {}\n", *o.timeout_s, escape(o.lock_path));
+        co_return o.conflict_exit_code;
+    }
+    co_return co_await run_holding(o, inherited, events, std::move(got));
+}
+#endif
+
+// Holding the lock: runs the command in its own process group, watches the lock, forwards
+// signals, and releases.
+asio::awaitable<int> run_holding(const options& o, const std::set<int>& inherited, std::shared_ptr<run_events> events,
+                                 acquired got)
+{
+    auto ex = co_await asio::this_coro::executor;
     zkcoro::guard& g = got.guards.front();
     int early = 0;  // a signal that came as the lock was granted: still before the command
     for (const auto& e : events->queue)
@@ -762,6 +848,40 @@ asio::awaitable<int> lock_main(zkcoro::client& zk, const options& o, const std::
 
 }  // namespace
 
+#ifdef ZKLOCK_REDIS
+namespace {
+
+int run_lock_redis(const options& o, const std::set<int>& inherited)
+{
+    asio::io_context ioc;
+    zkcoro::redis_client rc(ioc.get_executor(), o.connect);
+    int rc_exit = 1;
+    bool done = false;
+    asio::co_spawn(ioc, redis_lock_main(rc, o, inherited), [&](std::exception_ptr e, int r) {
+        done = true;
+        rc_exit = r;
+        if (e) {
+            try {
+                std::rethrow_exception(e);
+            } catch (const std::exception& x) {
+                fmt::print(stderr, "zklock: error: {}\n", x.what());
+                rc_exit = exit_code::unavailable;
+            }
+        }
+    });
+    while (!done && ioc.run_one() > 0) {
+    }
+    rc.close();
+    ioc.restart();
+    ioc.run_for(200ms);  // the close's last callbacks (bounded)
+    std::fflush(stdout);
+    std::fflush(stderr);
+    return rc_exit;
+}
+
+}  // namespace
+#endif
+
 int run_lock(const options& o)
 {
     // The signals zklock forwards and the SIGCHLD it reaps on must reach it, even if the caller
@@ -772,6 +892,10 @@ int run_lock(const options& o)
         sigaddset(&ours, sig);
     ::sigprocmask(SIG_UNBLOCK, &ours, nullptr);
     const auto inherited = open_descriptors();
+#ifdef ZKLOCK_REDIS
+    if (is_redis_url(o.connect))
+        return run_lock_redis(o, inherited);
+#endif
     asio::io_context ioc;
     zkcoro::client zk(ioc.get_executor(), make_config(o));
     int rc = 1;

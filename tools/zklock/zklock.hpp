@@ -57,6 +57,8 @@ struct options {
     acl_kind acl = acl_kind::open;
     bool verbose = false;
     std::chrono::milliseconds session_timeout{10000};
+    // With a redis:// connect string: the key's TTL (renewed every third of it while held).
+    std::chrono::milliseconds redis_ttl{10000};
     std::string session_file;  // hidden, for tests: "<id hex> <password hex>\n" once connected
     // status subcommand
     bool json = false;
@@ -143,6 +145,9 @@ std::string connect_failure(const options& o, const zkcoro::error_code& ec);
 // ZooKeeper's ZNOAUTH, and what to tell the user about it (names LOCKPATH and the fix).
 bool is_noauth(const zkcoro::error_code& ec);
 std::string noauth_hint(const options& o);
+
+// Whether a connect string names a Redis server (redis://...): then LOCKPATH is a Redis key.
+inline bool is_redis_url(std::string_view connect) { return connect.starts_with("redis://"); }
 
 int run_lock(const options& o);
 int run_status(const options& o);

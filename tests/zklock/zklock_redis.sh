@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# zklock on a Redis lock (-c redis://...), against the real redis-server that zkcoro-with-redis
+# started ($ZKCORO_TEST_REDIS, $ZKCORO_TEST_REDIS_PORT): the command's environment and exit
+# status, --nonblock against a holder, the lock lost while the command runs (exit 70, the command
+# terminated), and bad or unreachable servers (64, 69).
+#   zklock_redis.sh ZKLOCK
+set -uo pipefail
+zklock=$1
+url=${ZKCORO_TEST_REDIS:?run under zkcoro-with-redis}
+port=${ZKCORO_TEST_REDIS_PORT:?}
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+rcli() { redis-cli -p "$port" "$@"; }
+key="zklock-redis-$$"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# 1. The environment carries the fencing token and the key; the command's status passes through.
+out=$("$zklock" -c "$url" "$key" -- sh -c 'echo "$ZKLOCK_FENCING_TOKEN $ZKLOCK_NODE"; exit 7')
+rc=$?
+[ "$rc" -eq 7 ] || fail "exit status $rc, expected the command's 7"
+read -r token node <<<"$out"
+[ "$node" = "$key" ] || fail "ZKLOCK_NODE '$node', expected '$key'"
+[ "${token:-0}" -gt 0 ] || fail "ZKLOCK_FENCING_TOKEN '$token' is not positive"
+[ "$(rcli EXISTS "$key")" = 0 ] || fail "the key is left behind after the run"
+out2=$("$zklock" -c "$url" "$key" -- sh -c 'echo "$ZKLOCK_FENCING_TOKEN"')
+[ "${out2:-0}" -gt "$token" ] || fail "the second fencing token $out2 is not above the first $token"
+
+# 2. --nonblock while another zklock holds the key: 75, the command not run.
+"$zklock" -c "$url" "$key" -- sh -c "touch $tmp/holding; sleep 3" &
+holder=$!
+for _ in $(seq 1 100); do [ -e "$tmp/holding" ] && break; sleep 0.05; done
+[ -e "$tmp/holding" ] || fail "the first holder did not start its command within 5 s"
+"$zklock" -c "$url" -n "$key" -- touch "$tmp/second-ran"
+rc=$?
+[ "$rc" -eq 75 ] || fail "--nonblock on a held key: exit $rc, expected 75"
+[ ! -e "$tmp/second-ran" ] || fail "--nonblock ran its command while the key was held"
+wait "$holder" || fail "the first holder exited with $?"
+
+# 3. The lock lost while the command runs: the key is taken away (as an expiry would); the renewal
+# finds it gone, zklock terminates the command and exits 70.
+start=$(date +%s%N)
+"$zklock" -c "$url" --ttl 0.6 "$key" -- sh -c "touch $tmp/lost-holding; sleep 20" &
+holder=$!
+for _ in $(seq 1 100); do [ -e "$tmp/lost-holding" ] && break; sleep 0.05; done
+rcli DEL "$key" >/dev/null
+wait "$holder"
+rc=$?
+took_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+[ "$rc" -eq 70 ] || fail "lost lock: exit $rc, expected 70"
+[ "$took_ms" -lt 10000 ] || fail "lost lock: zklock took $took_ms ms (the command sleeps 20 s: not terminated?)"
+
+# 4. A bad URL is a usage error; a server that is not there is unavailable.
+"$zklock" -c "redis://127.0.0.1:99999" "$key" -- true 2>"$tmp/err"
+rc=$?
+[ "$rc" -eq 64 ] || fail "bad URL: exit $rc, expected 64"
+grep -q 65535 "$tmp/err" || fail "bad URL: the message does not say why: $(cat "$tmp/err")"
+"$zklock" -c "redis://127.0.0.1:1" "$key" -- true 2>"$tmp/err"
+rc=$?
+[ "$rc" -eq 69 ] || fail "no server: exit $rc, expected 69"
+"$zklock" -c "$url" --shared "$key" -- true 2>/dev/null
+[ $? -eq 64 ] || fail "--shared on Redis is not refused as a usage error"
+
+if [ "$failures" -gt 0 ]; then
+    echo "zklock_redis: $failures failure(s)" >&2
+    exit 1
+fi
+echo "zklock_redis: ok"
