@@ -6,6 +6,9 @@
 # - session/ (the session state machine) includes no other layer;
 # - the engine, the recipes, async/ and the public headers include no driver or operations header;
 # - the recipes include no session header either, and the engine no recipe;
+# - hiredis only in redis/link.cpp; redis/ (the Redis backend: a connection and a lock on the
+#   engine) includes no ZooKeeper driver, operations or session header, and nothing but redis/
+#   includes a redis/ header;
 # - no file under src/ exceeds 500 lines.
 # Usage: bash tests/layering/check_layers.sh [project root]
 set -euo pipefail
@@ -46,6 +49,20 @@ for f in $(grep -rlE '^[[:space:]]*#[[:space:]]*include[[:space:]]*<zookeeper/zo
     src/driver/*|src/ops/*|src/client.cpp|src/error.cpp) ;;
     *) fail "$f includes zookeeper.h" ;;
   esac
+done
+for f in $(grep -rlE '^[[:space:]]*#[[:space:]]*include[[:space:]]*<hiredis/' src include); do
+  case $f in
+    src/redis/link.cpp) ;;
+    *) fail "$f includes hiredis (only src/redis/link.cpp may)" ;;
+  esac
+done
+for f in $(includers src/redis "$c_client|ops/|session/|recipes/"); do
+  fail "$f (the Redis backend) includes a ZooKeeper driver, operations, session or recipe header"
+done
+for dir in src/engine src/recipes src/driver src/ops src/session src/async include; do
+  for f in $(includers "$dir" 'redis/'); do
+    fail "$f includes a header of the Redis backend"
+  done
 done
 while read -r lines file; do
   [ "$file" = total ] && continue
