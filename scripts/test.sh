@@ -25,7 +25,10 @@ run_suite() {  # build-dir, meson test options (one word), extra meson -D option
   for ex in "$dir"/examples/[0-9][0-9]_*; do
     [ -f "$ex" ] && [ -x "$ex" ] || continue
     stamp "example $(basename "$ex")"
-    "$dir/tools/zkserver/zkcoro-with-server" -- "$ex"
+    case $ex in
+      *redis*) "$dir/tests/support/redis/zkcoro-with-redis" -- "$ex" ;;
+      *) "$dir/tools/zkserver/zkcoro-with-server" -- "$ex" ;;
+    esac
   done
 }
 
