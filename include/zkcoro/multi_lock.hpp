@@ -14,12 +14,16 @@
 
 namespace zkcoro {
 
+class redis_mutex;
+
 // A lock a multi_lock can take: a mutex, either side of a shared_mutex (reader() / writer()), or
 // a semaphore_mutex. Refers to the object, which must outlive the lock_ref and its operations.
 class ZKCORO_API lock_ref {
 public:
     lock_ref(mutex& m);
     lock_ref(semaphore_mutex& m);
+    // A Redis lock (redis_mutex.hpp; built with the Redis backend).
+    lock_ref(redis_mutex& m);
 
     const std::string& path() const noexcept { return *path_; }
     asio::any_io_executor get_executor() const noexcept { return ex_; }

@@ -7,6 +7,7 @@
 #include <zkcoro/detail/config.hpp>
 #include <zkcoro/guard.hpp>
 #include <zkcoro/metrics.hpp>
+#include <zkcoro/queue_order.hpp>
 #include <zkcoro/redis.hpp>
 #include <zkcoro/this_task.hpp>
 
@@ -17,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace zkcoro {
 
@@ -46,7 +48,8 @@ struct redis_mutex_options {
 //   tries again when the key's TTL runs out: a crashed holder publishes nothing.
 // - Redis keeps no queue: across processes this lock is not FIFO. Within a process, tasks queue
 //   in memory, FIFO.
-// Reentrancy is per task, as for zkcoro::mutex. The client must outlive the mutex and its guards.
+// Reentrancy is per task, as for zkcoro::mutex. A multi_lock takes it as a member (lock_ref), with
+// ZooKeeper locks or other Redis keys. The client must outlive the mutex and its guards.
 class ZKCORO_API redis_mutex {
 public:
     // Bad keys (empty, over 1024 bytes) and TTLs make every acquisition fail with bad_key/bad_ttl.
@@ -83,6 +86,18 @@ public:
             token, owner, timeout);
     }
 
+    // Who holds the key: one participant (name and path: the key; data: the holder's value;
+    // holds: true), or none when it is free. Redis keeps no queue: waiters are not listed.
+    // Handler: void(error_code, std::vector<participant>).
+    template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(error_code, std::vector<participant>))
+                  CompletionToken = detail::default_token>
+    auto async_participants(CompletionToken&& token = {})
+    {
+        return asio::async_initiate<CompletionToken, void(error_code, std::vector<participant>)>(
+            detail::make_initiation(get_executor(), [this](auto handler) { start_participants(std::move(handler)); }),
+            token);
+    }
+
     std::uint64_t local_handoffs() const;
     lock_metrics metrics() const;
     std::size_t hold_count(owner_id owner) const;
@@ -90,6 +105,7 @@ public:
 private:
     void start_acquire(owner_id o, std::chrono::steady_clock::duration t,
                        detail::any_handler<void(error_code, std::optional<guard>)> handler);
+    void start_participants(detail::any_handler<void(error_code, std::vector<participant>)> handler);
 
     std::shared_ptr<detail::lock_object> state_;
 };

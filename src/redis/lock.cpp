@@ -7,6 +7,7 @@
 #include "redis/redis_impl.hpp"
 
 #include <zkcoro/detail/access.hpp>
+#include <zkcoro/multi_lock.hpp>
 #include <zkcoro/redis_mutex.hpp>
 
 #include <boost/asio/as_tuple.hpp>
@@ -14,6 +15,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/deferred.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/experimental/parallel_group.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -433,6 +435,38 @@ void redis_mutex::start_acquire(owner_id o, std::chrono::steady_clock::duration 
 {
     state_->acquire(o, detail::deadline_after(t),
                     std::make_shared<detail::op_state<std::optional<guard>>>(std::move(handler), get_executor()));
+}
+
+void redis_mutex::start_participants(detail::any_handler<void(error_code, std::vector<participant>)> handler)
+{
+    auto op = std::make_shared<detail::op_state<std::vector<participant>>>(std::move(handler), get_executor());
+    auto& backend = static_cast<detail::redis_backend&>(*state_->backend);
+    auto got = std::make_shared<detail::reply_op>(
+        [op, key = state_->path](error_code ec, redis_reply r) {
+            std::vector<participant> out;
+            if (!ec && r.type == redis_reply::kind::string) {
+                participant p;
+                p.name = p.path = key;
+                p.data = std::move(r.str);
+                p.holds = true;
+                out.push_back(std::move(p));
+            }
+            op->complete(ec, std::move(out));
+        },
+        backend.rc->strand);
+    asio::dispatch(backend.rc->strand, [rc = backend.rc, got, key = state_->path] {
+        std::vector<std::string> args{"GET", key};
+        rc->exec(std::move(args), got);
+    });
+}
+
+lock_ref::lock_ref(redis_mutex& m) : path_(&m.key()), ex_(m.get_executor())
+{
+    start_ = [&m](owner_id o, std::chrono::steady_clock::duration t,
+                  detail::any_handler<void(error_code, std::optional<guard>)> h) { m.async_acquire(o, t, std::move(h)); };
+    participants_ = [&m](detail::any_handler<void(error_code, std::vector<participant>)> h) {
+        m.async_participants(std::move(h));
+    };
 }
 
 }  // namespace zkcoro

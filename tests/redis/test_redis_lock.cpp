@@ -2,6 +2,7 @@
 // loopback port): commands, URLs and bad input, acquire/release/reentrancy/timeout/cancellation/
 // try_acquire, the 100-task demo, expiry after a holder process is killed, the server killed
 // with and without persistence, and a frozen holder stopped by fencing.
+#include <zkcoro/multi_lock.hpp>
 #include <zkcoro/redis_mutex.hpp>
 
 #include <fence_store.hpp>
@@ -298,6 +299,36 @@ TEST_CASE("a waiter is woken by the release's notification, not by polling; canc
     });
 }
 
+TEST_CASE("a multi_lock takes Redis keys all or nothing; participants name the holder")
+{
+    auto& srv = shared_redis();
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        zkcoro::redis_client a(ex, srv.url()), b(ex, srv.url());
+        auto k1 = unique_key("multi"), k2 = unique_key("multi");
+        zkcoro::redis_mutex a1(a, k1), a2(a, k2), b2(b, k2);
+        std::vector<zkcoro::lock_ref> refs{zkcoro::lock_ref(a1), zkcoro::lock_ref(a2)};
+        zkcoro::multi_lock both(std::move(refs));
+        auto all = co_await both.acquire(2s);
+        REQUIRE(all);
+        CHECK(all->guards().size() == 2);
+        auto who = co_await b2.async_participants();
+        REQUIRE(who.size() == 1);
+        CHECK(who[0].holds);
+        CHECK(who[0].data == srv.command(cmd("GET", k2)));
+        co_await all->release();
+        CHECK((co_await b2.async_participants()).empty());
+        // k2 held elsewhere: the multi-lock times out and keeps nothing (k1 is given back).
+        auto other = co_await b2.acquire(1s);
+        REQUIRE(other);
+        auto none = co_await both.acquire(300ms);
+        CHECK_FALSE(none);
+        CHECK(srv.command(cmd("EXISTS", k1)) == "0");
+        co_await other->release();
+    });
+}
+
 TEST_CASE("bad keys and TTLs are refused before anything is sent")
 {
     auto& srv = shared_redis();
@@ -498,6 +529,20 @@ TEST_CASE("the server killed while a lock is held: with appendfsync always the l
         REQUIRE(g);
         srv.kill9();
         srv.restart();
+        // The client notices the drop and reconnects (its states are observable).
+        auto st = rc.state();
+        for (int i = 0; i < 50 && (st != zkcoro::redis_state::connected || rc.connects() < 2); ++i) {
+            using namespace asio::experimental::awaitable_operators;
+            asio::steady_timer t(ex, 100ms);
+            auto w = co_await (rc.async_wait_state(st, asio::as_tuple(asio::use_awaitable)) ||
+                               t.async_wait(asio::as_tuple(asio::use_awaitable)));
+            if (w.index() == 0)
+                st = std::get<1>(std::get<0>(w));
+            else
+                st = rc.state();
+        }
+        CHECK(st == zkcoro::redis_state::connected);
+        CHECK(rc.connects() >= 2);
         co_await pause(3500ms);  // longer than the TTL: renewals must have gone through
         CHECK_FALSE(g->lost());
         CHECK(srv.command(cmd("EXISTS", key)) == "1");
