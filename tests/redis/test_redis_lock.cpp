@@ -5,6 +5,8 @@
 #include <zkcoro/multi_lock.hpp>
 #include <zkcoro/redis_mutex.hpp>
 
+#include "../integration/common.hpp"
+
 #include <fence_store.hpp>
 #include <redis_server.hpp>
 
@@ -37,30 +39,7 @@ zktest::redis_server& shared_redis()
     return server;
 }
 
-// Runs a coroutine on `ioc` until it finishes, at most `limit`; fails the test otherwise.
-void run_bounded(asio::io_context& ioc, std::function<asio::awaitable<void>()> body, std::chrono::seconds limit = 30s)
-{
-    bool finished = false;
-    std::exception_ptr error;
-    asio::co_spawn(ioc, body(), [&](std::exception_ptr e) {
-        finished = true;
-        error = e;
-    });
-    auto deadline = std::chrono::steady_clock::now() + limit;
-    while (!finished && std::chrono::steady_clock::now() < deadline) {
-        ioc.restart();
-        ioc.run_one_until(deadline);
-    }
-    if (!finished)
-        FAIL("the test coroutine did not finish within its time limit");
-    if (error) {
-        try {
-            std::rethrow_exception(error);
-        } catch (const std::exception& e) {
-            FAIL("the test coroutine threw: " << std::string(e.what()));
-        }
-    }
-}
+using zktest::run_bounded;
 
 std::string unique_key(std::string_view name)
 {
