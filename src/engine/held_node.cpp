@@ -31,8 +31,8 @@ constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 // back), and the next local waiter queues anew.
 void fire_lost(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns, std::string_view why)
 {
-    if (ns->lost.exchange(true))
-        return;
+    if (ns->lost.exchange(true) || ns->released)
+        return;  // already lost, or released (a lingering node ended): nobody to tell
     std::shared_ptr<zk_lease> h;
     std::shared_ptr<local_waiter> next;
     {
