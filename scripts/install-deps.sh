@@ -7,7 +7,7 @@
 #                          check), clang, libFuzzer and the sanitizer runtimes (the fuzzers), iproute2 (network namespaces
 #                          of the fault suite), dpkg-dev (Meson reads the multiarch libdir from
 #                          dpkg-architecture; without it the install goes to lib64, where CMake on
-#                          Debian does not look)
+#                          Debian does not look), gnuplot-nox (bench/run.sh draws bench/out/compare.svg)
 # Skips apt-get entirely when everything is already installed.
 set -euo pipefail
 profile=${1:-test}
@@ -23,6 +23,7 @@ test=(
   cmake dpkg-dev
   clang libfuzzer-14-dev libclang-rt-14-dev
   iproute2 procps
+  gnuplot-nox
 )
 case $profile in
   demo) packages=("${demo[@]}") ;;
