@@ -72,9 +72,10 @@ void queue_changed(const std::shared_ptr<lock_object>& s, const std::shared_ptr<
     end_linger(s, ns);
 }
 
-bool batch_time_over(const lock_object& s, const node_state& ns, steady_clock::time_point now)
+bool batch_time_over(const lock_object& s, const node_state& ns)
 {
-    return s.opts.handoff_batch_time.count() > 0 && ns.others_queued && now - ns.granted_at >= s.opts.handoff_batch_time;
+    return s.opts.handoff_batch_time.count() > 0 && ns.others_queued &&
+           steady_clock::now() - ns.granted_at >= s.opts.handoff_batch_time;
 }
 
 bool start_linger(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns)

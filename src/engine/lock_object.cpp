@@ -203,7 +203,7 @@ void zk_lease::release(any_handler<void(error_code)> handler)
                 s.holds.erase(it);
             if (!lost() && ns_->current.get() == this) {
                 ns_->current = nullptr;
-                bool over_by_time = batch_time_over(s, *ns_, steady_clock::now());
+                bool over_by_time = batch_time_over(s, *ns_);
                 if (ns_->handoffs < max_handoffs && !over_by_time)
                     if (auto w = pop_waiting(s)) {
                         ++ns_->handoffs;

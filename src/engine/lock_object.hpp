@@ -197,7 +197,7 @@ void watch_queue(const std::shared_ptr<lock_object>& s, const std::shared_ptr<no
 // Someone queued behind the node (or the queue changed): ends its lingering, if it lingers.
 void queue_changed(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns);
 // Whether the batch of in-process handoffs of `ns` is over by time. Lock held.
-bool batch_time_over(const lock_object& s, const node_state& ns, steady_clock::time_point now);
+bool batch_time_over(const lock_object& s, const node_state& ns);
 // Keeps `ns` after its last release if the options allow and nobody else queues; true if it
 // does (the caller then owes a watch_queue when queue_watched was not set). Lock held.
 bool start_linger(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns);
