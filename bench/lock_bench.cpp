@@ -111,6 +111,7 @@ struct options {
     long cross_tasks = 1;  // tasks on the one mutex object
     long hold_ms = 0;      // per hold
     long linger_ms = -1;   // mutex_options::linger (-1: 0 for cross_process, 10 for uncontended_linger)
+    long batch_time_ms = -1;  // cross_process: mutex_options::handoff_batch_time (-1: the default)
 
     bool runs(std::string_view w) const { return workloads.count(w) != 0; }
 };
@@ -155,6 +156,8 @@ options parse_options(int argc, char** argv)
     add_integer(app, "--hold-ms", o.hold_ms, 0, 60'000, "MS", "cross_process: hold time per acquisition");
     add_integer(app, "--linger-ms", o.linger_ms, 0, 60'000, "MS",
                 "cross_process, uncontended_linger: mutex_options::linger", "0; uncontended_linger: 10");
+    add_integer(app, "--batch-time-ms", o.batch_time_ms, 0, 60'000, "MS",
+                "cross_process: mutex_options::handoff_batch_time (0: the count of 63 alone)", "the library's");
     // The id becomes a field of the PART line, which bench/run.sh splits at spaces and '='.
     app.add_option("--id", o.id, fmt::format("cross_process: a name for the PART line (default {})", o.id))
         ->type_name("NAME")
@@ -499,6 +502,8 @@ asio::awaitable<void> cross_process(zkcoro::client& zk, const options& o, worklo
     res.name = "cross_process";
     zkcoro::mutex_options mo;
     mo.linger = std::chrono::milliseconds(std::max(o.linger_ms, 0L));
+    if (o.batch_time_ms >= 0)
+        mo.handoff_batch_time = std::chrono::milliseconds(o.batch_time_ms);
     zkcoro::mutex m(zk, o.path, mo);
     if (o.start_at_ms > 0) {
         auto start = std::chrono::system_clock::time_point(std::chrono::milliseconds(o.start_at_ms));

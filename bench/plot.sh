@@ -91,8 +91,8 @@ for f in cdf_raw cdf_zk cdf_cur cdf_linger; do
 done
 
 mkdir -p "$(dirname "$svg")"
-terminal='svg size 1500,1100 dynamic font "sans,11" background "white"'
-[[ $svg == *.png ]] && terminal='pngcairo size 1500,1100 font "sans,10" background "white"'
+terminal='svg size 1500,1100 dynamic noenhanced font "sans,11" background "white"'
+[[ $svg == *.png ]] && terminal='pngcairo size 1500,1100 noenhanced font "sans,10" background "white"'
 # gnuplot warns of every column a panel has no figure in (raw C in most): not worth showing.
 gnuplot 2> >(grep -v -e "Skipping data file with no valid points" -e "empty y range" -e '^ *$' >&2) <<EOF
 set terminal $terminal

@@ -330,7 +330,8 @@ rm -f bench/out/samples-*.txt
 for f in "$out"/samples/*.txt; do
     [[ -e "$f" ]] && cp "$f" "bench/out/samples-$(basename "$f")"
 done
-title="zkcoro vs raw C vs Curator, $(date -u +%Y-%m-%d), $(nproc) cores $(uname -m), $(hostname)"
+cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || true)
+title="zkcoro vs raw C vs Curator: bench/run.sh, $(date -u +%Y-%m-%d), ${cpu:-$(uname -m)}, $(nproc) cores, $(hostname)"
 (( quick )) && title="QUICK RUN (smoke test, not figures): $title"
 if bash bench/plot.sh bench/out "$title" bench/out/compare.svg; then
     echo "wrote bench/out/compare.svg"
