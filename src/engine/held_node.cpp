@@ -218,7 +218,8 @@ guard hold_node(const std::shared_ptr<lock_object>& s, owner_id owner, const std
             s->holds[owner] = h;
         // Tasks of ours wait to be handed the node: learn now whether anyone else queues, for
         // the time bound of the batch.
-        list_queue = s->opts.local_handoff && s->queue.size() > s->abandoned_in_queue && !ns->queue_watched.exchange(true);
+        list_queue = s->opts.local_handoff && s->recipe.watch_own_node && s->queue.size() > s->abandoned_in_queue &&
+                     !ns->queue_watched.exchange(true);
     }
     watch_session(s, ns);
     if (list_queue)

@@ -223,7 +223,9 @@ void zk_lease::release(any_handler<void(error_code)> handler)
                     if (!next)
                         kept = start_linger(obj_, ns_);
                 }
-                list_queue = kept && !ns_->queue_watched.exchange(true);
+                // Listing the queue is for ZooKeeper's mutexes (watch_own_node), not for parts
+                // that are held one round trip, nor for a lock whose queue is elsewhere.
+                list_queue = kept && s.recipe.watch_own_node && !ns_->queue_watched.exchange(true);
             }
         }
     }
