@@ -279,6 +279,20 @@ struct latencies {
         rank = std::clamp<std::size_t>(rank, 1, sorted.size());
         return static_cast<double>(sorted[rank - 1]) / 1e3;
     }
+    // When ZKCORO_BENCH_SAMPLES names a directory, writes every latency (us, one a line) to
+    // <dir>/<impl>-<workload>.txt, for bench/plot.sh's distribution panel.
+    void write_samples(std::string_view impl, std::string_view workload) const
+    {
+        const char* dir = std::getenv("ZKCORO_BENCH_SAMPLES");
+        if (dir == nullptr || *dir == '\0')
+            return;
+        auto file = fmt::format("{}/{}-{}.txt", dir, impl, workload);
+        std::ofstream out(file);
+        for (auto v : ns)
+            out << static_cast<double>(v) / 1e3 << '\n';
+        if (!out)
+            std::fprintf(stderr, "warning: could not write the samples to %s\n", file.c_str());
+    }
 };
 
 // ---------------------------------------------------------------------------------------------

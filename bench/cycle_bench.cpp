@@ -792,6 +792,7 @@ int report(const options& o, const results& r)
                    "cpu_us_per_op={:.1f}\n",
                    name, workload, s.per_s(), s.percentile_us(50), s.percentile_us(99), s.mean_us(),
                    s.cpu_per_cycle_us());
+        s.write_samples(name, workload);
     };
     if (p.run_raw)
         result("raw", "cycle", r.raw);

@@ -10,8 +10,12 @@
 //   demo_per_task    b. the same with one mutex object per task (no handoff between objects:
 //                    every task queues in ZooKeeper with a node of its own).
 //   demo_no_handoff  b. one object, mutex_options::local_handoff = false.
-//   cross_process    c. one task on --path from --start-at-ms for --duration-ms; prints a PART
-//                    line. bench/run.sh starts several such processes at once and adds them up.
+//   uncontended_linger  a with mutex_options::linger = --linger-ms (default 10) and a 1 ms pause
+//                    (not measured) between cycles: a process that takes a lock in bursts.
+//   cross_process    c. --cross-tasks tasks (default 1) on --path from --start-at-ms for
+//                    --duration-ms, each hold --hold-ms long (default 0), the mutex with
+//                    --linger-ms; prints a PART line (p50/p99: the wait for the lock).
+//                    bench/run.sh starts several such processes at once and adds them up.
 //   many_locks       d. --paths mutex objects (one per path), --many-tasks tasks, each cycle on a
 //                    uniformly random path, for --duration-ms.
 //   read_write       e. 8 reader and 2 writer tasks on one shared_mutex for --duration-ms.
@@ -83,8 +87,9 @@ constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 // ---------------------------------------------------------------------------------------------
 // Options
 
-constexpr std::string_view all_workloads[] = {"uncontended", "demo",       "demo_per_task", "demo_no_handoff",
-                                              "many_locks",  "read_write", "semaphore",     "scale"};
+constexpr std::string_view all_workloads[] = {"uncontended", "uncontended_linger", "demo",       "demo_per_task",
+                                              "demo_no_handoff", "many_locks",      "read_write", "semaphore",
+                                              "scale"};
 
 struct options {
     std::string connect;
@@ -103,6 +108,10 @@ struct options {
     std::string path;
     long start_at_ms = 0;  // wall clock, ms since the epoch; 0: at once
     std::string id = "zkcoro";
+    long cross_tasks = 1;  // tasks on the one mutex object
+    long hold_ms = 0;      // per hold
+    long linger_ms = -1;   // mutex_options::linger (-1: 0 for cross_process, 10 for uncontended_linger)
+    long batch_time_ms = -1;  // cross_process: mutex_options::handoff_batch_time (-1: the default)
 
     bool runs(std::string_view w) const { return workloads.count(w) != 0; }
 };
@@ -119,7 +128,7 @@ options parse_options(int argc, char** argv)
     known.emplace_back("cross_process");
     std::vector<std::string> list;
     auto* workloads = app.add_option("--workloads", list,
-                                     "Comma-separated, from uncontended, demo, demo_per_task, demo_no_handoff,\n"
+                                     "Comma-separated, from uncontended, uncontended_linger, demo, demo_per_task,\ndemo_no_handoff, "
                                      "many_locks, read_write, semaphore, scale (default: all of them), or\n"
                                      "cross_process alone")
                           ->type_name("LIST")
@@ -143,6 +152,12 @@ options parse_options(int argc, char** argv)
         ->type_name("PATH");
     add_integer(app, "--start-at-ms", o.start_at_ms, 0, 100'000'000'000'000, "EPOCH_MS",
                 "cross_process: start time, ms since the epoch; 0: at once");
+    add_integer(app, "--cross-tasks", o.cross_tasks, 1, 1000, "T", "cross_process: tasks on the one mutex object");
+    add_integer(app, "--hold-ms", o.hold_ms, 0, 60'000, "MS", "cross_process: hold time per acquisition");
+    add_integer(app, "--linger-ms", o.linger_ms, 0, 60'000, "MS",
+                "cross_process, uncontended_linger: mutex_options::linger", "0; uncontended_linger: 10");
+    add_integer(app, "--batch-time-ms", o.batch_time_ms, 0, 60'000, "MS",
+                "cross_process: mutex_options::handoff_batch_time (0: the count of 63 alone)", "the library's");
     // The id becomes a field of the PART line, which bench/run.sh splits at spaces and '='.
     app.add_option("--id", o.id, fmt::format("cross_process: a name for the PART line (default {})", o.id))
         ->type_name("NAME")
@@ -335,6 +350,47 @@ asio::awaitable<void> uncontended(zkcoro::client& zk, const options& o, workload
     res.has_metrics = true;
 }
 
+// a with lingering: the node stays between bursts, so a cycle needs no request (a 1 ms pause,
+// not measured, between cycles).
+asio::awaitable<void> uncontended_linger(zkcoro::client& zk, const options& o, workload_result& res)
+{
+    auto ex = co_await asio::this_coro::executor;
+    res.name = "uncontended_linger";
+    zkcoro::mutex_options mo;
+    mo.linger = std::chrono::milliseconds(o.linger_ms < 0 ? 10 : o.linger_ms);
+    zkcoro::mutex m(zk, lock_path(res.name), mo);
+    res.lat.ns.reserve(static_cast<std::size_t>(o.cycles));
+    asio::steady_timer pause(ex);
+    auto one_cycle = [&m]() -> asio::awaitable<void> {
+        auto g = co_await m.acquire(time_left());
+        if (!g)
+            throw bench_error("uncontended_linger: acquire timed out (time limit)");
+        co_await g->release();
+    };
+    for (long i = 0; i < o.warmup; ++i) {
+        check_deadline("warming up (uncontended_linger)");
+        co_await one_cycle();
+    }
+    double paused_s = 0;
+    measure mt(zk, res);
+    for (long i = 0; i < o.cycles; ++i) {
+        check_deadline("measuring uncontended_linger cycles");
+        auto t0 = clock_type::now();
+        co_await one_cycle();
+        auto t1 = clock_type::now();
+        res.lat.add(t1 - t0);
+        pause.expires_after(1ms);
+        co_await pause.async_wait(asio::use_awaitable);
+        paused_s += std::chrono::duration<double>(clock_type::now() - t1).count();
+    }
+    mt.stop();
+    res.seconds = std::max(res.seconds - paused_s, 1e-9);  // ops/s of the cycles, pauses left out
+    res.ops = static_cast<long>(res.lat.ns.size());
+    res.metrics = m.metrics();
+    res.has_metrics = true;
+    res.extra = fmt::format(" linger_ms={} linger_grants={}", mo.linger.count(), res.metrics.linger_grants);
+}
+
 // ---------------------------------------------------------------------------------------------
 // b. demo
 
@@ -444,7 +500,11 @@ asio::awaitable<void> cross_process(zkcoro::client& zk, const options& o, worklo
 {
     auto ex = co_await asio::this_coro::executor;
     res.name = "cross_process";
-    zkcoro::mutex m(zk, o.path);
+    zkcoro::mutex_options mo;
+    mo.linger = std::chrono::milliseconds(std::max(o.linger_ms, 0L));
+    if (o.batch_time_ms >= 0)
+        mo.handoff_batch_time = std::chrono::milliseconds(o.batch_time_ms);
+    zkcoro::mutex m(zk, o.path, mo);
     if (o.start_at_ms > 0) {
         auto start = std::chrono::system_clock::time_point(std::chrono::milliseconds(o.start_at_ms));
         auto wait = start - std::chrono::system_clock::now();
@@ -457,17 +517,35 @@ asio::awaitable<void> cross_process(zkcoro::client& zk, const options& o, worklo
     }
     const auto end = clock_type::now() + std::chrono::milliseconds(o.duration_ms);
     measure mt(zk, res);
-    for (long i = 0; i < 100'000'000 && clock_type::now() < end; ++i) {
-        check_deadline("running cross_process");
-        auto t0 = clock_type::now();
-        auto g = co_await m.acquire(time_left());
-        if (!g)
-            throw bench_error("cross_process: acquire timed out (time limit)");
-        res.lat.add(clock_type::now() - t0);
-        ++res.ops;
-        co_await g->release();
-    }
+    auto group = std::make_shared<task_group>(ex);
+    group->tasks = o.cross_tasks;
+    for (long t = 0; t < o.cross_tasks; ++t)
+        asio::co_spawn(ex, [&, group]() -> asio::awaitable<void> {
+            asio::steady_timer hold(co_await asio::this_coro::executor);
+            try {
+                for (long i = 0; i < 100'000'000 && clock_type::now() < end && group->first_error.empty(); ++i) {
+                    check_deadline("running cross_process");
+                    auto t0 = clock_type::now();
+                    auto g = co_await m.acquire(time_left());
+                    if (!g)
+                        throw bench_error("cross_process: acquire timed out (time limit)");
+                    res.lat.add(clock_type::now() - t0);
+                    ++res.ops;
+                    if (o.hold_ms > 0) {
+                        hold.expires_after(std::chrono::milliseconds(o.hold_ms));
+                        co_await hold.async_wait(asio::use_awaitable);
+                    }
+                    co_await g->release();
+                }
+            } catch (const std::exception& e) {
+                group->error(e.what());
+            }
+            group->task_done();
+        }, asio::detached);
+    co_await group->wait("cross_process");
     mt.stop();
+    if (!group->first_error.empty())
+        throw bench_error(group->first_error);
     res.metrics = m.metrics();
     res.has_metrics = true;
     // The last process to finish removes the lock path (the others find it still in use).
@@ -852,6 +930,7 @@ asio::awaitable<void> run_bench(const options& o, results& out)
             out.workloads.push_back(std::move(r));
         }
         co_await run("uncontended", [&](auto& rs) { return uncontended(zk, o, rs[0]); });
+        co_await run("uncontended_linger", [&](auto& rs) { return uncontended_linger(zk, o, rs[0]); });
         // A failed demo leaves tasks behind: stop there (reported; the exit status says it).
         bool ok = co_await run("demo", [&](auto& rs) { return demo(zk, o, demo_mode::shared, rs[0]); });
         if (ok)
@@ -905,8 +984,9 @@ int report(const options& o, const results& r)
     if (o.runs("cross_process")) {
         for (const auto& w : r.workloads)
             fmt::print("PART impl=zkcoro workload=cross_process id={} ops={} seconds={:.3f} p50_us={:.1f} "
-                       "p99_us={:.1f} cpu_us_per_op={:.1f}\n",
-                       o.id, w.ops, w.seconds, w.lat.percentile_us(50), w.lat.percentile_us(99), w.cpu_per_op());
+                       "p99_us={:.1f} cpu_us_per_op={:.1f} tasks={} batch_time_ends={} linger_grants={}\n",
+                       o.id, w.ops, w.seconds, w.lat.percentile_us(50), w.lat.percentile_us(99), w.cpu_per_op(),
+                       o.cross_tasks, w.metrics.batch_time_ends, w.metrics.linger_grants);
         std::fflush(stdout);
         return 0;
     }
@@ -939,6 +1019,9 @@ int report(const options& o, const results& r)
                        "mean_us={:.1f} cpu_us_per_op={:.1f} requests_per_op={:.2f}{}\n",
                        w.name, w.ops_per_s(), w.lat.percentile_us(50), w.lat.percentile_us(99), w.lat.mean_us(),
                        w.cpu_per_op(), w.requests_per_op(), w.extra);
+    for (const auto& w : r.workloads)
+        if (w.ok && w.name.starts_with("uncontended"))
+            w.lat.write_samples("zkcoro", w.name);
     std::fflush(stdout);
     bool all_ok =
         std::all_of(r.workloads.begin(), r.workloads.end(), [](const workload_result& w) { return w.ok; });

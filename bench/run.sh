@@ -16,6 +16,9 @@
 # bench/curator/CuratorBench.java):
 #   a uncontended acquire+release; b the 100-task demo; c 4 processes on one lock; d 1000 locks,
 #   50 tasks; e 8 readers + 2 writers; f 100 000 tasks waiting on 1000 locks on one thread.
+#   Also: a and c with mutex_options::linger = 10 ms, and the fairness mix (2 zkcoro processes
+#   with 4 tasks each and one Curator process on one lock, 5 ms holds).
+# Writes bench/out/results.txt (the RESULT lines) and bench/out/compare.svg (bench/plot.sh).
 set -euo pipefail
 
 usage() {
@@ -73,6 +76,9 @@ fi
 # --- run everything against one server -----------------------------------------------------------
 out=$(mktemp -d "${TMPDIR:-/tmp}/zkcoro-bench.XXXXXX")
 trap 'rm -rf "$out"' EXIT
+# Every latency of workload a, per implementation, for the picture.
+mkdir -p "$out/samples"
+export ZKCORO_BENCH_SAMPLES=$out/samples
 # One argument per line (an empty array gives an empty file, not an empty argument).
 write_args() {
     local f=$1
@@ -114,6 +120,25 @@ inner='
         return $r
     }
 
+    # The fairness mix: 2 zkcoro processes with 4 tasks each and one Curator process on one lock,
+    # every hold 5 ms; PART lines (p50/p99: the wait for the lock) in $out/mix-<id>.txt.
+    mix() {
+        local start=$(( $(now_ms) + 8000 )) path="/zkcoro-bench/mix-$$" pids=() i r=0
+        for i in 1 2; do
+            "$lock" --workloads cross_process --path "$path" --start-at-ms "$start" --duration-ms "$cross_ms" \
+                --cross-tasks 4 --hold-ms 5 --id "zkcoro$i" > "$out/mix-zkcoro$i.txt" &
+            pids+=($!)
+        done
+        java -cp "$(cat "$classes/classpath.txt")" CuratorBench --workload cross_process --path "$path" \
+            --start-at-ms "$start" --duration-ms "$cross_ms" --hold-ms 5 --id curator > "$out/mix-curator.txt" &
+        pids+=($!)
+        for i in "${!pids[@]}"; do
+            wait "${pids[$i]}" || { local e=$?; (( r )) || r=$e; }
+        done
+        cat "$out"/mix-zkcoro?.txt "$out"/mix-curator.txt
+        return $r
+    }
+
     echo "== zkcoro-cycle-bench ${cycle_args[*]} (server $ZK_CONNECT)"
     "$cycle" "${cycle_args[@]}" | tee "$out/cycle.txt" || note $?
     echo
@@ -122,6 +147,10 @@ inner='
     echo
     echo "== cross_process: 4 zkcoro processes, ${cross_ms} ms"
     cross zkcoro 2000 "$lock" --workloads cross_process | tee "$out/cross-zkcoro.txt" || note $?
+    echo
+    echo "== cross_process: 4 zkcoro processes with linger 10 ms, ${cross_ms} ms"
+    cross zkcoro_linger 2000 "$lock" --workloads cross_process --linger-ms 10 | tee "$out/cross-zkcoro_linger.txt" \
+        || note $?
     if (( curator )); then
         echo
         echo "== CuratorBench --workload all ${curator_args[*]}"
@@ -132,6 +161,9 @@ inner='
         # JVMs take seconds to start and connect on a loaded 2-core machine.
         cross curator 8000 java -cp "$(cat "$classes/classpath.txt")" CuratorBench --workload cross_process \
             | tee "$out/cross-curator.txt" || note $?
+        echo
+        echo "== fairness mix: 2 zkcoro processes x 4 tasks + 1 Curator process, one lock, 5 ms holds, ${cross_ms} ms"
+        mix | tee "$out/mix.txt" || note $?
         # The throughput workloads d and e once more, Curator first this time, so that a slow
         # spell of the shared machine does not decide a ratio: the table keeps each one'"'"'s best.
         echo
@@ -152,7 +184,7 @@ status=0
 # --- the table -----------------------------------------------------------------------------------
 # The cross-process parts become one RESULT line per implementation: handoffs per second of the
 # four processes together.
-for impl in zkcoro curator; do
+for impl in zkcoro zkcoro_linger curator; do
     f=$out/cross-$impl.txt
     [[ -s "$f" ]] || continue
     awk -v impl="$impl" '
@@ -170,11 +202,26 @@ for impl in zkcoro curator; do
                 printf "RESULT impl=%s workload=cross_process ops_per_s=%.1f p50_us=0.0 p99_us=0.0 processes=4\n", impl, ops / secs
         }' "$f" > "$out/cross-$impl.result"
 done
+# The mix: one RESULT line per process, with its share of the holds and its p99 wait.
+if [[ -s "$out/mix.txt" ]]; then
+    awk '
+        /^PART / {
+            delete f
+            for (i = 2; i <= NF; ++i) { eq = index($i, "="); f[substr($i, 1, eq - 1)] = substr($i, eq + 1) }
+            ++n; id[n] = f["id"]; ops[n] = f["ops"]; secs[n] = f["seconds"]; p99[n] = f["p99_us"]; total += f["ops"]
+        }
+        END {
+            if (n != 3 || total <= 0) exit
+            for (k = 1; k <= n; ++k)
+                printf "RESULT impl=mix workload=%s ops_per_s=%.1f p50_us=0.0 p99_us=%.1f share=%.4f\n", id[k],
+                       (secs[k] > 0 ? ops[k] / secs[k] : 0), p99[k], ops[k] / total
+        }' "$out/mix.txt" > "$out/mix.result"
+fi
 
 echo
 echo "== all RESULT lines ($( (( quick )) && echo "quick run: smoke test only, not figures" || echo "full run"), $build)"
-cat "$out"/cycle.txt "$out"/lock.txt "$out"/cross-*.result "$out"/curator.txt "$out"/pass2.txt 2>/dev/null | grep '^RESULT ' \
-    | tee "$out/results.txt" || true
+cat "$out"/cycle.txt "$out"/lock.txt "$out"/cross-*.result "$out"/mix.result "$out"/curator.txt "$out"/pass2.txt \
+    2>/dev/null | grep '^RESULT ' | tee "$out/results.txt" || true
 
 echo
 awk -v quick="$quick" '
@@ -234,6 +281,20 @@ awk -v quick="$quick" '
         # c
         zk = val("zkcoro", "cross_process", "ops_per_s"); cur = val("curator", "cross_process", "ops_per_s")
         row("c 4 processes, one lock", "handoff/s", -1, zk, cur, ">= 1.3x Curator", verdict(ratio(zk, cur), ">=", 1.3))
+        row("c   zkcoro with linger 10 ms", "handoff/s", -1, val("zkcoro_linger", "cross_process", "ops_per_s"), cur,
+            "(cost of linger to the others)", "")
+        # a with linger: a process taking the lock in bursts (1 ms apart)
+        row("a   zkcoro linger 10 ms, 1 ms pause", "p50 us", val("raw", "cycle", "p50_us"),
+            val("zkcoro", "uncontended_linger", "p50_us"), -1, "(microseconds, no request)", "")
+        # the fairness mix
+        if (("mix", "curator") in have) {
+            s1 = val("mix", "zkcoro1", "share"); s2 = val("mix", "zkcoro2", "share"); sc = val("mix", "curator", "share")
+            row("mix: share of holds per process", "%", -1, (s1 + s2) * 50, sc * 100, "(zkcoro: mean of 2)", "")
+            w = val("mix", "curator", "p99_us") / 1000
+            row("mix: Curator waiter p99 wait", "ms", -1, -1, w, sprintf("a few holds: %.1f x 5 ms", w / 5), "")
+            printf "    mix shares: zkcoro1 %.1f %%, zkcoro2 %.1f %%, Curator %.1f %%; zkcoro p99 waits %.1f / %.1f ms\n",
+                s1 * 100, s2 * 100, sc * 100, val("mix", "zkcoro1", "p99_us") / 1000, val("mix", "zkcoro2", "p99_us") / 1000
+        }
         # d
         raw = val("raw", "cycle_pipelined", "ops_per_s"); zk = val("zkcoro", "many_locks", "ops_per_s")
         cur = val("curator", "many_locks", "ops_per_s")
@@ -266,6 +327,23 @@ awk -v quick="$quick" '
         print "Ratios come from this one run; the machine is shared and noisy."
         if (quick) print "QUICK RUN: tiny counts, a smoke test. Verdicts mean nothing here."
     }' "$out/results.txt"
+
+# --- the picture ---------------------------------------------------------------------------------
+mkdir -p bench/out
+cp "$out/results.txt" bench/out/results.txt
+rm -f bench/out/samples-*.txt
+for f in "$out"/samples/*.txt; do
+    [[ -e "$f" ]] && cp "$f" "bench/out/samples-$(basename "$f")"
+done
+cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || true)
+title="zkcoro vs raw C vs Curator: bench/run.sh, $(date -u +%Y-%m-%d), ${cpu:-$(uname -m)}, $(nproc) cores, $(hostname)"
+(( quick )) && title="QUICK RUN (smoke test, not figures): $title"
+if bash bench/plot.sh bench/out "$title" bench/out/compare.svg; then
+    echo "wrote bench/out/compare.svg"
+else
+    echo "bench/run.sh: bench/plot.sh failed" >&2
+    (( status )) || status=1
+fi
 
 # --- Redis (issue 14): raw hiredis floor, redis-py and zkcoro's Redis lock on their own server ----
 if (( redis )); then

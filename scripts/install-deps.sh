@@ -9,7 +9,8 @@
 #                          of the fault suite), dpkg-dev (Meson reads the multiarch libdir from
 #                          dpkg-architecture; without it the install goes to lib64, where CMake on
 #                          Debian does not look), redis-server and python3-redis (the Redis tests,
-#                          interop with redis-py's Lock and its benchmark; for /usr/bin/python3)
+#                          interop with redis-py's Lock and its benchmark; for /usr/bin/python3),
+#                          gnuplot-nox (bench/run.sh draws bench/out/compare.svg)
 # Skips apt-get entirely when everything is already installed.
 set -euo pipefail
 profile=${1:-test}
@@ -27,6 +28,7 @@ test=(
   clang libfuzzer-14-dev libclang-rt-14-dev
   iproute2 procps
   redis-server redis-tools python3-redis
+  gnuplot-nox
 )
 case $profile in
   demo) packages=("${demo[@]}") ;;

@@ -6,6 +6,7 @@
 //   java -cp "$(cat OUTDIR/classpath.txt)" CuratorBench --workload NAME [--connect HOST:PORT]
 //        [--cycles N] [--warmup N] [--tasks T] [--per-task K] [--duration-ms D] [--paths P]
 //        [--path /zkcoro-bench/x] [--start-at-ms EPOCH_MS] [--time-limit SECONDS] [--id NAME]
+//        [--hold-ms H]
 //
 // Workloads (the definitions are shared with the C++ benchmark; see usage() for the options):
 //   uncontended      one thread, one InterProcessMutex: --warmup unmeasured cycles, then --cycles
@@ -17,6 +18,8 @@
 //   demo_per_thread  the same with one InterProcessMutex object per thread (same path).
 //   cross_process    one thread on --path (shared with other processes), from wall clock
 //                    --start-at-ms for --duration-ms; prints a PART line for a script to sum.
+//                    With --hold-ms H each hold lasts H ms, and the PART line's p50/p99 are
+//                    of the wait for the lock (acquire only); else of acquire+release.
 //   many_locks       --paths lock paths, one InterProcessMutex each shared by --tasks threads;
 //                    each cycle picks a random path; for --duration-ms. p50/p99 per cycle.
 //   read_write       one InterProcessReadWriteLock, 8 reader and 2 writer threads, for
@@ -105,6 +108,7 @@ public final class CuratorBench {
         long startAtMs = -1;   // -1: start at once
         long timeLimit = 120;  // seconds
         String id;
+        long holdMs = 0;       // cross_process: hold time per acquisition
     }
 
     private static void usage(java.io.PrintStream out) {
@@ -112,6 +116,7 @@ public final class CuratorBench {
             "usage: java -cp \"$(cat OUTDIR/classpath.txt)\" CuratorBench --workload NAME [--connect HOST:PORT]\n"
             + "         [--cycles N] [--warmup N] [--tasks T] [--per-task K] [--duration-ms D] [--paths P]\n"
             + "         [--path /zkcoro-bench/x] [--start-at-ms EPOCH_MS] [--time-limit SECONDS] [--id NAME]\n"
+            + "         [--hold-ms H]\n"
             + "  --workload     uncontended | demo_shared | demo_per_thread | cross_process | many_locks |\n"
             + "                 read_write | all (all but cross_process, in that order, one client)\n"
             + "  --connect      loopback ZooKeeper server (default: $ZK_CONNECT, else 127.0.0.1:2181);\n"
@@ -126,6 +131,7 @@ public final class CuratorBench {
             + "  --path         cross_process (required): the lock path shared by the processes\n"
             + "  --start-at-ms  cross_process: wall-clock start, epoch milliseconds (default: at once)\n"
             + "  --id           cross_process: name in the PART line (default p<pid>)\n"
+            + "  --hold-ms      cross_process: hold each acquisition H ms (default 0, 0..60000)\n"
             + "  --time-limit   seconds for the whole run (default 120, 1..86400); exceeding it fails the\n"
             + "                 run, and a watchdog halts the process (status 3) " + HARD_GRACE_MS / 1000
             + " s after it\n"
@@ -169,7 +175,7 @@ public final class CuratorBench {
             switch (arg) {
                 case "--workload": case "--connect": case "--cycles": case "--warmup": case "--tasks":
                 case "--per-task": case "--duration-ms": case "--paths": case "--path": case "--start-at-ms":
-                case "--time-limit": case "--id":
+                case "--time-limit": case "--id": case "--hold-ms":
                     break;
                 default:
                     throw new UsageError("unknown option \"" + arg + "\" (see --help)");
@@ -191,6 +197,7 @@ public final class CuratorBench {
                 case "--start-at-ms": o.startAtMs = integer(arg, value, 0, 4_102_444_800_000L); break; // < 2100
                 case "--time-limit": o.timeLimit = integer(arg, value, 1, 86_400); break;
                 case "--id": o.id = value; break;
+                case "--hold-ms": o.holdMs = integer(arg, value, 0, 60_000); break;
                 default: throw new AssertionError(arg);
             }
         }
@@ -214,8 +221,8 @@ public final class CuratorBench {
         }
 
         boolean cross = o.workload.equals("cross_process");
-        if (!cross && (o.path != null || o.startAtMs >= 0 || o.id != null)) {
-            throw new UsageError("--path, --start-at-ms and --id are for --workload cross_process only");
+        if (!cross && (o.path != null || o.startAtMs >= 0 || o.id != null || o.holdMs > 0)) {
+            throw new UsageError("--path, --start-at-ms, --id and --hold-ms are for --workload cross_process only");
         }
         long budgetMs = o.timeLimit * 1000;
         if (cross) {
@@ -560,6 +567,19 @@ public final class CuratorBench {
     // -----------------------------------------------------------------------------------------
     // Workloads
 
+    /** When ZKCORO_BENCH_SAMPLES names a directory: every latency in us, one a line, for bench/plot.sh. */
+    private static void writeSamples(String file, long[] ns) {
+        String dir = System.getenv("ZKCORO_BENCH_SAMPLES");
+        if (dir == null || dir.isEmpty()) return;
+        StringBuilder b = new StringBuilder(ns.length * 8);
+        for (long v : ns) b.append(String.format(Locale.ROOT, "%.3f%n", v / 1e3));
+        try {
+            java.nio.file.Files.writeString(java.nio.file.Path.of(dir, file), b);
+        } catch (java.io.IOException e) {
+            System.err.println(PROGRAM + ": warning: could not write the samples: " + e.getMessage());
+        }
+    }
+
     private static Result uncontended(CuratorFramework client, Options o, List<String> used) throws Exception {
         Result r = new Result("uncontended");
         String path = lockPath(r.name);
@@ -582,6 +602,7 @@ public final class CuratorBench {
         r.cpuNs = cpuNs() - cpu0;
         r.ops = o.cycles;
         r.samples(ns);
+        writeSamples("curator-uncontended.txt", r.sorted);
         r.human = String.format(Locale.ROOT,
             "uncontended: %d cycles after %d warm-up in %.3f s: %.1f cycles/s; %s per acquire+release; "
                 + "cpu %.1f us/cycle: %s",
@@ -808,8 +829,17 @@ public final class CuratorBench {
             if (s.full()) break;
             checkDeadline("running cross_process");
             long t0 = System.nanoTime();
-            cycle(m, "cross_process");
-            s.add(System.nanoTime() - t0);
+            if (o.holdMs > 0) {
+                if (!m.acquire(timeLeftMs(), TimeUnit.MILLISECONDS)) {
+                    throw new BenchFailure("cross_process: acquire timed out (time limit)");
+                }
+                s.add(System.nanoTime() - t0);  // the wait for the lock
+                Thread.sleep(o.holdMs);
+                m.release();
+            } else {
+                cycle(m, "cross_process");
+                s.add(System.nanoTime() - t0);
+            }
         }
         r.seconds = (System.nanoTime() - start) / 1e9;
         r.cpuNs = cpuNs() - cpu0;
@@ -912,8 +942,9 @@ public final class CuratorBench {
         if (o.workload.equals("cross_process")) {
             for (Result r : results) {
                 if (r.ok) {
-                    System.out.printf(Locale.ROOT, "PART impl=curator workload=cross_process id=%s ops=%d seconds=%.3f%n",
-                        o.id, r.ops, r.seconds);
+                    System.out.printf(Locale.ROOT,
+                        "PART impl=curator workload=cross_process id=%s ops=%d seconds=%.3f p50_us=%.1f p99_us=%.1f%n",
+                        o.id, r.ops, r.seconds, r.percentileUs(50), r.percentileUs(99));
                 }
             }
         } else {

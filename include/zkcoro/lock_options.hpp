@@ -31,9 +31,25 @@ struct mutex_options {
     std::chrono::milliseconds safety_margin{0};
     // Tasks of this process waiting on this mutex object share one znode: a release hands the
     // lock to the next of them in memory (FIFO), with no request to ZooKeeper. After 63 such
-    // handoffs the node goes back to the end of ZooKeeper's queue so other processes get their
-    // turn. Off: every task queues in ZooKeeper with a node of its own (Curator's behaviour).
+    // handoffs, or once handoff_batch_time has passed while another participant is queued, the
+    // node goes back to the end of ZooKeeper's queue so other processes get their turn. Off:
+    // every task queues in ZooKeeper with a node of its own (Curator's behaviour).
     bool local_handoff = true;
+    // Bounds a batch of in-process handoffs by time as well as by count, whenever another
+    // participant (another process, or a Curator client) is queued behind our node: the first
+    // release at least this long after ZooKeeper granted the node sends it to the end of the
+    // queue. A foreign waiter then waits about this long plus one hold per process ahead of it.
+    // Zero: the count of 63 alone bounds a batch.
+    std::chrono::milliseconds handoff_batch_time{5};
+    // Lingering: after the last release by this process, keep the node for up to this long while
+    // no other participant is queued (a child watch on the lock path tells when one queues). An
+    // acquire by this process inside that window is granted with no request to ZooKeeper; a
+    // contender's node makes the lingering node go at once, so the contender pays one
+    // notification. The lost policy applies while lingering; fencing tokens keep increasing
+    // (each grant of a lingering node counts as a handoff, so at most 63 before a new node).
+    // Helps a process that takes the same lock in bursts. Zero (the default): the node is
+    // deleted at the last release. Needs local_handoff.
+    std::chrono::milliseconds linger{0};
 };
 
 }  // namespace zkcoro

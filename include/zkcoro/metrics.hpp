@@ -58,6 +58,8 @@ struct lock_metrics {
     std::uint64_t losses = 0;          // held locks that were lost (the guard reported lock_lost)
     std::uint64_t local_handoffs = 0;  // grants passed between tasks of this process in memory
     std::uint64_t release_failures = 0;  // releases whose delete failed for good (also logged)
+    std::uint64_t linger_grants = 0;   // grants of a lingering node (mutex_options::linger): no request
+    std::uint64_t batch_time_ends = 0; // handoff batches ended by handoff_batch_time (another was queued)
     duration_histogram wait;           // from the acquire call to the grant, granted ones only
 };
 

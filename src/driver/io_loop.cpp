@@ -87,7 +87,11 @@ void client_impl::rearm()
     }
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(tv.tv_sec) +
                     std::chrono::microseconds(tv.tv_usec);
-    if (!timer_pending_ || deadline < timer_deadline_) {
+    // The library counts in milliseconds from "now", so the deadline it asks for wobbles by up to
+    // one between calls. Re-arming for that costs a reactor wake-up (epoll_ctl, epoll_wait): a
+    // timer up to timer_slack late is harmless (pings are due at a third of the session timeout).
+    constexpr auto timer_slack = std::chrono::milliseconds(2);
+    if (!timer_pending_ || deadline + timer_slack < timer_deadline_) {
         timer_deadline_ = deadline;
         timer_.expires_at(deadline);
         timer_pending_ = true;
@@ -145,8 +149,11 @@ void client_impl::process(int events)
     if ((events & ZOOKEEPER_READ) && rc == ZOK && zh_ && zoo_state(zh_) == ZOO_CONNECTED_STATE)
         mark_heard();
     // The library reads one packet per call: drain what is already buffered, in bounded steps
-    // (readiness is reported again if more remains).
-    if (events & ZOOKEEPER_READ) {
+    // (readiness is reported again if more remains: the next wait's EPOLL_CTL_MOD re-reports a
+    // readable socket). Only while requests are outstanding: a lone reply, the common case of
+    // one request at a time, then costs no FIONREAD; a watch event or ping reply still buffered
+    // is reported by the next wait.
+    if ((events & ZOOKEEPER_READ) && ops_head_ != nullptr) {
         for (int i = 0; i < 256 && rc == ZOK && zh_ && !need_recreate_ && !need_release_ && bytes_ready() > 0; ++i)
             rc = zookeeper_process(zh_, ZOOKEEPER_READ);
     }

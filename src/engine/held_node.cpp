@@ -158,9 +158,11 @@ void watch_held_node(const std::shared_ptr<lock_object>& s, const std::shared_pt
     if (!queue_watch.valid())
         return watch_node(s, ns);
     queue_watch.async_wait([s, ns](error_code ec, watch_event) {
-        if (ec || ns->lost || ns->released)
-            return;  // session ended (the monitor decides), or released: our own deletion
-        watch_node(s, ns);
+        if (ns->lost || ns->released)
+            return;  // released: our own deletion
+        queue_changed(s, ns);  // someone queued (a lingering node goes), or our node went
+        if (!ec)
+            watch_node(s, ns);  // else the session ended: the monitor decides
     });
 }
 
@@ -179,21 +181,31 @@ void release_failed(lock_object& s, const std::string& node, op_state<>& op, err
 }  // namespace
 
 guard hold_node(const std::shared_ptr<lock_object>& s, owner_id owner, const std::string& node, const node_stat& st,
-                zkcoro::watch queue_watch)
+                zkcoro::watch queue_watch, bool others_queued)
 {
     auto ns = std::make_shared<node_state>();
     ns->node = node;
     ns->czxid = st.czxid;
     ns->session_id = st.ephemeral_owner;
     ns->generation = s->zk.session_generation();
+    ns->granted_at = steady_clock::now();
+    ns->others_queued = others_queued;
+    ns->queue_watched = queue_watch.valid() && s->recipe.watch_own_node;
     auto h = std::make_shared<zk_lease>(s, ns, owner);
+    bool list_queue = false;
     {
         std::lock_guard lk(s->m);
         ns->current = h;
         if (s->recipe.reentrant)
             s->holds[owner] = h;
+        // Tasks of ours wait to be handed the node: learn now whether anyone else queues, for
+        // the time bound of the batch.
+        list_queue = s->opts.local_handoff && s->recipe.watch_own_node && s->queue.size() > s->abandoned_in_queue &&
+                     !ns->queue_watched.exchange(true);
     }
     watch_session(s, ns);
+    if (list_queue)
+        watch_queue(s, ns);
     if (s->recipe.watch_own_node)
         watch_held_node(s, ns, std::move(queue_watch));
     return access::make_guard(std::move(h), owner);

@@ -48,7 +48,8 @@ awaitable<acquire_result> queue_in_zk(std::shared_ptr<lock_object> s, owner_id o
         hand_on(s);
         co_return acquire_result{ec, std::nullopt};
     }
-    co_return acquire_result{error_code{}, hold_node(s, owner, queued->path, queued->stat, std::move(queued->queue_watch))};
+    co_return acquire_result{error_code{}, hold_node(s, owner, queued->path, queued->stat, std::move(queued->queue_watch),
+                                                           queued->others_queued)};
 }
 
 // Granted at once with a node of a given name (a downgrade): no queueing, no handoff.
@@ -76,12 +77,14 @@ void hand_on(const std::shared_ptr<lock_object>& s)
 
 bool mark_lost(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns)
 {
-    if (ns->lost.exchange(true))
-        return false;
+    if (ns->lost.exchange(true) || ns->released)
+        return false;  // already lost, or released (a lingering node ended): nobody to tell
     std::shared_ptr<zk_lease> h;
     std::shared_ptr<local_waiter> next;
     {
         std::lock_guard lk(s->m);
+        if (s->lingering == ns)
+            s->lingering = nullptr;  // nobody holds it: nothing to tell
         h = std::move(ns->current);
         if (h) {
             ++s->metrics.losses;
@@ -114,6 +117,10 @@ lock_object::lock_object(const client& c, std::string p, mutex_options o, recipe
         };
     if (!recipe.local_handoff_allowed || !recipe.reentrant)
         opts.local_handoff = false;
+    // Lingering is for mutexes: not for a read-write lock's sides (their hooks look at the other
+    // side) nor for a semaphore's parts.
+    if (!opts.local_handoff || !recipe.watch_own_node || recipe.precheck || recipe.immediate_node)
+        opts.linger = std::chrono::milliseconds{0};
     if (auto pc = check_path(path); !pc.ok()) {
         path_error = pc.ec;
         access::log(zk, log_level::warn, "lock: " + pc.describe(path));
@@ -156,6 +163,10 @@ void lock_object::acquire(owner_id owner, steady_clock::time_point deadline,
         if (recipe.reentrant && it != holds.end() && !it->second->released && !it->second->lost()) {
             ++it->second->count;
             reentered = it->second;
+        } else if (immediate.empty() && !active && lingering) {
+            // Our node lingers: granted at once, with no request (else it queues as usual).
+            reentered = take_lingering(self, owner);
+            active = true;
         } else if (immediate.empty() && active && opts.local_handoff) {
             // Behind another task of ours: wait for it to hand the node over in memory, with no
             // coroutine (which keeps a waiting task small).
@@ -215,7 +226,8 @@ void zk_lease::release(any_handler<void(error_code)> handler)
     auto op = std::make_shared<op_state<>>(std::move(handler), s.ex);
     std::shared_ptr<local_waiter> next;
     bool last = false;
-    bool handed = false;
+    bool kept = false;         // handed to a local waiter, or lingering: the node stays
+    bool list_queue = false;   // learn who queues behind the node (batch bound, lingering)
     {
         std::lock_guard lk(s.m);
         if (count > 0 && --count == 0 && !released) {
@@ -226,7 +238,8 @@ void zk_lease::release(any_handler<void(error_code)> handler)
                 s.holds.erase(it);
             if (!lost() && ns_->current.get() == this) {
                 ns_->current = nullptr;
-                if (ns_->handoffs < max_handoffs)
+                bool over_by_time = batch_time_over(s, *ns_);
+                if (ns_->handoffs < max_handoffs && !over_by_time)
                     if (auto w = pop_waiting(s)) {
                         ++ns_->handoffs;
                         ++s.metrics.local_handoffs;
@@ -237,9 +250,17 @@ void zk_lease::release(any_handler<void(error_code)> handler)
                         w->st = local_waiter::status::granted;
                         next = w;
                     }
-                handed = ns_->current != nullptr;
-                if (!handed)
+                kept = ns_->current != nullptr;
+                if (!kept) {
                     next = promote_next(s);
+                    if (over_by_time && next)
+                        ++s.metrics.batch_time_ends;
+                    if (!next)
+                        kept = start_linger(obj_, ns_);
+                }
+                // Listing the queue is for ZooKeeper's mutexes (watch_own_node), not for parts
+                // that are held one round trip, nor for a lock whose queue is elsewhere.
+                list_queue = kept && s.recipe.watch_own_node && !ns_->queue_watched.exchange(true);
             }
         }
     }
@@ -248,8 +269,10 @@ void zk_lease::release(any_handler<void(error_code)> handler)
     if (!last || lost())
         return void(op->complete({}));
     notify(obj_, next);
-    if (handed)
-        return void(op->complete({}));  // handed over: the node stays
+    if (list_queue)
+        watch_queue(obj_, ns_);
+    if (kept)
+        return void(op->complete({}));  // handed over or lingering: the node stays
     if (s.backend)
         return s.backend->give_back(obj_, ns_, std::move(op));
     delete_released_node(obj_, ns_, std::move(op));

@@ -72,6 +72,11 @@ struct node_state {
     std::atomic<bool> lost{false};
     std::atomic<bool> released{false};  // our own delete is under way: its deletion is no loss
     int handoffs = 0;                   // guarded by lock_object::m
+    steady_clock::time_point granted_at;  // when ZooKeeper granted it: a handoff batch's start
+    // A children watch on the lock path (or the listing that sets one) covers whoever queues
+    // behind the node from now on; others_queued: someone did (or a listing showed one).
+    std::atomic<bool> queue_watched{false};
+    std::atomic<bool> others_queued{false};
     std::shared_ptr<class zk_lease> current;  // guarded by lock_object::m
     asio::cancellation_signal monitor_stop;   // client's executor only
 };
@@ -176,6 +181,12 @@ public:
     std::unique_ptr<asio::steady_timer> deadline_timer;  // set to the earliest deadline
     steady_clock::time_point timer_at = steady_clock::time_point::max();
     lock_metrics metrics;
+    // Lingering (mutex_options::linger): our node, kept after the last release while nobody else
+    // queues; until linger_until. One timer, re-armed only when it fires early.
+    std::shared_ptr<node_state> lingering;
+    steady_clock::time_point linger_until;
+    std::unique_ptr<asio::steady_timer> linger_timer;
+    bool linger_timer_armed = false;
     // The queue was empty at this object's last listing (see queue_acquire). Starts false: a
     // first acquire watches its node with one request rather than risk a stray event.
     std::atomic<bool> alone{false};
@@ -203,11 +214,29 @@ bool mark_lost(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node
 // --- the held node (engine/held_node.cpp) -----------------------------------------------------
 
 // We hold `node`: records it, watches its session and the node itself, and makes the guard.
+// `others_queued`: the listing that granted it showed another participant behind it.
 guard hold_node(const std::shared_ptr<lock_object>& s, owner_id owner, const std::string& node, const node_stat& st,
-                zkcoro::watch queue_watch = {});
+                zkcoro::watch queue_watch = {}, bool others_queued = false);
 // Deletes our node after the last release (retried; a final failure is logged and counted).
 void delete_released_node(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns,
                           std::shared_ptr<op_state<>> op);
+
+// --- who queues behind our node, and lingering (engine/linger.cpp) ----------------------------
+
+// Lists the lock path with a children watch, so that ns->others_queued tells whether another
+// participant is (or was since) queued behind our node. Call with queue_watched just set.
+void watch_queue(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns);
+// Someone queued behind the node (or the queue changed): ends its lingering, if it lingers.
+void queue_changed(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns);
+// Whether the batch of in-process handoffs of `ns` is over by time. Lock held.
+bool batch_time_over(const lock_object& s, const node_state& ns);
+// Keeps `ns` after its last release if the options allow and nobody else queues; true if it
+// does (the caller then owes a watch_queue when queue_watched was not set). Lock held.
+bool start_linger(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns);
+// A grant of the lingering node to `owner`, if there is one (no request). Lock held.
+std::shared_ptr<zk_lease> take_lingering(const std::shared_ptr<lock_object>& s, owner_id owner);
+// Deletes the lingering node now, if `ns` (any node when null) lingers. Lock not held.
+void end_linger(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns = nullptr);
 
 // --- the queue in ZooKeeper (engine/lock_object.cpp) ------------------------------------------
 

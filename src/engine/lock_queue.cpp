@@ -213,6 +213,9 @@ private:
             co_return step::again;
         }
         if (ev.type == watch_event_type::deleted && decision.deletion_grants) {
+            // The listing's children watch, if any, saw the queue before our turn: stale.
+            children_watch_ = {};
+            children_.clear();
             result_ = granted();
             co_return step::done;
         }
@@ -227,7 +230,10 @@ private:
         co_return step::again;
     }
 
-    queue_result granted() { return queue_result{error_code{}, queued_node{node_, node_stat_, std::move(children_watch_)}}; }
+    queue_result granted()
+    {
+        return queue_result{error_code{}, queued_node{node_, node_stat_, std::move(children_watch_), children_.size() > 1}};
+    }
 
     // Ends unsuccessfully: our node (or the one our protected name may have made) is deleted.
     queue_result give_up(error_code ec)

@@ -36,6 +36,9 @@ struct queued_node {
     // The children watch of the listing that granted (when it left one): it fires on any change
     // of the queue since, our node's deletion included.
     zkcoro::watch queue_watch;
+    // That listing showed other children than ours (false when granted by a deletion instead:
+    // then nobody knows, and no queue_watch is given).
+    bool others_queued = false;
 };
 
 // An empty node and no error: the deadline passed. On any unsuccessful end our node is deleted

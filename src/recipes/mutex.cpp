@@ -20,7 +20,12 @@ mutex::mutex(std::shared_ptr<detail::lock_object> state) noexcept : state_(std::
 
 mutex::mutex(mutex&&) noexcept = default;
 
-mutex::~mutex() = default;
+// A node that lingers goes with its mutex, rather than at the end of the window.
+mutex::~mutex()
+{
+    if (state_)
+        detail::end_linger(state_);
+}
 
 const std::string& mutex::path() const noexcept { return state_->path; }
 client::executor_type mutex::get_executor() const noexcept { return state_->zk.get_executor(); }

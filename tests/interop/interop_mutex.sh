@@ -9,6 +9,8 @@
 # 1. Mixed contention: 2 CuratorHolder processes and 2 zkcoro-holder processes (one of them with
 #    two tasks) contend on ONE path for ~4 s, holding ~15 ms, all logging into one file;
 #    interval-check must find no overlap and every process/task must have acquired.
+# 1b. Lingering: a zkcoro-holder with --linger-ms 30000 and a CuratorHolder (2 s acquire timeout)
+#    on one path: no overlap, and Curator acquires (its node makes the lingering node go).
 # 2. Participants order: a zkcoro-holder holds the lock once for a long time, a CuratorHolder and
 #    another zkcoro-holder queue behind it; once the three nodes exist, Curator's
 #    getParticipantNodes and zkcoro's async_participants must print identical lists, holder
@@ -55,6 +57,26 @@ if "$check" --max-print 10 --expect-ids cur-a,cur-b,zk-a.1,zk-a.2,zk-b "$log1" |
     echo "PASS: mixed contention: no overlap, every process and task acquired ($(elapsed))"
 else
     fail "mixed contention: interval-check reported overlaps or missing ids"
+fi
+
+# ---------------------------------------------------------------------------------------------
+echo "== 1b. lingering: a zkcoro process with --linger-ms 30000 and a Curator process on" \
+     "$base/linger, ${duration_ms} ms, hold ${hold_ms} ms"
+# Curator's acquire timeout (2 s) is far below the linger window: it acquires only if its node
+# makes the lingering node go at once.
+log1b="$tmp/linger.log"
+: >"$log1b"
+common=(--path "$base/linger" --duration-ms "$duration_ms" --hold-ms "$hold_ms" --log "$log1b")
+start_curator lg-cur --recipe mutex "${common[@]}" --id lg-cur --acquire-timeout-ms 2000
+start_zkcoro lg-zk "${common[@]}" --id lg-zk --linger-ms 30000
+limit=$(( duration_ms / 1000 + 60 ))
+for n in lg-cur lg-zk; do
+    finish "$n" "$limit" || true
+done
+if "$check" --max-print 10 --expect-ids lg-cur,lg-zk "$log1b" | sed 's/^/  /'; then
+    echo "PASS: lingering: no overlap, the Curator contender acquired within its 2 s timeout ($(elapsed))"
+else
+    fail "lingering: interval-check reported overlaps or missing ids"
 fi
 
 # ---------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@
 //                 [--acquire-timeout-ms 2000] [--max-count 100000]
 //                 [--events FILE] [--fence-store FILE] [--control-store FILE]
 //                 [--first-hold-ms N] [--freeze-before-write K] [--stop-file FILE]
-//                 [--tolerate-errors]
+//                 [--tolerate-errors] [--linger-ms N]
 //   zkcoro-holder --participants --connect HOST:PORT --path /locks/x [--recipe mutex]
 //
 // Recipes (the default is mutex), each with the log mode of CuratorHolder:
@@ -26,6 +26,9 @@
 // --tasks N runs N tasks (separate co_spawns, hence separate lock owners) on one lock object
 // (zkcoro::mutex, zkcoro::shared_mutex or zkcoro::semaphore) of one client; task k (1..N) logs
 // with id "<id>.<k>". With N = 1 the id is "<id>".
+//
+// --linger-ms N (mutex): mutex_options::linger, the node kept N ms after a release while
+// nobody else queues.
 //
 // A hold is cut short when the lock is lost (the wait is bound to the guard's lost slot), as a
 // careful critical section would be.
@@ -125,6 +128,7 @@ struct options {
     long long acquire_timeout_ms = 2000;
     long long max_count = 100000;
     long long tasks = 1;
+    long long linger_ms = 0;  // mutex: mutex_options::linger
     bool participants = false;
     // Fault-suite options (see the header comment).
     std::string events_file;
@@ -195,6 +199,7 @@ options parse(int argc, char** argv)
         else if (k == "--acquire-timeout-ms") o.acquire_timeout_ms = number(k, val, 1);
         else if (k == "--max-count") o.max_count = number(k, val, 1);
         else if (k == "--tasks") o.tasks = std::min(number(k, val, 1), 64LL);
+        else if (k == "--linger-ms") o.linger_ms = number(k, val, 0);
         else if (k == "--events") o.events_file = val;
         else if (k == "--fence-store") o.fence_store = val;
         else if (k == "--control-store") o.control_store = val;
@@ -476,7 +481,9 @@ int run_holder(const options& o)
         target.mode = 'S';
         target.s = sem.get();
     } else {
-        mtx = std::make_unique<zkcoro::mutex>(c, o.path);
+        zkcoro::mutex_options mo;
+        mo.linger = std::chrono::milliseconds(o.linger_ms);
+        mtx = std::make_unique<zkcoro::mutex>(c, o.path, mo);
         target.m = mtx.get();
     }
     std::vector<task_result> results(static_cast<std::size_t>(o.tasks));
