@@ -239,10 +239,11 @@ void redis_impl::eval(const std::string& script, const std::string& sha1, std::v
         args.push_back(a);
     // A server that lacks the script (restarted, or SCRIPT FLUSH) answers NOSCRIPT: then EVAL,
     // which also caches it.
-    auto self = shared_from_this();
+    std::weak_ptr<redis_impl> weak = shared_from_this();
     auto retry = std::make_shared<reply_op>(
-        [self, op, script, nkeys, kargs = std::move(keys_and_args)](error_code ec, redis_reply r) mutable {
-            if (!(ec == redis_errc::error_reply && r.str.starts_with("NOSCRIPT")))
+        [weak, op, script, nkeys, kargs = std::move(keys_and_args)](error_code ec, redis_reply r) mutable {
+            auto self = weak.lock();
+            if (!self || !(ec == redis_errc::error_reply && r.str.starts_with("NOSCRIPT")))
                 return void(op->complete(ec, std::move(r)));
             std::vector<std::string> a{"EVAL", script, std::to_string(nkeys)};
             for (auto& k : kargs)

@@ -60,6 +60,7 @@ struct redis_link::attachment : std::enable_shared_from_this<attachment> {
             // The context is about to be freed: keep its error, then let the link carry on
             // outside hiredis.
             a->link->attempt_context_error(a->ac);
+            a->link->ac_ = nullptr;  // hiredis frees it as soon as this returns
             asio::post(a->sd.get_executor(), [l = a->link->shared_from_this()] { l->on_context_gone(); });
         }
         a->ac = nullptr;
@@ -127,6 +128,7 @@ int send_argv(redisAsyncContext* ac, redisCallbackFn* cb, void* privdata, const 
 struct pending_reply {
     std::shared_ptr<reply_op> op;
     std::weak_ptr<redis_link> link;
+    std::shared_ptr<bool> alive;
 };
 
 struct handshake_step {
@@ -140,6 +142,19 @@ redis_link::redis_link(redis_strand strand, redis_url url, redis_options opts, b
     : strand_(std::move(strand)), url_(std::move(url)), opts_(std::move(opts)), subscriber_(subscriber),
       hooks_(std::move(h)), timer_(strand_)
 {
+}
+
+redis_link::~redis_link()
+{
+    // Only when the executor shut down before close() ran: free the context without telling
+    // anyone (their handlers are being destroyed with the executor's queue).
+    if (ac_) {
+        *alive_ = false;
+        closing_ = true;
+        if (att_)
+            att_->link = nullptr;
+        redisAsyncFree(ac_);
+    }
 }
 
 void redis_link::set_state(redis_state s)
@@ -175,7 +190,6 @@ void redis_link::attempt()
         return on_context_gone();
     }
     ac_ = ac;
-    self_ = shared_from_this();
     att_ = std::make_shared<attachment>(strand_, ac);
     att_->link = this;
     ac->data = this;
@@ -237,6 +251,8 @@ void redis_link::on_connected(int status)
 void redis_link::handshake_cb(redisAsyncContext* ac, void* reply, void* privdata)
 {
     std::unique_ptr<handshake_step> st(static_cast<handshake_step*>(privdata));
+    if (st->link->closing_)
+        return;
     if (!reply) {
         st->link->attempt_context_error(ac);
         return;
@@ -297,7 +313,7 @@ void redis_link::dispatch_send(std::vector<std::string> args, std::shared_ptr<re
 {
     if (op->done)
         return;  // cancelled while queued
-    auto* p = new pending_reply{std::move(op), weak_from_this()};
+    auto* p = new pending_reply{std::move(op), weak_from_this(), alive_};
     if (send_argv(ac_, &redis_link::reply_cb, p, args) != REDIS_OK) {
         std::unique_ptr<pending_reply> owned(p);
         owned->op->fail(redis_errc::connection_lost);
@@ -309,6 +325,8 @@ void redis_link::dispatch_send(std::vector<std::string> args, std::shared_ptr<re
 void redis_link::reply_cb(redisAsyncContext* ac, void* reply, void* privdata)
 {
     std::unique_ptr<pending_reply> p(static_cast<pending_reply*>(privdata));
+    if (!*p->alive)
+        return;  // the link is being destroyed at the executor's shutdown: nobody waits
     if (!reply) {
         auto l = p->link.lock();
         p->op->fail(l && l->closing_ ? error_code(redis_errc::closed) : code_of(ac));
@@ -362,7 +380,7 @@ void redis_link::on_context_gone()
     ac_ = nullptr;
     att_.reset();
     ready_ = false;
-    auto keep = std::move(self_);
+    auto keep = shared_from_this();
     timer_.cancel();
     if (closing_ || state_ == redis_state::closed) {
         set_state(redis_state::closed);

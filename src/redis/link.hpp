@@ -35,6 +35,9 @@ public:
     };
 
     redis_link(redis_strand strand, redis_url url, redis_options opts, bool subscriber, hooks h);
+    redis_link(const redis_link&) = delete;
+    redis_link& operator=(const redis_link&) = delete;
+    ~redis_link();
 
     // All on the strand.
     void start();  // the first connection (no-op unless idle)
@@ -80,7 +83,9 @@ private:
     bool closing_ = false;
     redisAsyncContext* ac_ = nullptr;
     std::shared_ptr<attachment> att_;
-    std::shared_ptr<redis_link> self_;  // alive while a context exists
+    // False once the link is being destroyed with a context still open (its client's executor
+    // shut down before close() ran): the replies the free then reports complete nothing.
+    std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
     std::deque<std::pair<std::vector<std::string>, std::shared_ptr<reply_op>>> queue_;
     std::vector<std::vector<std::string>> push_queue_;
     asio::steady_timer timer_;  // connect timeout, then reconnection backoff
