@@ -34,6 +34,12 @@ struct mutex_options {
     // handoffs the node goes back to the end of ZooKeeper's queue so other processes get their
     // turn. Off: every task queues in ZooKeeper with a node of its own (Curator's behaviour).
     bool local_handoff = true;
+    // Revocable (Curator's makeRevocable): another process may ask the holder to let go by
+    // writing "__REVOKE__" into its lock node (zkcoro::async_request_revoke, Curator's
+    // Revoker.attemptRevoke); the guard's revocation signal tells the holder, which decides.
+    // The node then stores no data (data must stay empty), the request is watched from the
+    // node's creation on (so it may come while still queued), and local_handoff is off.
+    bool revocable = false;
 };
 
 }  // namespace zkcoro

@@ -12,6 +12,7 @@
 #include <zkcoro/mutex.hpp>
 #include <zkcoro/path.hpp>
 #include <zkcoro/queue_order.hpp>
+#include <zkcoro/revocation.hpp>
 #include <zkcoro/semaphore.hpp>
 #include <zkcoro/shared_mutex.hpp>
 #include <zkcoro/types.hpp>

@@ -195,7 +195,7 @@ void release_failed(lock_object& s, const std::string& node, op_state<>& op, err
 }  // namespace
 
 guard hold_node(const std::shared_ptr<lock_object>& s, owner_id owner, const std::string& node, const node_stat& st,
-                zkcoro::watch queue_watch)
+                zkcoro::watch queue_watch, std::shared_ptr<revocation_state> revocation)
 {
     auto ns = std::make_shared<node_state>();
     ns->node = node;
@@ -203,6 +203,7 @@ guard hold_node(const std::shared_ptr<lock_object>& s, owner_id owner, const std
     ns->session_id = st.ephemeral_owner;
     ns->generation = s->zk.session_generation();
     auto h = std::make_shared<zk_lease>(s, ns, owner);
+    h->set_revocation(std::move(revocation));
     {
         std::lock_guard lk(s->m);
         ns->current = h;

@@ -36,6 +36,7 @@ struct ZKCORO_API access {
     static void log(const client& c, log_level level, std::string_view message);
 
     static guard make_guard(std::shared_ptr<lease> l, owner_id owner);
+    static const std::shared_ptr<lease>& lease_of(const guard& g) noexcept;
     static watch make_watch(std::shared_ptr<watch_state> st);
     static mutex make_mutex(std::shared_ptr<lock_object> obj);
     static const std::shared_ptr<lock_object>& object_of(const mutex& m) noexcept;
