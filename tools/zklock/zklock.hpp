@@ -58,8 +58,15 @@ struct options {
     bool verbose = false;
     std::chrono::milliseconds session_timeout{10000};
     std::string session_file;  // hidden, for tests: "<id hex> <password hex>\n" once connected
+    // --revocable: the lock node takes revocation requests (Curator's makeRevocable); what to
+    // do to the command when one comes (--on-revoke term|ignore).
+    bool revocable = false;
+    bool revoke_term = true;
     // status subcommand
     bool json = false;
+    // revoke subcommand: the node to ask (empty: the holder)
+    bool revoke = false;
+    std::string revoke_node;
 };
 
 // One node of a lock's queue, as `zklock status` shows it.
@@ -146,6 +153,7 @@ std::string noauth_hint(const options& o);
 
 int run_lock(const options& o);
 int run_status(const options& o);
+int run_revoke(const options& o);
 
 }  // namespace zklock
 
