@@ -26,6 +26,7 @@ interop_setup zkcoro-election "$build_arg"
 # shellcheck source=elect_common.sh
 source "$here/elect_common.sh"
 base="/zkcoro-interop/election-$run_id"
+zklock="$build/tools/zklock/zklock"
 ids=(cur-1 zk-1 cur-2 zk-2)
 
 echo "== interop_election: ZooKeeper at $connect, work dir $tmp"
@@ -51,6 +52,31 @@ kill_participant() {
     kill -KILL "${pids[$kind-$id]}" 2>/dev/null || true
     wait_pid "${pids[$kind-$id]}" 10 >/dev/null 2>&1 || true
     echo "$("$elect" now) $id killed" >>"$events"
+}
+
+# check_status KIND: once all four participants queue, `zklock status --json` shows them (the
+# latch as recipe leader-latch, the selector as a mutex), one holding, their ids as data.
+check_status() {
+    local kind=$1 want=mutex json="" n=0 id
+    [ "$kind" = latch ] && want=leader-latch
+    for _ in $(seq 1 100); do  # bounded: ~20 s
+        json=$(timeout 20 "$zklock" status --json -c "$connect" "$base/$kind" 2>>"$tmp/status.err" || true)
+        n=$(grep -o '"node"' <<<"$json" | wc -l)
+        [ "$n" -ge 4 ] && break
+        sleep 0.2
+    done
+    local ok=1
+    [ "$n" -eq 4 ] || ok=0
+    grep -q "\"recipe\": *\"$want\"" <<<"$json" || ok=0
+    [ "$(grep -o '"holding": *true' <<<"$json" | wc -l)" -eq 1 ] || ok=0
+    for id in "${ids[@]}"; do
+        grep -q "\"data\": *\"$id\"" <<<"$json" || ok=0
+    done
+    if [ "$ok" -eq 1 ]; then
+        echo "PASS: $kind: zklock status lists the 4 participants as $want, one holding, with their ids"
+    else
+        fail "$kind: zklock status (want recipe $want, 4 participants, one holding, ids ${ids[*]}): $json"
+    fi
 }
 
 run_kind() {
@@ -87,6 +113,7 @@ run_kind() {
         if [ "$led" -ge "${#ids[@]}" ] && [ "$changes" -ge 7 ]; then
             break
         fi
+        [ "$rounds" -gt 0 ] || check_status "$kind"
         rounds=$((rounds + 1))
         echo "  round $rounds: killing the leader $leader"
         kill_participant "$kind" "$leader" "$events"
