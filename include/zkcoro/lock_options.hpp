@@ -39,6 +39,7 @@ struct mutex_options {
     // Revoker.attemptRevoke); the guard's revocation signal tells the holder, which decides.
     // The node then stores no data (data must stay empty), the request is watched from the
     // node's creation on (so it may come while still queued), and local_handoff is off.
+    // For mutexes and the sides of a shared_mutex; a semaphore refuses it (invalid_argument).
     bool revocable = false;
 };
 

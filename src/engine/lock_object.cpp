@@ -108,6 +108,11 @@ lock_object::lock_object(const client& c, std::string p, mutex_options o, recipe
     if (auto pc = check_path(path); !pc.ok()) {
         path_error = pc.ec;
         access::log(zk, log_level::warn, "lock: " + pc.describe(path));
+    } else if (opts.revocable && (!recipe.reentrant || !recipe.watch_own_node)) {
+        path_error = make_error_code(client_errc::invalid_argument);
+        access::log(zk, log_level::warn, fmt::format("lock {}: revocable is for mutexes and the sides of a "
+                                                     "shared_mutex (Curator's makeRevocable); a semaphore has no "
+                                                     "revocation", path));
     } else if (opts.revocable && !opts.data.empty()) {
         path_error = make_error_code(client_errc::invalid_argument);
         access::log(zk, log_level::warn, fmt::format("lock {}: a revocable lock's node stores no data (its data "

@@ -193,6 +193,16 @@ TEST_CASE("revocation: signal, errors")
         auto [bm_ec, bg] = co_await bm.async_acquire(co_await this_task::id(), 1s, use_tuple);
         CHECK(bm_ec == client_errc::invalid_argument);
         CHECK_FALSE(bg.has_value());
+
+        // A semaphore has no revocation (Curator's neither): refused, no node left.
+        mutex_options so;
+        so.revocable = true;
+        semaphore sem(a, f.path + "/sem", 2, so);
+        auto [sem_ec, leases] = co_await sem.async_acquire(1, 1s, use_tuple);
+        CHECK(sem_ec == client_errc::invalid_argument);
+        CHECK_FALSE(leases.has_value());
+        auto [sl_ec, sl] = co_await a.async_get_children(f.path + "/sem/leases", use_tuple);
+        CHECK((sl_ec == zk_errc::no_node || sl.children.empty()));
     });
 }
 
