@@ -7,6 +7,9 @@
 #   bash bench/run.sh                  full run (about 5 minutes)
 #   bash bench/run.sh --quick          tiny counts: a smoke test (CI), not figures
 #   bash bench/run.sh --no-curator     without the Java side
+#   bash bench/run.sh --no-redis       without the Redis section (bench/run_redis.sh, issue 14),
+#                                      which runs last and is skipped, saying why, when
+#                                      redis-server or hiredis is missing
 #
 # Environment: BUILD_DIR (default build-rel; created with --buildtype=release when missing).
 # Workloads (letters as in the issue; definitions in bench/lock_bench.cpp and
@@ -16,15 +19,17 @@
 set -euo pipefail
 
 usage() {
-    echo "usage: bash bench/run.sh [--quick] [--no-curator]" >&2
+    echo "usage: bash bench/run.sh [--quick] [--no-curator] [--no-redis]" >&2
 }
 
 quick=0
 curator=1
+redis=1
 for arg in "$@"; do
     case "$arg" in
         --quick) quick=1 ;;
         --no-curator) curator=0 ;;
+        --no-redis) redis=0 ;;
         -h|--help) usage; exit 0 ;;
         *) echo "bench/run.sh: unknown argument '$arg'" >&2; usage; exit 2 ;;
     esac
@@ -261,6 +266,19 @@ awk -v quick="$quick" '
         print "Ratios come from this one run; the machine is shared and noisy."
         if (quick) print "QUICK RUN: tiny counts, a smoke test. Verdicts mean nothing here."
     }' "$out/results.txt"
+
+# --- Redis (issue 14): raw hiredis floor, redis-py and zkcoro's Redis lock on their own server ----
+if (( redis )); then
+    echo
+    redis_status=0
+    redis_args=()
+    if (( quick )); then redis_args=(--quick); fi
+    BUILD_DIR=$build bash bench/run_redis.sh "${redis_args[@]}" || redis_status=$?
+    (( status )) || status=$redis_status
+else
+    echo
+    echo "== Redis section skipped (--no-redis)"
+fi
 
 if (( status != 0 )); then
     echo "bench/run.sh: a benchmark failed (exit status $status)" >&2

@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages zkcoro needs. Needs root.
-#   install-deps.sh demo   what the demo needs: compiler, Meson, the library's dependencies, a JRE
-#                          and the ZooKeeper server
+#   install-deps.sh demo   what the demo needs: compiler, Meson, the library's dependencies (hiredis
+#                          too: the library builds its Redis part when it is found), a JRE and the
+#                          ZooKeeper server
 #   install-deps.sh test   (default) everything: the demo's packages plus the test framework, the
 #                          tools' libraries, a JDK and Curator (interop), cmake (the CMake consumer
 #                          check), clang, libFuzzer and the sanitizer runtimes (the fuzzers), iproute2 (network namespaces
 #                          of the fault suite), dpkg-dev (Meson reads the multiarch libdir from
 #                          dpkg-architecture; without it the install goes to lib64, where CMake on
-#                          Debian does not look)
+#                          Debian does not look), redis-server and python3-redis (the Redis tests,
+#                          interop with redis-py's Lock and its benchmark; for /usr/bin/python3)
 # Skips apt-get entirely when everything is already installed.
 set -euo pipefail
 profile=${1:-test}
 demo=(
   g++ meson ninja-build pkg-config
   libboost1.81-dev libzookeeper-st-dev libfmt-dev
+  libhiredis-dev
   zookeeper default-jre-headless
 )
 test=(
@@ -23,6 +26,7 @@ test=(
   cmake dpkg-dev
   clang libfuzzer-14-dev libclang-rt-14-dev
   iproute2 procps
+  redis-server python3-redis
 )
 case $profile in
   demo) packages=("${demo[@]}") ;;

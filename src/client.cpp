@@ -110,6 +110,7 @@ void client::start(op_wait_state w, detail::any_handler<void(error_code, session
 namespace detail {
 
 client access::share(const client& c) { return client(c.impl_, false); }
+client access::no_client() { return client(nullptr, false); }
 
 void access::log(const client& c, log_level level, std::string_view message) { c.log(level, message); }
 

@@ -67,8 +67,16 @@ void complete_counted(State& s, op_state<std::optional<R>>& op, std::chrono::ste
         std::lock_guard lk(s.m);
         note_outcome(s.metrics, ec, result.has_value(), std::chrono::steady_clock::now() - started);
     }
-    if (ec && ec != asio::error::operation_aborted)
-        log_failure(s.zk, "acquire", s.path, ec);
+    if (ec && ec != asio::error::operation_aborted) {
+        if constexpr (requires { s.backend; }) {
+            if (s.backend)
+                s.backend->log_failure("acquire", s.path, ec);
+            else
+                log_failure(s.zk, "acquire", s.path, ec);
+        } else {
+            log_failure(s.zk, "acquire", s.path, ec);
+        }
+    }
     op.complete(ec, std::move(result));
 }
 
@@ -79,7 +87,12 @@ void spawn_counted(const std::shared_ptr<State>& s, asio::awaitable<std::tuple<e
                    std::shared_ptr<op_state<std::optional<R>>> op, std::chrono::steady_clock::time_point started)
 {
     auto slot = op->cancellation_slot();
-    spawn_with(s->zk.get_executor(), std::move(coro), slot,
+    asio::any_io_executor ex;
+    if constexpr (requires { s->ex; })
+        ex = s->ex;
+    else
+        ex = s->zk.get_executor();
+    spawn_with(ex, std::move(coro), slot,
                [s, op = std::move(op), started](error_code ec, std::optional<R> result) {
                    complete_counted(*s, *op, started, ec, std::move(result));
                });

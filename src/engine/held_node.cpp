@@ -31,25 +31,9 @@ constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 // back), and the next local waiter queues anew.
 void fire_lost(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns, std::string_view why)
 {
-    if (ns->lost.exchange(true))
+    if (!mark_lost(s, ns))
         return;
-    std::shared_ptr<zk_lease> h;
-    std::shared_ptr<local_waiter> next;
-    {
-        std::lock_guard lk(s->m);
-        h = std::move(ns->current);
-        if (h) {
-            ++s->metrics.losses;
-            auto it = s->holds.find(h->owner());
-            if (it != s->holds.end() && it->second == h)
-                s->holds.erase(it);
-            next = promote_next(*s);
-        }
-    }
     access::log(s->zk, log_level::warn, fmt::format("lock {} lost: {}", ns->node, why));
-    if (h)
-        h->set_lost();
-    notify(s, next);
     asio::co_spawn(s->zk.get_executor(), delete_or_log(access::share(s->zk), ns->node, "the lost lock node"),
                    asio::detached);
 }

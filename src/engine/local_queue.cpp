@@ -46,7 +46,7 @@ void arm_deadline_timer(const std::shared_ptr<lock_object>& s)
     if (s->deadlines.empty() || s->deadlines.front().at >= s->timer_at)
         return;
     if (!s->deadline_timer)
-        s->deadline_timer = std::make_unique<asio::steady_timer>(s->zk.get_executor());
+        s->deadline_timer = std::make_unique<asio::steady_timer>(s->ex);
     s->timer_at = s->deadlines.front().at;
     s->deadline_timer->expires_at(s->timer_at);  // a wait still pending completes as aborted
     std::weak_ptr<lock_object> weak_s = s;

@@ -30,17 +30,6 @@ std::string default_data()
     return fmt::format("{}:{}", host, ::getpid());
 }
 
-// Passes the "in ZooKeeper's queue" role on to the next local waiter (or clears it).
-void hand_on(const std::shared_ptr<lock_object>& s)
-{
-    std::shared_ptr<local_waiter> next;
-    {
-        std::lock_guard lk(s->m);
-        next = promote_next(*s);
-    }
-    notify(s, next);
-}
-
 // The task of ours in ZooKeeper's queue: queue a node until it holds, or hand the role on when
 // that fails. A promoted waiter whose deadline has passed hands it on at once; a new acquisition
 // always makes its round trip (try_acquire: a zero wait is one round trip, then an answer).
@@ -85,8 +74,41 @@ awaitable<acquire_result> create_immediate(std::shared_ptr<lock_object> s, owner
 
 }  // namespace
 
+void hand_on(const std::shared_ptr<lock_object>& s)
+{
+    std::shared_ptr<local_waiter> next;
+    {
+        std::lock_guard lk(s->m);
+        next = promote_next(*s);
+    }
+    notify(s, next);
+}
+
+bool mark_lost(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns)
+{
+    if (ns->lost.exchange(true))
+        return false;
+    std::shared_ptr<zk_lease> h;
+    std::shared_ptr<local_waiter> next;
+    {
+        std::lock_guard lk(s->m);
+        h = std::move(ns->current);
+        if (h) {
+            ++s->metrics.losses;
+            auto it = s->holds.find(h->owner());
+            if (it != s->holds.end() && it->second == h)
+                s->holds.erase(it);
+            next = promote_next(*s);
+        }
+    }
+    if (h)
+        h->set_lost();
+    notify(s, next);
+    return true;
+}
+
 lock_object::lock_object(const client& c, std::string p, mutex_options o, recipe_params r)
-    : zk(access::share(c)), path(std::move(p)), opts(std::move(o)), recipe(std::move(r))
+    : zk(access::share(c)), ex(zk.get_executor()), path(std::move(p)), opts(std::move(o)), recipe(std::move(r))
 {
     // A revocable node stores nothing (Curator's makeRevocable): its data is the request channel.
     data = opts.revocable ? std::string() : opts.data.empty() ? default_data() : opts.data;
@@ -119,6 +141,15 @@ lock_object::lock_object(const client& c, std::string p, mutex_options o, recipe
                                                      "carries revocation requests): leave mutex_options::data empty",
                                                      path));
     }
+}
+
+lock_object::lock_object(std::shared_ptr<lock_backend> b, asio::any_io_executor e, std::string resource,
+                         mutex_options o, recipe_params r)
+    : zk(access::no_client()), backend(std::move(b)), ex(std::move(e)), path(std::move(resource)), opts(std::move(o)), recipe(std::move(r))
+{
+    data = opts.data;
+    if (!recipe.reentrant)
+        opts.local_handoff = false;
 }
 
 void lock_object::acquire(owner_id owner, steady_clock::time_point deadline,
@@ -172,6 +203,8 @@ void lock_object::acquire(owner_id owner, steady_clock::time_point deadline,
 void start_in_zk(const std::shared_ptr<lock_object>& s, owner_id owner, steady_clock::time_point deadline,
                  std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started, bool promoted)
 {
+    if (s->backend)
+        return s->backend->start(s, owner, deadline, std::move(op), started, promoted);
     spawn_counted(s, queue_in_zk(s, owner, deadline, promoted), std::move(op), started);
 }
 
@@ -192,7 +225,7 @@ std::size_t lock_object::held_count(owner_id owner)
 }
 
 zk_lease::zk_lease(std::shared_ptr<lock_object> obj, std::shared_ptr<node_state> ns, owner_id owner)
-    : lease(obj->zk.get_executor(), ns->czxid * token_scale + ns->handoffs, owner), obj_(std::move(obj)),
+    : lease(obj->ex, ns->czxid * token_scale + ns->handoffs, owner), obj_(std::move(obj)),
       ns_(std::move(ns))
 {
 }
@@ -204,7 +237,7 @@ client* zk_lease::zookeeper() noexcept { return &obj_->zk; }
 void zk_lease::release(any_handler<void(error_code)> handler)
 {
     auto& s = *obj_;
-    auto op = std::make_shared<op_state<>>(std::move(handler), s.zk.get_executor());
+    auto op = std::make_shared<op_state<>>(std::move(handler), s.ex);
     std::shared_ptr<local_waiter> next;
     bool last = false;
     bool handed = false;
@@ -242,6 +275,8 @@ void zk_lease::release(any_handler<void(error_code)> handler)
     notify(obj_, next);
     if (handed)
         return void(op->complete({}));  // handed over: the node stays
+    if (s.backend)
+        return s.backend->give_back(obj_, ns_, std::move(op));
     delete_released_node(obj_, ns_, std::move(op));
 }
 

@@ -23,6 +23,7 @@
 #include <chrono>
 #include <deque>
 #include <functional>
+#include <string_view>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -64,7 +65,8 @@ class lock_object;
 // The one znode this process holds (or queues with) on the path, shared by the in-process
 // handoff: several tasks hold it one after another without touching ZooKeeper.
 struct node_state {
-    std::string node;
+    std::string node;   // ZooKeeper: the node's path; Redis: the key
+    std::string value;  // Redis: what the key holds while we hold it (our token)
     std::int64_t czxid = 0;
     std::int64_t session_id = 0;
     std::uint64_t generation = 0;
@@ -123,9 +125,30 @@ struct deadline_entry {
     bool operator<(const deadline_entry& o) const noexcept { return at > o.at; }  // min-heap
 };
 
+// Where the task of ours with the "active" role queues, and where a node nobody here needs any
+// more goes back: ZooKeeper (no backend, the default) or another server (the Redis lock).
+class lock_backend {
+public:
+    virtual ~lock_backend() = default;
+    // Takes the lock on the server for `owner` by `deadline`, completing `op` (counted) with the
+    // guard of a lease on `s`, or hands the active role on (promote_next) when that fails.
+    virtual void start(const std::shared_ptr<lock_object>& s, owner_id owner, steady_clock::time_point deadline,
+                       std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started,
+                       bool promoted) = 0;
+    // The last release with nobody of ours to hand to: gives the hold back on the server.
+    virtual void give_back(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns,
+                           std::shared_ptr<op_state<>> op) = 0;
+    // Logs an acquisition's failure with its context.
+    virtual void log_failure(std::string_view operation, std::string_view resource, const error_code& ec) = 0;
+};
+
 class lock_object : public std::enable_shared_from_this<lock_object> {
 public:
     lock_object(const client& c, std::string path, mutex_options opts, recipe_params params);
+    // A lock object on another backend: `resource` names what it locks (a Redis key), `ex` is
+    // the backend's connection's executor, where every completion runs.
+    lock_object(std::shared_ptr<lock_backend> backend, asio::any_io_executor ex, std::string resource,
+                mutex_options opts, recipe_params params);
 
     // Starts an acquisition for `owner`, completing `op` (counted in the metrics).
     void acquire(owner_id owner, steady_clock::time_point deadline, std::shared_ptr<op_state<std::optional<guard>>> op);
@@ -136,7 +159,9 @@ public:
     std::optional<std::string> held_node(owner_id owner);
     std::size_t held_count(owner_id owner);
 
-    client zk;
+    client zk;  // empty with a backend
+    std::shared_ptr<lock_backend> backend;
+    asio::any_io_executor ex;
     const std::string path;
     mutex_options opts;
     recipe_params recipe;
@@ -170,6 +195,13 @@ std::shared_ptr<local_waiter> pop_waiting(lock_object& s);
 // Tells a waiter whose status changed (granted or promoted) about it. Lock not held.
 void notify(const std::shared_ptr<lock_object>& s, const std::shared_ptr<local_waiter>& w);
 
+// Passes the "in the server's queue" role on to the next local waiter (or clears it): the active
+// task gave up or failed.
+void hand_on(const std::shared_ptr<lock_object>& s);
+// The node (or key) is lost: its holder's guard reports it (lost signal, lock_lost) and the next
+// local waiter queues anew. False when it was already lost. On the lock object's executor.
+bool mark_lost(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns);
+
 // --- the held node (engine/held_node.cpp) -----------------------------------------------------
 
 // We hold `node`: records it, watches its session and the node itself, and makes the guard.
@@ -182,8 +214,8 @@ void delete_released_node(const std::shared_ptr<lock_object>& s, const std::shar
 
 // --- the queue in ZooKeeper (engine/lock_object.cpp) ------------------------------------------
 
-// Starts the task of ours that has the "active" role on ZooKeeper's queue: a new acquisition, or
-// a local waiter promoted to it.
+// Starts the task of ours that has the "active" role on the server's queue (ZooKeeper's or the
+// backend's): a new acquisition, or a local waiter promoted to it.
 void start_in_zk(const std::shared_ptr<lock_object>& s, owner_id owner, steady_clock::time_point deadline,
                  std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started, bool promoted);
 

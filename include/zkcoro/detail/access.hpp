@@ -21,6 +21,7 @@ class leadership;
 class mutex;
 class watch;
 class lock_ref;
+class redis_client;
 
 namespace detail {
 
@@ -28,11 +29,14 @@ class client_impl;
 class lease;
 class lock_object;
 struct watch_state;
+class redis_impl;
 
 struct ZKCORO_API access {
     // A second handle on a client's session that does not close it when destroyed (for the
     // lock objects and leases built on that client).
     static client share(const client& c);
+    // A handle on no session (the client member of a lock object on another backend).
+    static client no_client();
     // Logs through the client's sink.
     static void log(const client& c, log_level level, std::string_view message);
 
@@ -42,6 +46,7 @@ struct ZKCORO_API access {
     static watch make_watch(std::shared_ptr<watch_state> st);
     static mutex make_mutex(std::shared_ptr<lock_object> obj);
     static const std::shared_ptr<lock_object>& object_of(const mutex& m) noexcept;
+    static const std::shared_ptr<redis_impl>& redis_of(const redis_client& c) noexcept;
 };
 
 }  // namespace detail

@@ -1,0 +1,163 @@
+// zkcoro::redis_client: a Redis connection driven by an Asio executor (hiredis' asynchronous API,
+// no thread of its own), for the Redis lock (redis_mutex.hpp) and for commands of your own.
+//
+// Built when Debian's libhiredis-dev is found (the Meson option `redis`).
+#ifndef ZKCORO_REDIS_HPP
+#define ZKCORO_REDIS_HPP
+
+#include <zkcoro/client.hpp>
+#include <zkcoro/detail/config.hpp>
+#include <zkcoro/error.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/async_result.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace zkcoro {
+
+// Errors of the Redis connection and lock (category "zkcoro.redis").
+enum class redis_errc {
+    bad_url = 1,         // not redis://[password@]host:port[/db]
+    connect_failed,      // the TCP connection could not be made (refused, unreachable, timed out)
+    auth_failed,         // AUTH was refused (wrong or missing password)
+    not_redis,           // the peer does not speak Redis' protocol
+    connection_lost,     // the connection dropped before the reply came
+    closed,              // the client was closed
+    error_reply,         // the server answered with an error (its text is in the reply)
+    unexpected_reply,    // a reply of a type the command cannot give
+    bad_key,             // a lock key that is empty or too long
+    bad_ttl,             // a lock TTL out of range
+};
+ZKCORO_API const boost::system::error_category& redis_category() noexcept;
+inline error_code make_error_code(redis_errc e) noexcept { return {static_cast<int>(e), redis_category()}; }
+
+// redis://[password@]host:port[/db] (host: a name, an IPv4 address or [an IPv6 address]; port
+// 1-65535; db 0-15 by default). A password may also be given as ":password@" (Redis' own form).
+struct redis_url {
+    std::string host;
+    std::uint16_t port = 6379;
+    std::string password;
+    int db = 0;
+};
+// Parses and checks `text`. On failure, ec is redis_errc::bad_url and `why` says what is wrong.
+ZKCORO_API redis_url parse_redis_url(std::string_view text, error_code& ec, std::string* why = nullptr);
+
+// One reply, copied out of hiredis'.
+struct redis_reply {
+    enum class kind { nil, status, error, integer, string, array };
+    kind type = kind::nil;
+    std::int64_t integer = 0;
+    std::string str;  // status, error and string replies
+    std::vector<redis_reply> elements;
+};
+
+enum class redis_state {
+    idle,          // not connected yet (no async_connect and no command so far)
+    connecting,    // the first connection is being made
+    connected,
+    reconnecting,  // the connection dropped; reconnecting with backoff
+    closed,        // close() was called, or the first connection failed
+};
+ZKCORO_API std::string_view to_string(redis_state s) noexcept;
+
+struct redis_options {
+    // Bound on one connection attempt: TCP connect plus AUTH, SELECT and PING.
+    std::chrono::milliseconds connect_timeout{5000};
+    // Reconnection backoff after a drop: from min, doubling, up to max.
+    std::chrono::milliseconds reconnect_min{50};
+    std::chrono::milliseconds reconnect_max{2000};
+    // Where the client's log lines go (none when empty).
+    std::function<void(log_level, std::string_view)> log;
+};
+
+namespace detail {
+class redis_impl;
+}  // namespace detail
+
+// One Redis connection for commands, plus one in subscribe mode (opened at the first
+// subscription) for release notifications. Reconnects with backoff after a drop once it has
+// connected; a first connection that fails closes the client with the reason.
+//
+// \par Thread safety
+// Distinct objects: safe. Shared objects: safe (operations are carried out on a strand of the
+// executor).
+class ZKCORO_API redis_client {
+public:
+    using executor_type = asio::any_io_executor;
+
+    // `url`: redis://[password@]host:port[/db]; a bad one makes every operation fail with
+    // redis_errc::bad_url (see last_error()).
+    redis_client(executor_type ex, std::string_view url, redis_options opts = {});
+    redis_client(const redis_client&) = delete;
+    redis_client& operator=(const redis_client&) = delete;
+    ~redis_client();  // closes
+
+    executor_type get_executor() const noexcept;
+    redis_state state() const noexcept;
+    // Why the first connection failed, or the URL was refused ("" otherwise).
+    std::string last_error() const;
+    const redis_url& url() const noexcept;
+
+    // Connects (AUTH, SELECT, PING). Completes when connected, or with the first attempt's error
+    // (the client is then closed). Handler: void(error_code).
+    template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(error_code)) CompletionToken = detail::default_token>
+    auto async_connect(CompletionToken&& token = {})
+    {
+        return asio::async_initiate<CompletionToken, void(error_code)>(
+            detail::make_initiation(get_executor(), [this](auto h) { start_connect(std::move(h)); }), token);
+    }
+
+    // Runs one command (arguments binary-safe). Sent once connected; a command whose reply the
+    // connection's drop swallowed fails with connection_lost (it may or may not have run). An
+    // error reply completes with redis_errc::error_reply and the reply (its text in str).
+    // Per-operation cancellation (terminal, partial): completes at once with operation_aborted;
+    // the command may still run on the server. Handler: void(error_code, redis_reply).
+    template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(error_code, redis_reply)) CompletionToken = detail::default_token>
+    auto async_exec(std::vector<std::string> args, CompletionToken&& token = {})
+    {
+        return asio::async_initiate<CompletionToken, void(error_code, redis_reply)>(
+            detail::make_initiation(get_executor(),
+                                    [this](auto h, std::vector<std::string> a) { start_exec(std::move(a), std::move(h)); }),
+            token, std::move(args));
+    }
+
+    // Completes when the state differs from `known` (at once if it already does), with the new
+    // state. Handler: void(error_code, redis_state).
+    template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(error_code, redis_state)) CompletionToken = detail::default_token>
+    auto async_wait_state(redis_state known, CompletionToken&& token = {})
+    {
+        return asio::async_initiate<CompletionToken, void(error_code, redis_state)>(
+            detail::make_initiation(get_executor(),
+                                    [this](auto h, redis_state k) { start_wait_state(k, std::move(h)); }),
+            token, known);
+    }
+
+    // Closes both connections; pending commands fail with redis_errc::closed.
+    void close();
+
+    // How many times the command connection was (re)established, and how many commands were sent.
+    std::uint64_t connects() const noexcept;
+    std::uint64_t commands_sent() const noexcept;
+
+private:
+    friend struct detail::access;
+    void start_connect(detail::any_handler<void(error_code)> h);
+    void start_exec(std::vector<std::string> args, detail::any_handler<void(error_code, redis_reply)> h);
+    void start_wait_state(redis_state known, detail::any_handler<void(error_code, redis_state)> h);
+
+    std::shared_ptr<detail::redis_impl> impl_;
+};
+
+}  // namespace zkcoro
+
+template <>
+struct boost::system::is_error_code_enum<zkcoro::redis_errc> : std::true_type {};
+
+#endif

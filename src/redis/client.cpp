@@ -1,0 +1,413 @@
+// redis_client: the facade, the URL, the error category and the subscriptions.
+#include "redis/redis_impl.hpp"
+
+#include <zkcoro/detail/access.hpp>
+
+#include <zkcoro/redis.hpp>
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/uuid/detail/sha1.hpp>
+
+#include <fmt/format.h>
+
+#include <charconv>
+
+namespace zkcoro {
+
+namespace {
+
+class redis_category_impl final : public boost::system::error_category {
+public:
+    const char* name() const noexcept override { return "zkcoro.redis"; }
+    std::string message(int ev) const override
+    {
+        switch (static_cast<redis_errc>(ev)) {
+        case redis_errc::bad_url: return "not a Redis URL: redis://[password@]host:port[/db]";
+        case redis_errc::connect_failed: return "cannot connect to the Redis server";
+        case redis_errc::auth_failed: return "the Redis server refused the password";
+        case redis_errc::not_redis: return "the server does not speak Redis' protocol";
+        case redis_errc::connection_lost: return "the Redis connection dropped before the reply came";
+        case redis_errc::closed: return "the Redis client was closed";
+        case redis_errc::error_reply: return "the Redis server answered with an error";
+        case redis_errc::unexpected_reply: return "the Redis server's reply has an unexpected type";
+        case redis_errc::bad_key: return "a lock key must have 1 to 1024 bytes";
+        case redis_errc::bad_ttl: return "a lock TTL must be between 100 ms and 24 h, and the margin below a third of it";
+        }
+        return fmt::format("unknown zkcoro.redis error {}", ev);
+    }
+};
+
+bool parse_int(std::string_view s, long long lo, long long hi, long long& out)
+{
+    if (s.empty())
+        return false;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+    return ec == std::errc{} && p == s.data() + s.size() && out >= lo && out <= hi;
+}
+
+}  // namespace
+
+const boost::system::error_category& redis_category() noexcept
+{
+    static const redis_category_impl c;
+    return c;
+}
+
+std::string_view to_string(redis_state s) noexcept
+{
+    switch (s) {
+    case redis_state::idle: return "idle";
+    case redis_state::connecting: return "connecting";
+    case redis_state::connected: return "connected";
+    case redis_state::reconnecting: return "reconnecting";
+    case redis_state::closed: return "closed";
+    }
+    return "unknown";
+}
+
+redis_url parse_redis_url(std::string_view text, error_code& ec, std::string* why)
+{
+    redis_url u;
+    auto bad = [&](std::string reason) {
+        ec = redis_errc::bad_url;
+        if (why)
+            *why = fmt::format("bad Redis URL '{}': {}", text, reason);
+        return redis_url{};
+    };
+    ec = {};
+    constexpr std::string_view scheme = "redis://";
+    if (!text.starts_with(scheme))
+        return bad("it must start with redis:// (rediss:// and unix sockets are not supported)");
+    auto rest = text.substr(scheme.size());
+    if (auto at = rest.rfind('@'); at != std::string_view::npos) {
+        auto cred = rest.substr(0, at);
+        rest = rest.substr(at + 1);
+        if (auto colon = cred.find(':'); colon != std::string_view::npos) {
+            if (colon != 0)
+                return bad("user names (ACL users) are not supported: give redis://password@host:port");
+            cred = cred.substr(1);
+        }
+        if (cred.empty())
+            return bad("the password before '@' is empty");
+        u.password = std::string(cred);
+    }
+    std::string_view hostport = rest;
+    if (auto slash = rest.find('/'); slash != std::string_view::npos) {
+        hostport = rest.substr(0, slash);
+        auto db = rest.substr(slash + 1);
+        long long n = 0;
+        if (!db.empty() && !parse_int(db, 0, 15, n))
+            return bad(fmt::format("the database '{}' is not a number from 0 to 15", db));
+        u.db = static_cast<int>(n);
+    }
+    std::string_view host, port;
+    if (hostport.starts_with('[')) {
+        auto close = hostport.find(']');
+        if (close == std::string_view::npos)
+            return bad("an IPv6 address opened with '[' is not closed with ']'");
+        host = hostport.substr(1, close - 1);
+        auto after = hostport.substr(close + 1);
+        if (!after.empty()) {
+            if (after[0] != ':')
+                return bad("expected ':port' after the IPv6 address");
+            port = after.substr(1);
+        }
+    } else {
+        auto colon = hostport.rfind(':');
+        host = hostport.substr(0, colon);
+        if (colon != std::string_view::npos)
+            port = hostport.substr(colon + 1);
+    }
+    if (host.empty())
+        return bad("the host is empty");
+    for (char c : host)
+        if (static_cast<unsigned char>(c) <= ' ' || c == '/' || c == '?' || c == '#' || c == '@')
+            return bad(fmt::format("the host '{}' has a character not allowed in a host name", host));
+    u.host = std::string(host);
+    if (!port.empty() || hostport.ends_with(':')) {
+        long long n = 0;
+        if (!parse_int(port, 1, 65535, n))
+            return bad(fmt::format("the port '{}' is not a number from 1 to 65535", port));
+        u.port = static_cast<std::uint16_t>(n);
+    }
+    return u;
+}
+
+namespace detail {
+
+std::string script_sha1(const std::string& script)
+{
+    boost::uuids::detail::sha1 h;
+    h.process_bytes(script.data(), script.size());
+    boost::uuids::detail::sha1::digest_type d;
+    h.get_digest(d);
+    return fmt::format("{:08x}{:08x}{:08x}{:08x}{:08x}", d[0], d[1], d[2], d[3], d[4]);
+}
+
+redis_impl::redis_impl(asio::any_io_executor e, std::string_view u, redis_options o)
+    : ex(std::move(e)), strand(asio::make_strand(ex)), opts(std::move(o))
+{
+    url = parse_redis_url(u, url_ec, &url_why);
+    if (url_ec) {
+        state = redis_state::closed;
+        error_text = url_why;
+    }
+}
+
+void redis_impl::log(log_level level, std::string_view message) const
+{
+    if (opts.log)
+        opts.log(level, message);
+}
+
+void redis_impl::on_state(redis_state s)
+{
+    state = s;
+    if (s == redis_state::connected && cmd_)
+        connects = cmd_->connects;
+    if (s == redis_state::closed && cmd_ && !cmd_->last_error().empty()) {
+        std::lock_guard lk(error_m);
+        error_text = cmd_->last_error();
+    }
+    if (s == redis_state::connected || s == redis_state::closed) {
+        auto waiters = std::move(connect_waiters_);
+        connect_waiters_.clear();
+        error_code ec;
+        if (s == redis_state::closed)
+            ec = cmd_ && cmd_->last_code() ? cmd_->last_code() : error_code(redis_errc::closed);
+        for (auto& w : waiters)
+            w->complete(ec);
+    }
+    auto sw = std::move(state_waiters_);
+    state_waiters_.clear();
+    for (auto& [known, op] : sw) {
+        if (known != s)
+            op->complete({}, s);
+        else
+            state_waiters_.emplace_back(known, std::move(op));
+    }
+}
+
+void redis_impl::connect(std::shared_ptr<op_state<>> op)
+{
+    if (url_ec)
+        return void(op->fail(url_ec));
+    auto s = state.load();
+    if (s == redis_state::connected)
+        return void(op->complete({}));
+    if (s == redis_state::closed)
+        return void(op->fail(cmd_ && cmd_->last_code() ? cmd_->last_code() : error_code(redis_errc::closed)));
+    op->bind_cancellation();
+    connect_waiters_.push_back(std::move(op));
+    if (!cmd_) {
+        std::weak_ptr<redis_impl> w = shared_from_this();
+        redis_link::hooks h;
+        h.state = [w](redis_state st) {
+            if (auto self = w.lock())
+                self->on_state(st);
+        };
+        cmd_ = std::make_shared<redis_link>(strand, url, opts, false, std::move(h));
+    }
+    cmd_->start();
+}
+
+void redis_impl::exec(std::vector<std::string> args, std::shared_ptr<reply_op> op)
+{
+    if (url_ec)
+        return void(op->fail(url_ec));
+    if (!cmd_) {
+        // The first command connects.
+        auto c = std::make_shared<op_state<>>([](error_code) {}, strand);
+        connect(std::move(c));
+    }
+    if (!cmd_)
+        return void(op->fail(redis_errc::closed));
+    cmd_->send(std::move(args), std::move(op));
+    sent = cmd_->sent;
+}
+
+void redis_impl::eval(const std::string& script, const std::string& sha1, std::vector<std::string> keys_and_args,
+                      int nkeys, std::shared_ptr<reply_op> op)
+{
+    std::vector<std::string> args;
+    args.reserve(keys_and_args.size() + 3);
+    args.emplace_back("EVALSHA");
+    args.push_back(sha1);
+    args.push_back(std::to_string(nkeys));
+    for (auto& a : keys_and_args)
+        args.push_back(a);
+    // A server that lacks the script (restarted, or SCRIPT FLUSH) answers NOSCRIPT: then EVAL,
+    // which also caches it.
+    auto self = shared_from_this();
+    auto retry = std::make_shared<reply_op>(
+        [self, op, script, nkeys, kargs = std::move(keys_and_args)](error_code ec, redis_reply r) mutable {
+            if (!(ec == redis_errc::error_reply && r.str.starts_with("NOSCRIPT")))
+                return void(op->complete(ec, std::move(r)));
+            std::vector<std::string> a{"EVAL", script, std::to_string(nkeys)};
+            for (auto& k : kargs)
+                a.push_back(std::move(k));
+            self->exec(std::move(a), op);
+        },
+        strand);
+    exec(std::move(args), std::move(retry));
+}
+
+std::shared_ptr<redis_link> redis_impl::sub_link()
+{
+    if (!sub_) {
+        std::weak_ptr<redis_impl> w = shared_from_this();
+        redis_link::hooks h;
+        h.push = [w](const redis_reply& r) {
+            if (auto self = w.lock())
+                self->on_push(r);
+        };
+        h.ready = [w] {
+            // (Re)subscribe to every channel someone listens on.
+            auto self = w.lock();
+            if (!self)
+                return;
+            for (auto& [channel, fns] : self->subs_)
+                if (!fns.empty())
+                    self->sub_->send_push({"SUBSCRIBE", channel});
+        };
+        sub_ = std::make_shared<redis_link>(strand, url, opts, true, std::move(h));
+        sub_->start();
+    }
+    return sub_;
+}
+
+std::uint64_t redis_impl::subscribe(const std::string& channel, std::function<void(channel_event)> fn)
+{
+    auto id = next_sub_++;
+    auto& fns = subs_[channel];
+    bool first = fns.empty();
+    fns.emplace(id, std::move(fn));
+    if (url_ec)
+        return id;
+    auto link = sub_link();
+    if (first && link->state() == redis_state::connected)
+        link->send_push({"SUBSCRIBE", channel});
+    else if (!first && link->state() == redis_state::connected)
+        asio::post(strand, [w = weak_from_this(), channel, id] {
+            // Already subscribed: tell the newcomer at once (after it has stored its id).
+            auto self = w.lock();
+            if (!self)
+                return;
+            auto it = self->subs_.find(channel);
+            if (it == self->subs_.end())
+                return;
+            if (auto f = it->second.find(id); f != it->second.end())
+                f->second(channel_event::subscribed);
+        });
+    return id;
+}
+
+void redis_impl::unsubscribe(const std::string& channel, std::uint64_t id)
+{
+    auto it = subs_.find(channel);
+    if (it == subs_.end())
+        return;
+    it->second.erase(id);
+    if (it->second.empty()) {
+        subs_.erase(it);
+        if (sub_ && sub_->state() == redis_state::connected)
+            sub_->send_push({"UNSUBSCRIBE", channel});
+    }
+}
+
+void redis_impl::on_push(const redis_reply& r)
+{
+    if (r.type != redis_reply::kind::array || r.elements.size() < 3)
+        return;
+    const auto& kind = r.elements[0].str;
+    channel_event ev;
+    if (kind == "subscribe")
+        ev = channel_event::subscribed;
+    else if (kind == "message")
+        ev = channel_event::message;
+    else
+        return;
+    auto it = subs_.find(r.elements[1].str);
+    if (it == subs_.end())
+        return;
+    // A callback may unsubscribe: call a copy.
+    std::vector<std::function<void(channel_event)>> fns;
+    for (auto& [id, f] : it->second)
+        fns.push_back(f);
+    for (auto& f : fns)
+        f(ev);
+}
+
+void redis_impl::wait_state(redis_state known, std::shared_ptr<op_state<redis_state>> op)
+{
+    auto s = state.load();
+    if (s != known)
+        return void(op->complete({}, s));
+    op->bind_cancellation();
+    state_waiters_.emplace_back(known, std::move(op));
+}
+
+void redis_impl::close()
+{
+    if (cmd_)
+        cmd_->close();
+    if (sub_)
+        sub_->close();
+    state = redis_state::closed;
+    on_state(redis_state::closed);
+}
+
+}  // namespace detail
+
+redis_client::redis_client(executor_type ex, std::string_view url, redis_options opts)
+    : impl_(std::make_shared<detail::redis_impl>(std::move(ex), url, std::move(opts)))
+{
+}
+
+redis_client::~redis_client()
+{
+    if (impl_)
+        close();
+}
+
+redis_client::executor_type redis_client::get_executor() const noexcept { return impl_->ex; }
+redis_state redis_client::state() const noexcept { return impl_->state.load(); }
+const redis_url& redis_client::url() const noexcept { return impl_->url; }
+std::uint64_t redis_client::connects() const noexcept { return impl_->connects.load(); }
+std::uint64_t redis_client::commands_sent() const noexcept { return impl_->sent.load(); }
+
+std::string redis_client::last_error() const
+{
+    std::lock_guard lk(impl_->error_m);
+    return impl_->error_text;
+}
+
+void redis_client::start_connect(detail::any_handler<void(error_code)> h)
+{
+    auto op = std::make_shared<detail::op_state<>>(std::move(h), impl_->ex);
+    asio::dispatch(impl_->strand, [impl = impl_, op] { impl->connect(op); });
+}
+
+void redis_client::start_exec(std::vector<std::string> args, detail::any_handler<void(error_code, redis_reply)> h)
+{
+    auto op = std::make_shared<detail::reply_op>(std::move(h), impl_->ex);
+    asio::dispatch(impl_->strand, [impl = impl_, op, a = std::move(args)]() mutable { impl->exec(std::move(a), op); });
+}
+
+void redis_client::start_wait_state(redis_state known, detail::any_handler<void(error_code, redis_state)> h)
+{
+    auto op = std::make_shared<detail::op_state<redis_state>>(std::move(h), impl_->ex);
+    asio::dispatch(impl_->strand, [impl = impl_, op, known] { impl->wait_state(known, op); });
+}
+
+namespace detail {
+const std::shared_ptr<redis_impl>& access::redis_of(const redis_client& c) noexcept { return c.impl_; }
+}  // namespace detail
+
+void redis_client::close()
+{
+    asio::dispatch(impl_->strand, [impl = impl_] { impl->close(); });
+}
+
+}  // namespace zkcoro

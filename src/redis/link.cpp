@@ -1,0 +1,423 @@
+// One Redis connection on hiredis' asynchronous API, its socket driven by Asio.
+#include "redis/link.hpp"
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+
+#include <fmt/format.h>
+
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+
+#include <algorithm>
+
+namespace zkcoro::detail {
+
+// The socket of one hiredis context as an Asio descriptor. hiredis owns (and closes) the file
+// descriptor: ours is released, never closed. Pending waits keep the attachment alive after the
+// context is gone; they find `ac` null and do nothing.
+struct redis_link::attachment : std::enable_shared_from_this<attachment> {
+    attachment(const redis_strand& s, redisAsyncContext* c) : sd(s, c->c.fd), ac(c) {}
+
+    void wait(asio::posix::stream_descriptor::wait_type type)
+    {
+        bool read = type == asio::posix::stream_descriptor::wait_read;
+        bool& pending = read ? read_pending : write_pending;
+        if (pending || !ac)
+            return;
+        pending = true;
+        sd.async_wait(type, [self = shared_from_this(), type, read](error_code ec) {
+            (read ? self->read_pending : self->write_pending) = false;
+            if (ec || !self->ac || !(read ? self->want_read : self->want_write))
+                return;
+            if (read)
+                redisAsyncHandleRead(self->ac);
+            else
+                redisAsyncHandleWrite(self->ac);
+            // The context may be gone now (cleanup cleared ac); else wait again if still wanted.
+            if (self->ac && (read ? self->want_read : self->want_write))
+                self->wait(type);
+        });
+    }
+
+    static attachment* of(void* p) { return static_cast<attachment*>(p); }
+    static void add_read(void* p)
+    {
+        of(p)->want_read = true;
+        of(p)->wait(asio::posix::stream_descriptor::wait_read);
+    }
+    static void del_read(void* p) { of(p)->want_read = false; }
+    static void add_write(void* p)
+    {
+        of(p)->want_write = true;
+        of(p)->wait(asio::posix::stream_descriptor::wait_write);
+    }
+    static void del_write(void* p) { of(p)->want_write = false; }
+    static void cleanup(void* p)
+    {
+        auto* a = of(p);
+        if (a->ac && a->link) {
+            // The context is about to be freed: keep its error, then let the link carry on
+            // outside hiredis.
+            a->link->attempt_context_error(a->ac);
+            asio::post(a->sd.get_executor(), [l = a->link->shared_from_this()] { l->on_context_gone(); });
+        }
+        a->ac = nullptr;
+        a->want_read = a->want_write = false;
+        error_code ignored;
+        a->sd.cancel(ignored);
+        a->sd.release();
+    }
+
+    asio::posix::stream_descriptor sd;
+    redisAsyncContext* ac;
+    redis_link* link = nullptr;
+    bool want_read = false, want_write = false;
+    bool read_pending = false, write_pending = false;
+};
+
+redis_reply copy_reply(const void* p)
+{
+    const auto* r = static_cast<const redisReply*>(p);
+    redis_reply out;
+    switch (r->type) {
+    case REDIS_REPLY_STATUS: out.type = redis_reply::kind::status; break;
+    case REDIS_REPLY_ERROR: out.type = redis_reply::kind::error; break;
+    case REDIS_REPLY_INTEGER: out.type = redis_reply::kind::integer; break;
+    case REDIS_REPLY_STRING: out.type = redis_reply::kind::string; break;
+    case REDIS_REPLY_ARRAY: out.type = redis_reply::kind::array; break;
+    default: out.type = redis_reply::kind::nil; break;
+    }
+    out.integer = r->integer;
+    if (r->str)
+        out.str.assign(r->str, r->len);
+    if (r->type == REDIS_REPLY_ARRAY) {
+        out.elements.reserve(r->elements);
+        for (std::size_t i = 0; i < r->elements; ++i)
+            out.elements.push_back(copy_reply(r->element[i]));
+    }
+    return out;
+}
+
+namespace {
+
+error_code code_of(const redisAsyncContext* ac)
+{
+    switch (ac->err) {
+    case REDIS_ERR_PROTOCOL: return redis_errc::not_redis;
+    case REDIS_ERR_EOF: return redis_errc::connection_lost;
+    default: return redis_errc::connection_lost;
+    }
+}
+
+// Sends one command; `privdata` goes to `cb` with the reply (or null when the context goes).
+int send_argv(redisAsyncContext* ac, redisCallbackFn* cb, void* privdata, const std::vector<std::string>& args)
+{
+    std::vector<const char*> argv;
+    std::vector<std::size_t> lens;
+    argv.reserve(args.size());
+    lens.reserve(args.size());
+    for (const auto& a : args) {
+        argv.push_back(a.data());
+        lens.push_back(a.size());
+    }
+    return redisAsyncCommandArgv(ac, cb, privdata, static_cast<int>(args.size()), argv.data(), lens.data());
+}
+
+struct pending_reply {
+    std::shared_ptr<reply_op> op;
+    std::weak_ptr<redis_link> link;
+};
+
+struct handshake_step {
+    redis_link* link;
+    int step;
+};
+
+}  // namespace
+
+redis_link::redis_link(redis_strand strand, redis_url url, redis_options opts, bool subscriber, hooks h)
+    : strand_(std::move(strand)), url_(std::move(url)), opts_(std::move(opts)), subscriber_(subscriber),
+      hooks_(std::move(h)), timer_(strand_)
+{
+}
+
+void redis_link::set_state(redis_state s)
+{
+    if (state_ == s)
+        return;
+    state_ = s;
+    if (hooks_.state)
+        hooks_.state(s);
+}
+
+void redis_link::start()
+{
+    if (state_ != redis_state::idle)
+        return;
+    set_state(redis_state::connecting);
+    attempt();
+}
+
+void redis_link::attempt()
+{
+    ready_ = false;
+    attempt_error_.clear();
+    attempt_code_ = {};
+    redisAsyncContext* ac = redisAsyncConnect(url_.host.c_str(), url_.port);
+    if (!ac) {
+        fail_attempt(redis_errc::connect_failed, "out of memory");
+        return on_context_gone();
+    }
+    if (ac->err) {
+        fail_attempt(redis_errc::connect_failed, ac->errstr);
+        redisAsyncFree(ac);  // no hooks attached yet: nothing calls back
+        return on_context_gone();
+    }
+    ac_ = ac;
+    self_ = shared_from_this();
+    att_ = std::make_shared<attachment>(strand_, ac);
+    att_->link = this;
+    ac->data = this;
+    ac->ev.data = att_.get();
+    ac->ev.addRead = &attachment::add_read;
+    ac->ev.delRead = &attachment::del_read;
+    ac->ev.addWrite = &attachment::add_write;
+    ac->ev.delWrite = &attachment::del_write;
+    ac->ev.cleanup = &attachment::cleanup;
+    redisAsyncSetConnectCallback(ac, &redis_link::connect_cb);
+    // The connection completes when the socket is writable.
+    attachment::add_write(att_.get());
+    timer_.expires_after(opts_.connect_timeout);
+    timer_.async_wait([w = weak_from_this(), ac](error_code ec) {
+        auto l = w.lock();
+        if (ec || !l || l->ac_ != ac || l->ready_)
+            return;
+        l->fail_attempt(redis_errc::connect_failed,
+                        fmt::format("no connection to {}:{} within {} ms", l->url_.host, l->url_.port,
+                                    l->opts_.connect_timeout.count()));
+        redisAsyncFree(ac);
+    });
+}
+
+void redis_link::fail_attempt(error_code ec, std::string why)
+{
+    if (attempt_code_)
+        return;  // the first reason stands
+    attempt_code_ = ec;
+    attempt_error_ = std::move(why);
+}
+
+void redis_link::attempt_context_error(const redisAsyncContext* ac)
+{
+    if (ac->err)
+        fail_attempt(code_of(ac), ac->errstr[0] ? ac->errstr : "the connection dropped");
+}
+
+void redis_link::connect_cb(const redisAsyncContext* ac, int status)
+{
+    static_cast<redis_link*>(ac->data)->on_connected(status);
+}
+
+void redis_link::on_connected(int status)
+{
+    if (status != REDIS_OK) {
+        fail_attempt(redis_errc::connect_failed,
+                     fmt::format("cannot connect to {}:{}: {}", url_.host, url_.port, ac_ && ac_->errstr[0] ? ac_->errstr : "refused"));
+        return;  // hiredis frees the context: cleanup follows
+    }
+    // The handshake: AUTH, SELECT, then PING (which a server that is not Redis cannot answer).
+    if (!url_.password.empty())
+        send_argv(ac_, &redis_link::handshake_cb, new handshake_step{this, 0}, {"AUTH", url_.password});
+    if (url_.db != 0)
+        send_argv(ac_, &redis_link::handshake_cb, new handshake_step{this, 1}, {"SELECT", std::to_string(url_.db)});
+    send_argv(ac_, &redis_link::handshake_cb, new handshake_step{this, 2}, {"PING"});
+}
+
+void redis_link::handshake_cb(redisAsyncContext* ac, void* reply, void* privdata)
+{
+    std::unique_ptr<handshake_step> st(static_cast<handshake_step*>(privdata));
+    if (!reply) {
+        st->link->attempt_context_error(ac);
+        return;
+    }
+    st->link->handshake_reply(st->step, reply);
+}
+
+void redis_link::handshake_reply(int step, const void* reply)
+{
+    auto r = copy_reply(reply);
+    if (r.type == redis_reply::kind::error) {
+        if (step == 0)
+            fail_attempt(redis_errc::auth_failed, fmt::format("AUTH refused by {}:{}: {}", url_.host, url_.port, r.str));
+        else if (step == 1)
+            fail_attempt(redis_errc::error_reply, fmt::format("SELECT {} refused: {}", url_.db, r.str));
+        else if (r.str.starts_with("NOAUTH"))
+            fail_attempt(redis_errc::auth_failed, fmt::format("{}:{} needs a password: {}", url_.host, url_.port, r.str));
+        else
+            fail_attempt(redis_errc::error_reply, fmt::format("PING refused: {}", r.str));
+        if (ac_)
+            redisAsyncDisconnect(ac_);
+        return;
+    }
+    if (step != 2)
+        return;
+    if (r.type != redis_reply::kind::status || r.str != "PONG") {
+        fail_attempt(redis_errc::not_redis, "the server's answer to PING is not PONG");
+        if (ac_)
+            redisAsyncDisconnect(ac_);
+        return;
+    }
+    ready_ = true;
+    ever_connected_ = true;
+    backoff_ = std::chrono::milliseconds{0};
+    ++connects;
+    timer_.cancel();
+    if (!subscriber_)
+        redisAsyncSetDisconnectCallback(ac_, nullptr);
+    set_state(redis_state::connected);
+    flush();
+    if (hooks_.ready)
+        hooks_.ready();
+}
+
+void redis_link::flush()
+{
+    auto q = std::move(queue_);
+    queue_.clear();
+    for (auto& [args, op] : q)
+        dispatch_send(std::move(args), std::move(op));
+    auto pq = std::move(push_queue_);
+    push_queue_.clear();
+    for (auto& a : pq)
+        send_push(std::move(a));
+}
+
+void redis_link::dispatch_send(std::vector<std::string> args, std::shared_ptr<reply_op> op)
+{
+    if (op->done)
+        return;  // cancelled while queued
+    auto* p = new pending_reply{std::move(op), weak_from_this()};
+    if (send_argv(ac_, &redis_link::reply_cb, p, args) != REDIS_OK) {
+        std::unique_ptr<pending_reply> owned(p);
+        owned->op->fail(redis_errc::connection_lost);
+        return;
+    }
+    ++sent;
+}
+
+void redis_link::reply_cb(redisAsyncContext* ac, void* reply, void* privdata)
+{
+    std::unique_ptr<pending_reply> p(static_cast<pending_reply*>(privdata));
+    if (!reply) {
+        auto l = p->link.lock();
+        p->op->fail(l && l->closing_ ? error_code(redis_errc::closed) : code_of(ac));
+        return;
+    }
+    auto r = copy_reply(reply);
+    error_code ec;
+    if (r.type == redis_reply::kind::error)
+        ec = redis_errc::error_reply;
+    p->op->complete(ec, std::move(r));
+}
+
+void redis_link::send(std::vector<std::string> args, std::shared_ptr<reply_op> op)
+{
+    if (state_ == redis_state::closed) {
+        op->fail(last_code_ ? last_code_ : error_code(redis_errc::closed));
+        return;
+    }
+    op->bind_cancellation();
+    if (ac_ && ready_)
+        return dispatch_send(std::move(args), std::move(op));
+    queue_.emplace_back(std::move(args), std::move(op));
+    start();
+}
+
+void redis_link::send_push(std::vector<std::string> args)
+{
+    if (state_ == redis_state::closed)
+        return;
+    if (!(ac_ && ready_)) {
+        push_queue_.push_back(std::move(args));
+        start();
+        return;
+    }
+    send_argv(ac_, &redis_link::push_cb, this, args);
+    ++sent;
+}
+
+void redis_link::push_cb(redisAsyncContext* ac, void* reply, void* privdata)
+{
+    (void)ac;
+    if (!reply)
+        return;  // the context goes; the link resubscribes after reconnecting
+    auto* l = static_cast<redis_link*>(privdata);
+    if (l->hooks_.push)
+        l->hooks_.push(copy_reply(reply));
+}
+
+void redis_link::on_context_gone()
+{
+    ac_ = nullptr;
+    att_.reset();
+    ready_ = false;
+    auto keep = std::move(self_);
+    timer_.cancel();
+    if (closing_ || state_ == redis_state::closed) {
+        set_state(redis_state::closed);
+        return;
+    }
+    if (!ever_connected_) {
+        auto ec = attempt_code_ ? attempt_code_ : error_code(redis_errc::connect_failed);
+        auto why = attempt_error_.empty() ? std::string("the connection failed") : attempt_error_;
+        return give_up(ec, std::move(why));
+    }
+    // A drop after the link had connected: reconnect with backoff (commands sent on the old
+    // context have failed with connection_lost; queued ones wait).
+    backoff_ = backoff_.count() == 0 ? opts_.reconnect_min : std::min(backoff_ * 2, opts_.reconnect_max);
+    if (opts_.log)
+        opts_.log(log_level::warn, fmt::format("redis {}:{}: {}; reconnecting in {} ms", url_.host, url_.port,
+                                               attempt_error_.empty() ? "connection dropped" : attempt_error_,
+                                               backoff_.count()));
+    set_state(redis_state::reconnecting);
+    timer_.expires_after(backoff_);
+    timer_.async_wait([w = weak_from_this()](error_code ec) {
+        auto l = w.lock();
+        if (!ec && l && !l->closing_ && !l->ac_)
+            l->attempt();
+    });
+}
+
+void redis_link::give_up(error_code ec, std::string why)
+{
+    last_code_ = ec;
+    last_error_ = std::move(why);
+    if (opts_.log)
+        opts_.log(log_level::error, "redis: " + last_error_);
+    set_state(redis_state::closed);
+    auto q = std::move(queue_);
+    queue_.clear();
+    for (auto& item : q)
+        item.second->fail(ec);
+    push_queue_.clear();
+}
+
+void redis_link::close()
+{
+    if (closing_)
+        return;
+    closing_ = true;
+    timer_.cancel();
+    auto q = std::move(queue_);
+    queue_.clear();
+    for (auto& item : q)
+        item.second->fail(redis_errc::closed);
+    push_queue_.clear();
+    if (ac_)
+        redisAsyncFree(ac_);  // pending replies fail with closed; cleanup posts on_context_gone
+    else
+        set_state(redis_state::closed);
+}
+
+}  // namespace zkcoro::detail

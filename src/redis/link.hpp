@@ -1,0 +1,99 @@
+// One Redis connection (internal): a hiredis asynchronous context whose socket events are Asio
+// descriptor waits on a strand, the handshake (AUTH, SELECT, PING), commands queued until
+// connected, and reconnection with backoff after a drop. The command connection and the
+// subscribe-mode connection of a redis_client are one link each.
+#ifndef ZKCORO_SRC_REDIS_LINK_HPP
+#define ZKCORO_SRC_REDIS_LINK_HPP
+
+#include "async/op_state.hpp"
+
+#include <zkcoro/redis.hpp>
+
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+struct redisAsyncContext;
+
+namespace zkcoro::detail {
+
+using redis_strand = asio::strand<asio::any_io_executor>;
+using reply_op = op_state<redis_reply>;
+
+class redis_link : public std::enable_shared_from_this<redis_link> {
+public:
+    struct hooks {
+        std::function<void()> ready;                 // connected (after the handshake)
+        std::function<void(redis_state)> state;      // any state change
+        std::function<void(const redis_reply&)> push;  // subscribe mode: every message
+    };
+
+    redis_link(redis_strand strand, redis_url url, redis_options opts, bool subscriber, hooks h);
+
+    // All on the strand.
+    void start();  // the first connection (no-op unless idle)
+    // Sends now when connected, else once connected; fails with the reason when closed.
+    void send(std::vector<std::string> args, std::shared_ptr<reply_op> op);
+    // Subscribe mode: SUBSCRIBE/UNSUBSCRIBE with replies through hooks.push.
+    void send_push(std::vector<std::string> args);
+    void close();
+    // Fails every queued command with `ec` and closes (the first connection failed).
+    redis_state state() const noexcept { return state_; }
+    const std::string& last_error() const noexcept { return last_error_; }
+    error_code last_code() const noexcept { return last_code_; }
+    std::uint64_t connects = 0;
+    std::uint64_t sent = 0;
+
+    struct attachment;
+
+private:
+    void attempt_context_error(const redisAsyncContext* ac);
+    void attempt();
+    void on_connected(int status);
+    void handshake_reply(int step, const void* reply);
+    void on_context_gone();
+    void set_state(redis_state s);
+    void give_up(error_code ec, std::string why);  // the first connection failed
+    void flush();
+    void fail_attempt(error_code ec, std::string why);
+    void dispatch_send(std::vector<std::string> args, std::shared_ptr<reply_op> op);
+
+    static void connect_cb(const redisAsyncContext* ac, int status);
+    static void reply_cb(redisAsyncContext* ac, void* reply, void* privdata);
+    static void handshake_cb(redisAsyncContext* ac, void* reply, void* privdata);
+    static void push_cb(redisAsyncContext* ac, void* reply, void* privdata);
+
+    redis_strand strand_;
+    redis_url url_;
+    redis_options opts_;
+    bool subscriber_;
+    hooks hooks_;
+    redis_state state_ = redis_state::idle;
+    bool ever_connected_ = false;
+    bool ready_ = false;      // handshake done on the current context
+    bool closing_ = false;
+    redisAsyncContext* ac_ = nullptr;
+    std::shared_ptr<attachment> att_;
+    std::shared_ptr<redis_link> self_;  // alive while a context exists
+    std::deque<std::pair<std::vector<std::string>, std::shared_ptr<reply_op>>> queue_;
+    std::vector<std::vector<std::string>> push_queue_;
+    asio::steady_timer timer_;  // connect timeout, then reconnection backoff
+    std::chrono::milliseconds backoff_{0};
+    std::string last_error_;
+    error_code last_code_;
+    std::string attempt_error_;
+    error_code attempt_code_;
+};
+
+// Copies a hiredis reply.
+redis_reply copy_reply(const void* reply);
+
+}  // namespace zkcoro::detail
+
+#endif

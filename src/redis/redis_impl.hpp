@@ -1,0 +1,68 @@
+// The state behind a redis_client (internal): the command link, the subscribe-mode link opened at
+// the first subscription, the subscriptions, and the scripts run by their SHA1.
+#ifndef ZKCORO_SRC_REDIS_REDIS_IMPL_HPP
+#define ZKCORO_SRC_REDIS_REDIS_IMPL_HPP
+
+#include "redis/link.hpp"
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace zkcoro::detail {
+
+// What a subscriber hears on its channel: the subscription is (again) in place, so anything
+// published from now on arrives (after a reconnection messages may have been missed: look
+// again), or a message.
+enum class channel_event { subscribed, message };
+
+class redis_impl : public std::enable_shared_from_this<redis_impl> {
+public:
+    redis_impl(asio::any_io_executor ex, std::string_view url, redis_options opts);
+
+    // All below on the strand.
+    void exec(std::vector<std::string> args, std::shared_ptr<reply_op> op);
+    // Runs a Lua script by its SHA1 (EVALSHA), loading it with EVAL when the server lacks it.
+    void eval(const std::string& script, const std::string& sha1, std::vector<std::string> keys_and_args,
+              int nkeys, std::shared_ptr<reply_op> op);
+    std::uint64_t subscribe(const std::string& channel, std::function<void(channel_event)> fn);
+    void unsubscribe(const std::string& channel, std::uint64_t id);
+    void connect(std::shared_ptr<op_state<>> op);
+    void wait_state(redis_state known, std::shared_ptr<op_state<redis_state>> op);
+    void close();
+    void log(log_level level, std::string_view message) const;
+
+    asio::any_io_executor ex;
+    redis_strand strand;
+    redis_url url;
+    error_code url_ec;
+    std::string url_why;
+    redis_options opts;
+    std::atomic<redis_state> state{redis_state::idle};
+    std::atomic<std::uint64_t> connects{0}, sent{0};
+    std::mutex error_m;
+    std::string error_text;  // why the client closed (bad URL, first connection failed); guarded by error_m
+
+private:
+    void on_state(redis_state s);
+    void on_push(const redis_reply& r);
+    std::shared_ptr<redis_link> sub_link();
+
+    std::shared_ptr<redis_link> cmd_;
+    std::shared_ptr<redis_link> sub_;
+    std::vector<std::shared_ptr<op_state<>>> connect_waiters_;
+    std::vector<std::pair<redis_state, std::shared_ptr<op_state<redis_state>>>> state_waiters_;
+    std::map<std::string, std::map<std::uint64_t, std::function<void(channel_event)>>> subs_;
+    std::uint64_t next_sub_ = 1;
+};
+
+// SHA1 of a script, in hex (as EVALSHA wants it).
+std::string script_sha1(const std::string& script);
+
+}  // namespace zkcoro::detail
+
+#endif
