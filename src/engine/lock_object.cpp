@@ -230,7 +230,8 @@ zk_lease::zk_lease(std::shared_ptr<lock_object> obj, std::shared_ptr<node_state>
 {
 }
 
-client* zk_lease::zookeeper() noexcept { return &obj_->zk; }
+// A lock on another backend (Redis) has no ZooKeeper node to check: no fenced transaction there.
+client* zk_lease::zookeeper() noexcept { return obj_->backend ? nullptr : &obj_->zk; }
 
 // Ends one acquisition. The last release of an owner's reentrant acquisitions hands the node to
 // the next local waiter (unless the batch of handoffs is used up) or deletes it.
