@@ -162,8 +162,9 @@ public:
 
     // Leaves the election: ends the current term (its lost signal is not emitted: the term
     // completes async_wait_lost with operation_aborted), deletes our node, and completes waiting
-    // await_leadership calls with client_errc::closed. Completes when our node is deleted.
-    // Idempotent. Handler signature: void(error_code).
+    // await_leadership calls with client_errc::closed. Completes when the latch has left the
+    // election: a leader's node is deleted by then; the node of a latch that still queued is
+    // deleted right after, in the background. Idempotent. Handler signature: void(error_code).
     template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(error_code)) CompletionToken = detail::default_token>
     auto async_close(CompletionToken&& token = {})
     {

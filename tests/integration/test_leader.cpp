@@ -234,3 +234,40 @@ TEST_CASE("fenced transaction")
         co_await b.async_remove(res);
     });
 }
+
+// Closing a latch that still queues deletes its node (the acquisition is cancelled) and leaves
+// the leader alone; a waiting await_leadership completes with closed.
+TEST_CASE("leader_latch: close while queued")
+{
+    run_with_clients({.name = "latch-close", .clients = 2}, [&](fixture& f) -> awaitable<void> {
+        auto [a, b] = f.clients<2>();
+        leader_latch la(a, f.path, with_id("leader"));
+        leader_latch lb(b, f.path, with_id("waiter"));
+        auto ta = co_await la.await_leadership(5s);
+        REQUIRE(ta.has_value());
+        lb.start();
+        REQUIRE(co_await eventually([&]() -> awaitable<bool> {
+            co_return (co_await la.async_participants(asio::use_awaitable)).size() == 2;
+        }));
+        bool waiter_done = false;
+        error_code waiter_ec;
+        lb.async_await_leadership(std::chrono::steady_clock::duration::max(),
+                                  [&](error_code ec, std::optional<leadership>) {
+                                      waiter_ec = ec;
+                                      waiter_done = true;
+                                  });
+        co_await lb.async_close(asio::use_awaitable);
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return waiter_done; }));
+        CHECK(waiter_ec == client_errc::closed);
+        // The queued node is deleted right after close completes (in the background).
+        CHECK(co_await eventually([&]() -> awaitable<bool> {
+            co_return (co_await la.async_participants(asio::use_awaitable)).size() == 1;
+        }));
+        auto parts = co_await la.async_participants(asio::use_awaitable);
+        REQUIRE(parts.size() == 1);
+        CHECK(parts[0].data == "leader");
+        CHECK(la.is_leader());
+        CHECK_FALSE(ta->lost());
+        co_await la.async_close(asio::use_awaitable);
+    });
+}
