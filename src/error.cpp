@@ -53,6 +53,12 @@ public:
         case client_errc::lock_lost:
             return "the lock was lost: its session may have expired or its node is gone; the "
                    "critical section must stop";
+        case client_errc::not_revocable:
+            return "the guard is not revocable: acquire with mutex_options::revocable = true to be "
+                   "told of revocation requests";
+        case client_errc::not_supported:
+            return "not supported by this lock's backend: ZooKeeper transactions fenced by the lock "
+                   "node need a ZooKeeper lock";
         case client_errc::upgrade_not_supported:
             return "read-to-write upgrade is not supported: the write lock would wait forever "
                    "behind this task's own read lock; release the read lock first";

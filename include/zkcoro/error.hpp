@@ -32,6 +32,8 @@ enum class client_errc : int {
     upgrade_not_supported,   // read lock held, write lock asked: it could never be granted
     name_resolution_failed,  // no host name of the connect string resolved to an address
     chroot_not_found,        // the connect string's chroot does not exist on the server
+    not_revocable,           // a revocation was awaited on a guard acquired without mutex_options::revocable
+    not_supported,           // the lock's backend cannot do this (e.g. a ZooKeeper transaction on a Redis lease)
 };
 
 // The category of client_errc.

@@ -2,6 +2,7 @@
 #ifndef ZKCORO_GUARD_HPP
 #define ZKCORO_GUARD_HPP
 
+#include <zkcoro/client.hpp>
 #include <zkcoro/detail/config.hpp>
 #include <zkcoro/this_task.hpp>
 
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace zkcoro {
 
@@ -18,6 +20,11 @@ namespace detail {
 struct access;
 class lease;
 ZKCORO_API void async_wait_lost_impl(std::shared_ptr<lease> l, any_handler<void(error_code)> handler);
+ZKCORO_API void async_wait_revocation_impl(std::shared_ptr<lease> l, any_handler<void(error_code)> handler);
+ZKCORO_API void fenced_multi_impl(std::shared_ptr<lease> l, std::vector<multi_op> ops,
+                                  any_handler<void(error_code, std::vector<multi_result>)> handler);
+ZKCORO_API bool revocation_requested(const lease* l) noexcept;
+ZKCORO_API asio::cancellation_slot revocation_slot(lease* l) noexcept;
 }  // namespace detail
 
 // One acquisition of a lock. The lock is a lease: ZooKeeper ends it when the session ends, so a
@@ -80,6 +87,53 @@ public:
             detail::make_initiation(get_executor(),
                                     [l = lease_](auto handler) { detail::async_wait_lost_impl(l, std::move(handler)); }),
             token);
+    }
+
+    // Revocation (mutex_options::revocable; Curator's makeRevocable and Revoker): another process
+    // asks the holder to let go (zkcoro::async_request_revoke, Curator's Revoker.attemptRevoke).
+    // Cooperative: nothing is released until this guard is. A request that came while the
+    // acquisition still queued is already set when the guard is made.
+    bool revocable() const noexcept;
+    bool revocation_requested() const noexcept;
+    // Receives terminal cancellation when a revocation is requested: bind the critical section to
+    // it (like lost_slot(), emitted on the client's executor; one slot per guard). A request that
+    // came before the slot was bound is not replayed: test revocation_requested() first, or use
+    // async_wait_revocation.
+    asio::cancellation_slot revocation_slot() noexcept;
+
+    // Completes with success when a revocation is requested (at once if it was already);
+    // client_errc::lock_lost when the lock is lost first, asio::error::operation_aborted when it
+    // is released first, client_errc::not_revocable for a guard of a lock not made revocable.
+    // Handler signature: void(error_code). Cancellation: terminal, partial.
+    template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(error_code)) CompletionToken = detail::default_token>
+    auto async_wait_revocation(CompletionToken&& token = {})
+    {
+        return asio::async_initiate<CompletionToken, void(error_code)>(
+            detail::make_initiation(get_executor(),
+                                    [l = lease_](auto handler) { detail::async_wait_revocation_impl(l, std::move(handler)); }),
+            token);
+    }
+
+    // A ZooKeeper transaction fenced by this lock: `check(node_path(), any version)` is put first,
+    // so the transaction commits only while our lock node exists. A holder whose session has
+    // expired (a frozen process that woke up still believing it holds the lock) cannot write,
+    // even through a new session. The results are those of `ops` (the check's is left out).
+    // Handler signature: void(error_code, std::vector<multi_result>).
+    // Errors: client_errc::lock_lost when the lock is known lost or the check found no node (no
+    // operation was applied); the first failing operation's error otherwise (see
+    // client::async_multi); client_errc::invalid_argument on an empty guard;
+    // client_errc::not_supported for a lock that has no ZooKeeper node (another backend).
+    // Cancellation: terminal, partial (a transaction already sent may still commit).
+    template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(error_code, std::vector<multi_result>))
+                  CompletionToken = detail::default_token>
+    auto async_multi(std::vector<multi_op> ops, CompletionToken&& token = {})
+    {
+        return asio::async_initiate<CompletionToken, void(error_code, std::vector<multi_result>)>(
+            detail::make_initiation(get_executor(),
+                                    [l = lease_](auto handler, std::vector<multi_op> o) {
+                                        detail::fenced_multi_impl(l, std::move(o), std::move(handler));
+                                    }),
+            token, std::move(ops));
     }
 
     // Releases this acquisition. Any task or thread may do it: the guard is the ownership (a

@@ -50,6 +50,13 @@ struct mutex_options {
     // Helps a process that takes the same lock in bursts. Zero (the default): the node is
     // deleted at the last release. Needs local_handoff.
     std::chrono::milliseconds linger{0};
+    // Revocable (Curator's makeRevocable): another process may ask the holder to let go by
+    // writing "__REVOKE__" into its lock node (zkcoro::async_request_revoke, Curator's
+    // Revoker.attemptRevoke); the guard's revocation signal tells the holder, which decides.
+    // The node then stores no data (data must stay empty), the request is watched from the
+    // node's creation on (so it may come while still queued), and local_handoff is off.
+    // For mutexes and the sides of a shared_mutex; a semaphore refuses it (invalid_argument).
+    bool revocable = false;
 };
 
 }  // namespace zkcoro

@@ -181,7 +181,7 @@ void release_failed(lock_object& s, const std::string& node, op_state<>& op, err
 }  // namespace
 
 guard hold_node(const std::shared_ptr<lock_object>& s, owner_id owner, const std::string& node, const node_stat& st,
-                zkcoro::watch queue_watch, bool others_queued)
+                zkcoro::watch queue_watch, bool others_queued, std::shared_ptr<revocation_state> revocation)
 {
     auto ns = std::make_shared<node_state>();
     ns->node = node;
@@ -192,6 +192,7 @@ guard hold_node(const std::shared_ptr<lock_object>& s, owner_id owner, const std
     ns->others_queued = others_queued;
     ns->queue_watched = queue_watch.valid() && s->recipe.watch_own_node;
     auto h = std::make_shared<zk_lease>(s, ns, owner);
+    h->set_revocation(std::move(revocation));
     bool list_queue = false;
     {
         std::lock_guard lk(s->m);

@@ -1,6 +1,8 @@
 // The backend-neutral part of a lease, and zkcoro::guard, which is a lease held by its user.
 #include "engine/lease.hpp"
 
+#include "engine/revocation.hpp"
+
 #include <zkcoro/detail/access.hpp>
 #include <zkcoro/guard.hpp>
 
@@ -42,6 +44,8 @@ bool lease::end(bool lost)
     if (lost)
         lost_signal_.emit(asio::cancellation_type::terminal);
     const error_code ec = lost ? make_error_code(client_errc::lock_lost) : make_error_code(asio::error::operation_aborted);
+    if (revocation_)
+        revocation_->end(ec);
     for (auto& w : waiters)
         w->complete(ec);
     return true;
@@ -52,6 +56,24 @@ void async_wait_lost_impl(std::shared_ptr<lease> l, any_handler<void(error_code)
     if (l)
         return l->async_wait_lost(std::move(handler));
     fail_empty_handle(std::move(handler), client_errc::invalid_argument);
+}
+
+void async_wait_revocation_impl(std::shared_ptr<lease> l, any_handler<void(error_code)> handler)
+{
+    if (!l)
+        return fail_empty_handle(std::move(handler), client_errc::invalid_argument);
+    if (!l->revocation()) {
+        auto op = std::make_shared<op_state<>>(std::move(handler), l->executor());
+        return void(op->complete(client_errc::not_revocable));
+    }
+    l->revocation()->async_wait(std::move(handler));
+}
+
+bool revocation_requested(const lease* l) noexcept { return l && l->revocation() && l->revocation()->requested(); }
+
+asio::cancellation_slot revocation_slot(lease* l) noexcept
+{
+    return l && l->revocation() ? l->revocation()->slot() : asio::cancellation_slot();
 }
 
 }  // namespace detail
@@ -90,6 +112,10 @@ std::int64_t guard::session_id() const noexcept { return lease_ ? lease_->sessio
 bool guard::lost() const noexcept { return lease_ && lease_->lost(); }
 asio::cancellation_slot guard::lost_slot() noexcept { return lease_ ? lease_->lost_slot() : asio::cancellation_slot(); }
 
+bool guard::revocable() const noexcept { return lease_ && lease_->revocation(); }
+bool guard::revocation_requested() const noexcept { return detail::revocation_requested(lease_.get()); }
+asio::cancellation_slot guard::revocation_slot() noexcept { return detail::revocation_slot(lease_.get()); }
+
 asio::awaitable<void> guard::release()
 {
     co_await async_release(asio::use_awaitable);
@@ -105,6 +131,8 @@ void guard::release_with(detail::any_handler<void(error_code)> handler)
 namespace detail {
 
 guard access::make_guard(std::shared_ptr<lease> l, owner_id owner) { return guard(std::move(l), owner); }
+
+const std::shared_ptr<lease>& access::lease_of(const guard& g) noexcept { return g.lease_; }
 
 }  // namespace detail
 

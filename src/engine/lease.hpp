@@ -19,7 +19,13 @@
 #include <string>
 #include <vector>
 
+namespace zkcoro {
+class client;
+}
+
 namespace zkcoro::detail {
+
+class revocation_state;
 
 class lease {
 public:
@@ -46,6 +52,15 @@ public:
     // Completes with client_errc::lock_lost once lost, or operation_aborted once released.
     void async_wait_lost(any_handler<void(error_code)> handler);
 
+    // The revocation requests of a revocable acquisition (null when not revocable). Set by the
+    // backend before the guard is made; ends (waiters woken) when the lease ends.
+    const std::shared_ptr<revocation_state>& revocation() const noexcept { return revocation_; }
+    void set_revocation(std::shared_ptr<revocation_state> rs) noexcept { revocation_ = std::move(rs); }
+
+    // The ZooKeeper client whose session owns the lock node, for transactions fenced by that
+    // node; null for a backend that has no such node.
+    virtual client* zookeeper() noexcept { return nullptr; }
+
     // Ends one acquisition (a guard's release). Idempotent per guard: the guard calls it once.
     // Completes with success when the lock is released or was already lost; with the backend's
     // error when it could not be released (also logged and counted by the backend).
@@ -71,6 +86,7 @@ private:
     bool ended_ = false;  // lost or released; guarded by m_
     std::vector<std::shared_ptr<op_state<>>> lost_waiters_;  // guarded by m_
     asio::cancellation_signal lost_signal_;
+    std::shared_ptr<revocation_state> revocation_;
 };
 
 }  // namespace zkcoro::detail

@@ -42,14 +42,23 @@ awaitable<acquire_result> queue_in_zk(std::shared_ptr<lock_object> s, owner_id o
         hand_on(s);
         co_return acquire_result{error_code{}, std::nullopt};
     }
-    queue_spec spec{s->path, s->recipe.base_name, s->data, s->recipe.sort, s->recipe.rule};
+    queue_spec spec{s->path, s->recipe.base_name, s->data, s->recipe.sort, s->recipe.rule, {}};
+    // A revocable acquisition watches its node's data from its creation on (Curator's
+    // makeRevocable): a request may come while it still queues.
+    std::shared_ptr<revocation_state> revocation;
+    if (s->opts.revocable) {
+        revocation = std::make_shared<revocation_state>(s->zk.get_executor());
+        spec.on_created = [s, revocation](const std::string& node) { watch_revocation(s->zk, node, revocation); };
+    }
     auto [ec, queued] = co_await queue_acquire(s->zk, spec, deadline, s->alone);
     if (ec || !queued) {
+        if (revocation)
+            revocation->end(ec ? ec : make_error_code(asio::error::operation_aborted));
         hand_on(s);
         co_return acquire_result{ec, std::nullopt};
     }
     co_return acquire_result{error_code{}, hold_node(s, owner, queued->path, queued->stat, std::move(queued->queue_watch),
-                                                           queued->others_queued)};
+                                                           queued->others_queued, std::move(revocation))};
 }
 
 // Granted at once with a node of a given name (a downgrade): no queueing, no handoff.
@@ -103,7 +112,8 @@ bool mark_lost(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node
 lock_object::lock_object(const client& c, std::string p, mutex_options o, recipe_params r)
     : zk(access::share(c)), ex(zk.get_executor()), path(std::move(p)), opts(std::move(o)), recipe(std::move(r))
 {
-    data = opts.data.empty() ? default_data() : opts.data;
+    // A revocable node stores nothing (Curator's makeRevocable): its data is the request channel.
+    data = opts.revocable ? std::string() : opts.data.empty() ? default_data() : opts.data;
     if (!recipe.sort)
         recipe.sort = [](std::vector<std::string>& names) { sort_by_sequence(names, lock_marker); };
     if (!recipe.rule)
@@ -115,7 +125,9 @@ lock_object::lock_object(const client& c, std::string p, mutex_options o, recipe
                                                                              std::size_t i) {
             return holds_at(sorted, i, rule, markers);
         };
-    if (!recipe.local_handoff_allowed || !recipe.reentrant)
+    // A revocation request names one node, so one task: every task of a revocable lock queues with
+    // a node of its own.
+    if (!recipe.local_handoff_allowed || !recipe.reentrant || opts.revocable)
         opts.local_handoff = false;
     // Lingering is for mutexes: not for a read-write lock's sides (their hooks look at the other
     // side) nor for a semaphore's parts.
@@ -124,6 +136,16 @@ lock_object::lock_object(const client& c, std::string p, mutex_options o, recipe
     if (auto pc = check_path(path); !pc.ok()) {
         path_error = pc.ec;
         access::log(zk, log_level::warn, "lock: " + pc.describe(path));
+    } else if (opts.revocable && (!recipe.reentrant || !recipe.watch_own_node)) {
+        path_error = make_error_code(client_errc::invalid_argument);
+        access::log(zk, log_level::warn, fmt::format("lock {}: revocable is for mutexes and the sides of a "
+                                                     "shared_mutex (Curator's makeRevocable); a semaphore has no "
+                                                     "revocation", path));
+    } else if (opts.revocable && !opts.data.empty()) {
+        path_error = make_error_code(client_errc::invalid_argument);
+        access::log(zk, log_level::warn, fmt::format("lock {}: a revocable lock's node stores no data (its data "
+                                                     "carries revocation requests): leave mutex_options::data empty",
+                                                     path));
     }
 }
 
@@ -217,6 +239,9 @@ zk_lease::zk_lease(std::shared_ptr<lock_object> obj, std::shared_ptr<node_state>
       ns_(std::move(ns))
 {
 }
+
+// A lock on another backend (Redis) has no ZooKeeper node to check: no fenced transaction there.
+client* zk_lease::zookeeper() noexcept { return obj_->backend ? nullptr : &obj_->zk; }
 
 // Ends one acquisition. The last release of an owner's reentrant acquisitions hands the node to
 // the next local waiter (unless the batch of handoffs is used up) or deletes it.

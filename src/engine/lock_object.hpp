@@ -7,6 +7,7 @@
 
 #include "async/op_state.hpp"
 #include "engine/lease.hpp"
+#include "engine/revocation.hpp"
 #include "engine/rules.hpp"
 
 #include <zkcoro/client.hpp>
@@ -94,6 +95,7 @@ public:
     const std::string& resource() const noexcept override { return ns_->node; }
     std::int64_t session_id() const noexcept override { return ns_->session_id; }
     void release(any_handler<void(error_code)> handler) override;
+    client* zookeeper() noexcept override;
 
     const std::shared_ptr<node_state>& node() const noexcept { return ns_; }
     const std::shared_ptr<lock_object>& object() const noexcept { return obj_; }
@@ -215,8 +217,10 @@ bool mark_lost(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node
 
 // We hold `node`: records it, watches its session and the node itself, and makes the guard.
 // `others_queued`: the listing that granted it showed another participant behind it.
+// `revocation`: the revocable acquisition's state (null when not revocable).
 guard hold_node(const std::shared_ptr<lock_object>& s, owner_id owner, const std::string& node, const node_stat& st,
-                zkcoro::watch queue_watch = {}, bool others_queued = false);
+                zkcoro::watch queue_watch = {}, bool others_queued = false,
+                std::shared_ptr<revocation_state> revocation = {});
 // Deletes our node after the last release (retried; a final failure is logged and counted).
 void delete_released_node(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns,
                           std::shared_ptr<op_state<>> op);

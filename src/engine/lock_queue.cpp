@@ -119,6 +119,8 @@ private:
             co_return finish(give_up(cr_ec));
         node_ = cr.path;
         node_stat_ = cr.stat;
+        if (spec_.on_created)
+            spec_.on_created(node_);
         have_children_ = !ch_ec;
         children_ = std::move(ch.children);
         children_watch_ = std::move(ch.watch);
@@ -136,6 +138,8 @@ private:
         if (!ec && !found.empty()) {
             node_ = found;
             node_stat_ = st;
+            if (spec_.on_created)
+                spec_.on_created(node_);
         }
         co_return step::again;
     }

@@ -27,6 +27,9 @@ struct queue_spec {
     std::string data;       // stored in the node
     std::function<void(std::vector<std::string>&)> sort;
     queue_rule rule;
+    // Called with our node's path each time one is created (or found after a lost reply), e.g.
+    // to watch it for revocation requests while it still queues.
+    std::function<void(const std::string&)> on_created;
 };
 
 // Our node, holding.

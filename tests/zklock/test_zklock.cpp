@@ -370,6 +370,15 @@ TEST_CASE("bad usage exits 64 and names the problem")
         {{"--acl", "creator", "/x", "--", "true"}, "--acl creator needs credentials"},
         {{"--acl", "nobody", "/x", "--", "true"}, "--acl"},
         {{"--auth-file", "/nonexistent/auth", "/x", "--", "true"}, "--auth-file /nonexistent/auth"},
+        // Revocation (--revocable, --on-revoke, revoke).
+        {{"--on-revoke", "ignore", "/x", "--", "true"}, "--on-revoke requires --revocable"},
+        {{"--revocable", "--on-revoke", "maybe", "/x", "--", "true"}, "--on-revoke"},
+        {{"--revocable", "--data", "d", "/x", "--", "true"}, "--data excludes --revocable"},
+        {{"--revocable", "-s", "/x", "--", "true"}, "excludes --revocable"},
+        {{"--revocable", "--semaphore", "2", "/x", "--", "true"}, "excludes --revocable"},
+        {{"revoke"}, "revoke: LOCKPATH is required"},
+        {{"revoke", "/x", "a/b"}, "NODE 'a/b': a node name under LOCKPATH"},
+        {{"revoke", "/x", "--", "true"}, "revoke takes no command"},
     };
     for (const auto& c : cases) {
         std::vector<std::string> argv{zklock_bin};

@@ -60,6 +60,8 @@ rc=$?
 [ "$rc" -eq 69 ] || fail "no server: exit $rc, expected 69"
 "$zklock" -c "$url" --shared "$key" -- true 2>/dev/null
 [ $? -eq 64 ] || fail "--shared on Redis is not refused as a usage error"
+"$zklock" -c "$url" --revocable "$key" -- true 2>/dev/null
+[ $? -eq 64 ] || fail "--revocable on Redis is not refused as a usage error"
 
 if [ "$failures" -gt 0 ]; then
     echo "zklock_redis: $failures failure(s)" >&2

@@ -1,4 +1,5 @@
-// zklock: run a command while holding a ZooKeeper lock; `zklock status` shows a lock's queue.
+// zklock: run a command while holding a ZooKeeper lock; `zklock status` shows a lock's queue;
+// `zklock revoke` asks a revocable holder to let go.
 // Command line (CLI11) and dispatch. See README.md in this directory.
 #include "zklock.hpp"
 
@@ -39,6 +40,7 @@ namespace {
 
 constexpr std::string_view synopsis = R"(Usage: zklock [OPTIONS] LOCKPATH -- COMMAND [ARGS...]
        zklock status [--json] [-c HOSTS] [--auth-file FILE] LOCKPATH
+       zklock revoke [-c HOSTS] [--auth-file FILE] LOCKPATH [NODE]
 )";
 
 constexpr std::string_view exit_codes_text = R"(EXAMPLES
@@ -48,6 +50,8 @@ constexpr std::string_view exit_codes_text = R"(EXAMPLES
   ZK_AUTH=digest:deployer:secret zklock --acl creator /locks/prod -- ./deploy.sh
   zklock status --json /locks/nightly
   zklock -c redis://127.0.0.1:6379 --ttl 30 nightly -- ./nightly.sh   (a Redis lock on key "nightly")
+  zklock --revocable --on-revoke term /locks/batch -- ./batch.sh
+  zklock revoke /locks/batch          (asks the holder of /locks/batch to let go)
 
 The command's environment gets ZKLOCK_FENCING_TOKEN (strictly increasing per grant, for fencing
 what it writes), ZKLOCK_NODE (the lock node; on Redis, the key) and ZKLOCK_SESSION_ID (0x..., the
@@ -71,7 +75,9 @@ EXIT STATUS
 Signals INT, TERM and HUP are forwarded to the command's process tree (then SIGCONT). zklock
 holds the lock until the command and every process it started have exited, then deletes its
 node and closes its ZooKeeper session.
-status: 0, or 64, 69, 76 as above.)";
+status: 0, or 64, 69, 76 as above.
+revoke: 0 when the request was written (the holder decides; a holder that is not revocable
+ignores it), 75 when nobody holds LOCKPATH, or 64, 69, 76 as above.)";
 
 // CLI11's generated usage line ("zklock [OPTIONS] [LOCKPATH] [SUBCOMMAND]") does not show the
 // command after "--": ours replaces it.
@@ -194,7 +200,7 @@ int parse(int argc, char** argv, options& o, bool& status)
                         ->check(integer_validator(1, 1000000, "a number of leases"));
     s_opt->excludes(sem_opt);
     w_opt->excludes(sem_opt);
-    app.add_option("--data", o.data, "Stored in the lock node (default: host:pid)")->type_name("TEXT");
+    auto* data_opt = app.add_option("--data", o.data, "Stored in the lock node (default: host:pid)")->type_name("TEXT");
     std::string lost = "term";
     app.add_option("--on-lost", lost,
                    "What to do to COMMAND's process tree when the lock is lost: term (SIGTERM, then SIGKILL "
@@ -233,6 +239,18 @@ int parse(int argc, char** argv, options& o, bool& status)
                                    "With -c redis://...: the key's TTL in SECONDS, renewed every third of it while "
                                    "held (default 10)")
                         ->type_name("SECONDS");
+    auto* rev_opt = app.add_flag("--revocable", o.revocable,
+                                 "Take revocation requests (Curator's makeRevocable; `zklock revoke`, Curator's "
+                                 "Revoker): the lock node then stores no data");
+    rev_opt->excludes(s_opt)->excludes(w_opt)->excludes(sem_opt)->excludes(data_opt);
+    std::string on_revoke = "term";
+    auto* on_revoke_opt =
+        app.add_option("--on-revoke", on_revoke,
+                       "With --revocable, what to do when a revocation is requested: term (SIGTERM to the command's "
+                       "process tree, SIGKILL after --kill-after; the lock is released when it has exited) or ignore")
+            ->check(CLI::IsMember({"term", "ignore"}))
+            ->capture_default_str();
+    on_revoke_opt->needs(rev_opt);
     app.add_flag("-v,--verbose", o.verbose, "Say what happens on stderr");
     app.add_option("--session-file", o.session_file, "(tests) write the session id and password here")->group("");
     std::string lock_path;
@@ -249,6 +267,16 @@ int parse(int argc, char** argv, options& o, bool& status)
     st->add_option("--auth-file", auth_file, "Read credentials from FILE (default: $ZK_AUTH)")->type_name("FILE");
     st->add_flag("-v,--verbose", o.verbose, "Say what happens on stderr");
 
+    auto* rv = app.add_subcommand("revoke", "Ask the holder of LOCKPATH (or NODE) to let go: writes \"__REVOKE__\" into "
+                                            "its node (Curator's Revoker). Only a revocable holder reacts");
+    std::string revoke_path;
+    rv->add_option("LOCKPATH", revoke_path, "The lock's path")->required();
+    rv->add_option("NODE", o.revoke_node, "The node to ask, a name under LOCKPATH or a full path (default: the holder)");
+    auto* rv_c_opt = rv->add_option("-c,--connect", connect, "ZooKeeper hosts (default: $ZK_CONNECT, else 127.0.0.1:2181)")
+                         ->type_name("HOSTS");
+    rv->add_option("--auth-file", auth_file, "Read credentials from FILE (default: $ZK_AUTH)")->type_name("FILE");
+    rv->add_flag("-v,--verbose", o.verbose, "Say what happens on stderr");
+
     auto usage_error = [](std::string_view msg) {
         fmt::print(stderr, "zklock: {}\nRun with --help for more information.\n", msg);
         return exit_code::usage;
@@ -260,6 +288,9 @@ int parse(int argc, char** argv, options& o, bool& status)
         if (e.get_exit_code() == 0)
             return app.exit(e);  // --help, --version
         const std::string what = escape(e.what());
+        if (rv->parsed() || (front.size() > 1 && std::string_view(front[1]) == "revoke"))
+            return usage_error(fmt::format("revoke: {} (revoke takes LOCKPATH [NODE] and -c HOSTS, --auth-file FILE, -v)",
+                                           what));
         if (st->parsed() || status_word)
             return usage_error(fmt::format("status: {} (status takes LOCKPATH and --json, -c HOSTS, --auth-file "
                                            "FILE, -v)",
@@ -275,8 +306,9 @@ int parse(int argc, char** argv, options& o, bool& status)
     }
 
     status = st->parsed();
-    o.lock_path = status ? status_path : lock_path;
-    if (c_opt->count() > 0 || st_c_opt->count() > 0) {
+    o.revoke = rv->parsed();
+    o.lock_path = status ? status_path : o.revoke ? revoke_path : lock_path;
+    if (c_opt->count() > 0 || st_c_opt->count() > 0 || rv_c_opt->count() > 0) {
         o.connect = connect;
         o.connect_origin = "--connect";
     } else if (!env_connect.empty()) {
@@ -288,6 +320,15 @@ int parse(int argc, char** argv, options& o, bool& status)
     }
     if (status && has_separator)
         return usage_error("status takes no command ('--' given)");
+    if (o.revoke && has_separator)
+        return usage_error("revoke takes no command ('--' given)");
+    if (o.revoke && !o.revoke_node.empty() && o.revoke_node.front() == '/') {
+        if (auto p = zkcoro::check_path(o.revoke_node); !p.ok())
+            return usage_error(fmt::format("NODE: {}", escape(p.describe(o.revoke_node))));
+    } else if (o.revoke && !o.revoke_node.empty() && o.revoke_node.find('/') != std::string::npos) {
+        return usage_error(fmt::format("NODE '{}': a node name under LOCKPATH (no '/') or a full path",
+                                       escape(o.revoke_node)));
+    }
     if (o.lock_path.empty())
         return usage_error("LOCKPATH is required");
     if (is_redis_url(o.connect)) {
@@ -296,6 +337,8 @@ int parse(int argc, char** argv, options& o, bool& status)
         // password is in the URL), no queue to list.
         if (status)
             return usage_error("status lists a ZooKeeper lock's queue; a Redis lock keeps none (use redis-cli GET KEY)");
+        if (o.revoke || o.revocable)
+            return usage_error("revocation is a ZooKeeper (Curator) protocol; a Redis lock has none");
         if (shared || write || sem_opt->count() > 0)
             return usage_error("--shared, --write and --semaphore are ZooKeeper recipes; on Redis zklock takes a mutex");
         if (!auth_file.empty() || acl != "open")
@@ -355,7 +398,7 @@ int parse(int argc, char** argv, options& o, bool& status)
         o.auth.push_back(std::move(a));
         o.auth_origin = "$ZK_AUTH";
     }
-    if (!status) {
+    if (!status && !o.revoke) {
         if (!has_separator || o.command.empty())
             return usage_error("COMMAND is missing: zklock [OPTIONS] LOCKPATH -- COMMAND [ARGS...]");
         if (t_opt->count() > 0)
@@ -367,6 +410,7 @@ int parse(int argc, char** argv, options& o, bool& status)
         else if (sem_opt->count() > 0)
             o.kind = recipe::semaphore;
         o.lost_action = lost == "kill" ? on_lost::kill : lost == "ignore" ? on_lost::ignore : on_lost::term;
+        o.revoke_term = on_revoke == "term";
         o.kill_after = std::chrono::milliseconds(static_cast<long long>(kill_after * 1000.0));
         o.session_timeout = std::chrono::milliseconds(session_ms);
         if (acl == "creator") {
@@ -453,7 +497,7 @@ int main(int argc, char** argv)
     try {
         if (int rc = zklock::parse(argc, argv, o, status); rc >= 0)
             return rc;
-        return status ? zklock::run_status(o) : zklock::run_lock(o);
+        return status ? zklock::run_status(o) : o.revoke ? zklock::run_revoke(o) : zklock::run_lock(o);
     } catch (const std::exception& e) {
         fmt::print(stderr, "zklock: error: {}\n", e.what());
         return zklock::exit_code::zk_error;

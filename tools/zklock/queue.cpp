@@ -5,8 +5,13 @@
 //   read-write: <path>/_c_<uuid>-__READ__<seq> / __WRIT__   zkcoro::sort_read_write
 //   semaphore:  <path>/leases/_c_<uuid>-lease-<seq>          the leases, then the entry queue
 //               <path>/locks/_c_<uuid>-lock-<seq>            (a mutex) of those still waiting
+//   latch:      <path>/_c_<uuid>-latch-<seq>                Curator's LeaderLatch, zkcoro's
+//               leader_latch: the first leads; data is the participant id
+// A leader selector (Curator's LeaderSelector, zkcoro::run_as_leader) is a mutex whose holder
+// leads and whose data is the participant id: it shows as a mutex.
 #include "zklock.hpp"
 
+#include <zkcoro/leader_latch.hpp>
 #include <zkcoro/mutex.hpp>
 #include <zkcoro/path.hpp>
 #include <zkcoro/semaphore.hpp>
@@ -40,6 +45,11 @@ bool is_rw_node(std::string_view n)
     return contains(n, "__READ__") || contains(n, "__WRIT__");
 }
 
+bool is_latch_node(std::string_view n)
+{
+    return contains(n, "latch-");
+}
+
 bool is_semaphore_dir(std::string_view n)
 {
     return n == "leases" || n == "locks";
@@ -49,7 +59,7 @@ bool is_semaphore_dir(std::string_view n)
 // they take their place in its order (by the whole name), so one that sorts first blocks.
 bool is_foreign(std::string_view n)
 {
-    return !contains(n, "lock-") && !is_rw_node(n) && !is_semaphore_dir(n);
+    return !contains(n, "lock-") && !is_rw_node(n) && !is_semaphore_dir(n) && !is_latch_node(n);
 }
 
 std::string mode_name(zkcoro::lock_mode m)
@@ -120,6 +130,13 @@ asio::awaitable<void> list_read_write(zkcoro::client& zk, const std::string& pat
     }
 }
 
+// A leader latch: the participants in order, the leader first (holding), each with its id.
+asio::awaitable<void> list_latch(zkcoro::client& zk, const std::string& path, queue_listing& q)
+{
+    zkcoro::leader_latch latch(zk, path);  // not started: it only lists
+    co_await add_participants(latch, "leader-latch", "", [](std::string_view n) { return !is_latch_node(n); }, q);
+}
+
 asio::awaitable<void> list_semaphore(zkcoro::client& zk, const std::string& path, queue_listing& q)
 {
     // Every child of leases/ counts as a lease taken (Curator counts them all), whatever the
@@ -173,11 +190,13 @@ asio::awaitable<queue_listing> list_queue(zkcoro::client& zk, std::string path)
     const bool rw = std::any_of(names.begin(), names.end(), [](const std::string& n) { return is_rw_node(n); });
     const bool mtx = std::any_of(names.begin(), names.end(), [](const std::string& n) { return contains(n, "lock-"); });
     const bool foreign = std::any_of(names.begin(), names.end(), [](const std::string& n) { return is_foreign(n); });
+    const bool latch = std::any_of(names.begin(), names.end(), [](const std::string& n) { return is_latch_node(n); });
     std::vector<std::string> recipes;
     // Foreign children are listed once, in the first recipe's order that they affect.
     if (mtx) {
         recipes.emplace_back("mutex");
-        co_await list_mutex(zk, path, q, [](std::string_view n) { return is_rw_node(n) || is_semaphore_dir(n); });
+        co_await list_mutex(zk, path, q,
+                            [](std::string_view n) { return is_rw_node(n) || is_semaphore_dir(n) || is_latch_node(n); });
     }
     if (rw) {
         recipes.emplace_back("read-write");
@@ -188,6 +207,10 @@ asio::awaitable<queue_listing> list_queue(zkcoro::client& zk, std::string path)
     if (semaphore) {
         recipes.emplace_back("semaphore");
         co_await list_semaphore(zk, path, q);
+    }
+    if (latch) {
+        recipes.emplace_back("leader-latch");
+        co_await list_latch(zk, path, q);
     }
     if (!mtx && !rw && foreign) {
         // No lock yet, but a mutex or a writer taken here would queue behind the first of these.

@@ -449,7 +449,7 @@ struct process_tree {
     }
 };
 
-enum class event_kind { child, signal, lost, escalate };
+enum class event_kind { child, signal, lost, escalate, revoke };
 struct event {
     event_kind kind;
     int sig = 0;
@@ -468,6 +468,7 @@ struct run_events {
     asio::signal_set sigchld;
     asio::signal_set sigs;
     asio::cancellation_signal stop_lost;
+    asio::cancellation_signal stop_revoke;
     std::deque<event> queue;
 
     void push(event e)
@@ -496,6 +497,15 @@ asio::awaitable<void> pump_lost(std::shared_ptr<run_events> ev, zkcoro::guard& g
         ev->push(event{event_kind::lost});
 }
 
+// A revocation request (--revocable) becomes an event.
+asio::awaitable<void> pump_revoke(std::shared_ptr<run_events> ev, zkcoro::guard& g)
+{
+    auto [ec] = co_await g.async_wait_revocation(
+        asio::bind_cancellation_slot(ev->stop_revoke.slot(), asio::as_tuple(asio::use_awaitable)));
+    if (!ec)
+        ev->push(event{event_kind::revoke});
+}
+
 // Completes with the first INT, TERM or HUP queued (left in the queue), for `||` with the
 // connection and the acquisition: a signal that arrives as they complete stays queued.
 asio::awaitable<int> queued_signal(std::shared_ptr<run_events> ev)
@@ -519,6 +529,7 @@ struct stop_events {
         ev->sigchld.cancel();
         ev->sigs.cancel();
         ev->stop_lost.emit(asio::cancellation_type::terminal);
+        ev->stop_revoke.emit(asio::cancellation_type::terminal);
     }
 };
 
@@ -584,6 +595,7 @@ asio::awaitable<int> lock_main(zkcoro::client& zk, const options& o, const std::
     // 2. Acquire, within what is left of --timeout (zero with --nonblock).
     zkcoro::mutex_options mo;
     mo.data = o.data;
+    mo.revocable = o.revocable;
     locks l;
     if (o.kind == recipe::semaphore)
         l.sem = std::make_unique<zkcoro::semaphore>(zk, o.lock_path, o.semaphore_leases, mo);
@@ -745,12 +757,15 @@ asio::awaitable<int> run_holding(const options& o, const std::set<int>& inherite
     tree.command = child.pid;
     say(o, fmt::format("started {} (pid {}, process group {})", cmd_name, child.pid, tree.guardian));
     asio::co_spawn(ex, pump_lost(events, g), asio::detached);
+    if (o.revocable)
+        asio::co_spawn(ex, pump_revoke(events, g), asio::detached);
 
     bool was_lost = false;
     bool killing = false;        // SIGKILL sent: send it to every descendant that shows up
     bool reported_stop = false;
     bool reported_leftovers = false;
     auto escalate_at = clock::time_point::max();
+    int escalate_after = 0;  // the signal sent before the SIGKILL of --kill-after
     for (;;) {
         if (const int stop = tree.reap(); stop != 0 && !reported_stop) {
             reported_stop = true;
@@ -808,11 +823,25 @@ asio::awaitable<int> run_holding(const options& o, const std::set<int>& inherite
                     killing = true;
                 else if (o.kill_after > std::chrono::milliseconds::zero())
                     escalate_at = clock::now() + o.kill_after;
+                escalate_after = sig;
+            }
+        } else if (ev.kind == event_kind::revoke) {
+            fmt::print(stderr, "zklock: revocation of {} requested: {}\n", escape(o.lock_path),
+                       o.revoke_term ? "sending SIGTERM to the command's process tree; the lock is released when it "
+                                       "has exited"
+                                     : std::string_view("leaving the command running (--on-revoke ignore)"));
+            if (o.revoke_term && !was_lost) {
+                tree.signal(SIGTERM);
+                if (tree.any_stopped())
+                    tree.signal(SIGCONT);
+                if (o.kill_after > std::chrono::milliseconds::zero())
+                    escalate_at = clock::now() + o.kill_after;
+                escalate_after = SIGTERM;
             }
         } else if (ev.kind == event_kind::escalate) {
             escalate_at = clock::time_point::max();
             fmt::print(stderr, "zklock: the command's process tree still runs {} s after {}: sending SIGKILL (--kill-after)\n",
-                       std::chrono::duration<double>(o.kill_after).count(), signal_name(lost_signal(o)));
+                       std::chrono::duration<double>(o.kill_after).count(), signal_name(escalate_after));
             killing = true;
         }
     }

@@ -60,8 +60,15 @@ struct options {
     // With a redis:// connect string: the key's TTL (renewed every third of it while held).
     std::chrono::milliseconds redis_ttl{10000};
     std::string session_file;  // hidden, for tests: "<id hex> <password hex>\n" once connected
+    // --revocable: the lock node takes revocation requests (Curator's makeRevocable); what to
+    // do to the command when one comes (--on-revoke term|ignore).
+    bool revocable = false;
+    bool revoke_term = true;
     // status subcommand
     bool json = false;
+    // revoke subcommand: the node to ask (empty: the holder)
+    bool revoke = false;
+    std::string revoke_node;
 };
 
 // One node of a lock's queue, as `zklock status` shows it.
@@ -151,6 +158,7 @@ inline bool is_redis_url(std::string_view connect) { return connect.starts_with(
 
 int run_lock(const options& o);
 int run_status(const options& o);
+int run_revoke(const options& o);
 
 }  // namespace zklock
 

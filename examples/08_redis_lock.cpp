@@ -1,4 +1,4 @@
-// 07_redis_lock: the same demo on a Redis key. 100 tasks of this process take the lock one after
+// 08_redis_lock: the same demo on a Redis key. 100 tasks of this process take the lock one after
 // another (in memory, FIFO) and count a shared counter down 100 -> 1, while a second connection
 // (standing for another process) finds the key held and gets its turn between two batches of
 // in-memory handoffs. Fencing tokens grow across all of them.
@@ -77,7 +77,7 @@ int main()
             try {
                 std::rethrow_exception(e);
             } catch (const std::exception& x) {
-                fmt::print(stderr, "07_redis_lock: {}\n", x.what());
+                fmt::print(stderr, "08_redis_lock: {}\n", x.what());
                 rc = 1;
             }
         }
