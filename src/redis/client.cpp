@@ -212,7 +212,7 @@ void redis_impl::connect(std::shared_ptr<op_state<>> op)
     cmd_->start();
 }
 
-void redis_impl::exec(std::vector<std::string> args, std::shared_ptr<reply_op> op)
+void redis_impl::exec(const std::vector<std::string>& args, std::shared_ptr<reply_op> op)
 {
     if (url_ec)
         return void(op->fail(url_ec));
@@ -223,34 +223,35 @@ void redis_impl::exec(std::vector<std::string> args, std::shared_ptr<reply_op> o
     }
     if (!cmd_)
         return void(op->fail(redis_errc::closed));
-    cmd_->send(std::move(args), std::move(op));
+    cmd_->send(args, std::move(op));
     sent = cmd_->sent;
 }
 
 void redis_impl::eval(const std::string& script, const std::string& sha1, std::vector<std::string> keys_and_args,
                       int nkeys, std::shared_ptr<reply_op> op)
 {
-    std::vector<std::string> args;
-    args.reserve(keys_and_args.size() + 3);
-    args.emplace_back("EVALSHA");
-    args.push_back(sha1);
-    args.push_back(std::to_string(nkeys));
+    // The command's arguments, kept (not copied) until the reply for a NOSCRIPT retry.
+    auto args = std::make_shared<std::vector<std::string>>();
+    args->reserve(keys_and_args.size() + 3);
+    args->emplace_back("EVALSHA");
+    args->push_back(sha1);
+    args->push_back(std::to_string(nkeys));
     for (auto& a : keys_and_args)
-        args.push_back(a);
+        args->push_back(std::move(a));
     // A server that lacks the script (restarted, or SCRIPT FLUSH) answers NOSCRIPT: then EVAL,
-    // which also caches it.
+    // which also caches it. The script is referred to, not copied (the callers' scripts are
+    // static: see the declaration).
     auto self = shared_from_this();
     auto retry = std::make_shared<reply_op>(
-        [self, op, script, nkeys, kargs = std::move(keys_and_args)](error_code ec, redis_reply r) mutable {
+        [self, op, script = &script, args](error_code ec, redis_reply r) {
             if (!(ec == redis_errc::error_reply && r.str.starts_with("NOSCRIPT")))
                 return void(op->complete(ec, std::move(r)));
-            std::vector<std::string> a{"EVAL", script, std::to_string(nkeys)};
-            for (auto& k : kargs)
-                a.push_back(std::move(k));
-            self->exec(std::move(a), op);
+            (*args)[0] = "EVAL";
+            (*args)[1] = *script;
+            self->exec(*args, op);
         },
         strand);
-    exec(std::move(args), std::move(retry));
+    exec(*args, std::move(retry));
 }
 
 std::shared_ptr<redis_link> redis_impl::sub_link()

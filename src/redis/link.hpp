@@ -38,8 +38,9 @@ public:
 
     // All on the strand.
     void start();  // the first connection (no-op unless idle)
-    // Sends now when connected, else once connected; fails with the reason when closed.
-    void send(std::vector<std::string> args, std::shared_ptr<reply_op> op);
+    // Sends now when connected (the arguments are read, not kept), else once connected (a copy
+    // waits in the queue); fails with the reason when closed.
+    void send(const std::vector<std::string>& args, std::shared_ptr<reply_op> op);
     // Subscribe mode: SUBSCRIBE/UNSUBSCRIBE with replies through hooks.push.
     void send_push(std::vector<std::string> args);
     void close();
@@ -62,7 +63,7 @@ private:
     void give_up(error_code ec, std::string why);  // the first connection failed
     void flush();
     void fail_attempt(error_code ec, std::string why);
-    void dispatch_send(std::vector<std::string> args, std::shared_ptr<reply_op> op);
+    void dispatch_send(const std::vector<std::string>& args, std::shared_ptr<reply_op> op);
 
     static void connect_cb(const redisAsyncContext* ac, int status);
     static void reply_cb(redisAsyncContext* ac, void* reply, void* privdata);
