@@ -6,7 +6,9 @@
 #include <zkcoro/redis.hpp>
 
 #include <boost/asio/dispatch.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/uuid/detail/sha1.hpp>
 
 #include <fmt/format.h>
@@ -145,8 +147,15 @@ std::string script_sha1(const std::string& script)
     return fmt::format("{:08x}{:08x}{:08x}{:08x}{:08x}", d[0], d[1], d[2], d[3], d[4]);
 }
 
+redis_strand make_redis_strand(const asio::any_io_executor& ex)
+{
+    if (const auto* io = ex.target<asio::io_context::executor_type>())
+        return asio::make_strand(*io);
+    return asio::make_strand(ex);
+}
+
 redis_impl::redis_impl(asio::any_io_executor e, std::string_view u, redis_options o)
-    : ex(std::move(e)), strand(asio::make_strand(ex)), opts(std::move(o))
+    : ex(std::move(e)), strand(make_redis_strand(ex)), opts(std::move(o))
 {
     url = parse_redis_url(u, url_ec, &url_why);
     if (url_ec) {
