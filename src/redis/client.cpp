@@ -6,7 +6,9 @@
 #include <zkcoro/redis.hpp>
 
 #include <boost/asio/dispatch.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/uuid/detail/sha1.hpp>
 
 #include <fmt/format.h>
@@ -145,8 +147,15 @@ std::string script_sha1(const std::string& script)
     return fmt::format("{:08x}{:08x}{:08x}{:08x}{:08x}", d[0], d[1], d[2], d[3], d[4]);
 }
 
+redis_strand make_redis_strand(const asio::any_io_executor& ex)
+{
+    if (const auto* io = ex.target<asio::io_context::executor_type>())
+        return asio::make_strand(*io);
+    return asio::make_strand(ex);
+}
+
 redis_impl::redis_impl(asio::any_io_executor e, std::string_view u, redis_options o)
-    : ex(std::move(e)), strand(asio::make_strand(ex)), opts(std::move(o))
+    : ex(std::move(e)), strand(make_redis_strand(ex)), opts(std::move(o))
 {
     url = parse_redis_url(u, url_ec, &url_why);
     if (url_ec) {
@@ -212,7 +221,7 @@ void redis_impl::connect(std::shared_ptr<op_state<>> op)
     cmd_->start();
 }
 
-void redis_impl::exec(std::vector<std::string> args, std::shared_ptr<reply_op> op)
+void redis_impl::exec(const std::vector<std::string>& args, std::shared_ptr<reply_op> op)
 {
     if (url_ec)
         return void(op->fail(url_ec));
@@ -223,35 +232,36 @@ void redis_impl::exec(std::vector<std::string> args, std::shared_ptr<reply_op> o
     }
     if (!cmd_)
         return void(op->fail(redis_errc::closed));
-    cmd_->send(std::move(args), std::move(op));
+    cmd_->send(args, std::move(op));
     sent = cmd_->sent;
 }
 
 void redis_impl::eval(const std::string& script, const std::string& sha1, std::vector<std::string> keys_and_args,
                       int nkeys, std::shared_ptr<reply_op> op)
 {
-    std::vector<std::string> args;
-    args.reserve(keys_and_args.size() + 3);
-    args.emplace_back("EVALSHA");
-    args.push_back(sha1);
-    args.push_back(std::to_string(nkeys));
+    // The command's arguments, kept (not copied) until the reply for a NOSCRIPT retry.
+    auto args = std::make_shared<std::vector<std::string>>();
+    args->reserve(keys_and_args.size() + 3);
+    args->emplace_back("EVALSHA");
+    args->push_back(sha1);
+    args->push_back(std::to_string(nkeys));
     for (auto& a : keys_and_args)
-        args.push_back(a);
+        args->push_back(std::move(a));
     // A server that lacks the script (restarted, or SCRIPT FLUSH) answers NOSCRIPT: then EVAL,
-    // which also caches it.
+    // which also caches it. The script is referred to, not copied (the callers' scripts are
+    // static: see the declaration). The client is not kept alive by a pending reply.
     std::weak_ptr<redis_impl> weak = shared_from_this();
     auto retry = std::make_shared<reply_op>(
-        [weak, op, script, nkeys, kargs = std::move(keys_and_args)](error_code ec, redis_reply r) mutable {
+        [weak, op, script = &script, args](error_code ec, redis_reply r) {
             auto self = weak.lock();
             if (!self || !(ec == redis_errc::error_reply && r.str.starts_with("NOSCRIPT")))
                 return void(op->complete(ec, std::move(r)));
-            std::vector<std::string> a{"EVAL", script, std::to_string(nkeys)};
-            for (auto& k : kargs)
-                a.push_back(std::move(k));
-            self->exec(std::move(a), op);
+            (*args)[0] = "EVAL";
+            (*args)[1] = *script;
+            self->exec(*args, op);
         },
         strand);
-    exec(std::move(args), std::move(retry));
+    exec(*args, std::move(retry));
 }
 
 std::shared_ptr<redis_link> redis_impl::sub_link()

@@ -114,15 +114,25 @@ error_code code_of(const redisAsyncContext* ac)
 // Sends one command; `privdata` goes to `cb` with the reply (or null when the context goes).
 int send_argv(redisAsyncContext* ac, redisCallbackFn* cb, void* privdata, const std::vector<std::string>& args)
 {
-    std::vector<const char*> argv;
-    std::vector<std::size_t> lens;
-    argv.reserve(args.size());
-    lens.reserve(args.size());
-    for (const auto& a : args) {
-        argv.push_back(a.data());
-        lens.push_back(a.size());
+    // The lock's commands have at most 8 arguments: their pointers and lengths stay on the stack.
+    constexpr std::size_t on_stack = 8;
+    const char* argv_small[on_stack];
+    std::size_t lens_small[on_stack];
+    std::vector<const char*> argv_big;
+    std::vector<std::size_t> lens_big;
+    const char** argv = argv_small;
+    std::size_t* lens = lens_small;
+    if (args.size() > on_stack) {
+        argv_big.resize(args.size());
+        lens_big.resize(args.size());
+        argv = argv_big.data();
+        lens = lens_big.data();
     }
-    return redisAsyncCommandArgv(ac, cb, privdata, static_cast<int>(args.size()), argv.data(), lens.data());
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        argv[i] = args[i].data();
+        lens[i] = args[i].size();
+    }
+    return redisAsyncCommandArgv(ac, cb, privdata, static_cast<int>(args.size()), argv, lens);
 }
 
 struct pending_reply {
@@ -302,14 +312,14 @@ void redis_link::flush()
     auto q = std::move(queue_);
     queue_.clear();
     for (auto& [args, op] : q)
-        dispatch_send(std::move(args), std::move(op));
+        dispatch_send(args, std::move(op));
     auto pq = std::move(push_queue_);
     push_queue_.clear();
     for (auto& a : pq)
         send_push(std::move(a));
 }
 
-void redis_link::dispatch_send(std::vector<std::string> args, std::shared_ptr<reply_op> op)
+void redis_link::dispatch_send(const std::vector<std::string>& args, std::shared_ptr<reply_op> op)
 {
     if (op->done)
         return;  // cancelled while queued
@@ -339,7 +349,7 @@ void redis_link::reply_cb(redisAsyncContext* ac, void* reply, void* privdata)
     p->op->complete(ec, std::move(r));
 }
 
-void redis_link::send(std::vector<std::string> args, std::shared_ptr<reply_op> op)
+void redis_link::send(const std::vector<std::string>& args, std::shared_ptr<reply_op> op)
 {
     if (state_ == redis_state::closed) {
         op->fail(last_code_ ? last_code_ : error_code(redis_errc::closed));
@@ -347,8 +357,8 @@ void redis_link::send(std::vector<std::string> args, std::shared_ptr<reply_op> o
     }
     op->bind_cancellation();
     if (ac_ && ready_)
-        return dispatch_send(std::move(args), std::move(op));
-    queue_.emplace_back(std::move(args), std::move(op));
+        return dispatch_send(args, std::move(op));
+    queue_.emplace_back(args, std::move(op));
     start();
 }
 

@@ -385,7 +385,7 @@ redis_mutex::redis_mutex(redis_client& c, std::string key, redis_mutex_options o
 {
     auto impl = detail::access::redis_of(c);
     auto backend = std::make_shared<detail::redis_backend>(impl, key, opts);
-    state_ = std::make_shared<detail::lock_object>(std::move(backend), asio::any_io_executor(impl->strand),
+    state_ = std::make_shared<detail::lock_object>(std::move(backend), impl->strand,
                                                    std::move(key), engine_options(opts), redis_recipe());
 }
 

@@ -25,8 +25,10 @@ public:
     redis_impl(asio::any_io_executor ex, std::string_view url, redis_options opts);
 
     // All below on the strand.
-    void exec(std::vector<std::string> args, std::shared_ptr<reply_op> op);
+    // Sends `args` (read at once when connected; copied into the queue otherwise).
+    void exec(const std::vector<std::string>& args, std::shared_ptr<reply_op> op);
     // Runs a Lua script by its SHA1 (EVALSHA), loading it with EVAL when the server lacks it.
+    // `script` must outlive the command (it is referred to until the reply): a static string.
     void eval(const std::string& script, const std::string& sha1, std::vector<std::string> keys_and_args,
               int nkeys, std::shared_ptr<reply_op> op);
     std::uint64_t subscribe(const std::string& channel, std::function<void(channel_event)> fn);
