@@ -17,6 +17,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/prefer.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/asio/system_executor.hpp>
 
 #include <atomic>
@@ -50,6 +51,7 @@ template <class... Args>
 class op_state : public op_base {
 public:
     using handler_type = any_handler<void(error_code, Args...)>;
+    using io_strand = asio::strand<asio::io_context::executor_type>;
 
     op_state(handler_type h, const asio::any_io_executor& io_ex) : handler_(std::move(h)), io_ex_(io_ex)
     {
@@ -65,6 +67,9 @@ public:
             same = true;
         else if (auto* c = ex.template target<asio::io_context::executor_type>())
             same = io_ex_.target<asio::io_context::executor_type>() && *c == *io_ex_.target<asio::io_context::executor_type>();
+        else if (auto* st = ex.template target<io_strand>())
+            // The Redis client's strand: its own replies and internal steps complete there.
+            same = io_ex_.target<io_strand>() && *st == *io_ex_.target<io_strand>();
         if (same) {
             io_work_ = asio::prefer(io_ex_, asio::execution::outstanding_work.tracked);
         } else {
