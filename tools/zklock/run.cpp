@@ -567,6 +567,17 @@ namespace {
 asio::awaitable<int> run_holding(const options& o, const std::set<int>& inherited, std::shared_ptr<run_events> events,
                                  acquired got);
 
+// What is left of --timeout since `start` (zero with --nonblock; duration::max() without either).
+clock::duration acquire_wait(const options& o, clock::time_point start)
+{
+    if (o.nonblock)
+        return clock::duration::zero();
+    if (!o.timeout_s)
+        return clock::duration::max();
+    const auto deadline = start + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(*o.timeout_s));
+    return std::max(clock::duration::zero(), deadline - clock::now());
+}
+
 asio::awaitable<int> lock_main(zkcoro::client& zk, const options& o, const std::set<int>& inherited)
 {
     auto ex = co_await asio::this_coro::executor;
@@ -603,13 +614,7 @@ asio::awaitable<int> lock_main(zkcoro::client& zk, const options& o, const std::
         l.rw = std::make_unique<zkcoro::shared_mutex>(zk, o.lock_path, mo);
     else
         l.mtx = std::make_unique<zkcoro::mutex>(zk, o.lock_path, mo);
-    clock::duration wait = clock::duration::max();
-    if (o.nonblock) {
-        wait = clock::duration::zero();
-    } else if (o.timeout_s) {
-        const auto deadline = start + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(*o.timeout_s));
-        wait = std::max(clock::duration::zero(), deadline - clock::now());
-    }
+    const clock::duration wait = acquire_wait(o, start);
     auto a = co_await (acquire(l, o.kind == recipe::write, wait) || queued_signal(events) || show_waiting(zk, o, tty));
     if (tty) {
         fmt::print(stderr, "\r\033[K");
@@ -632,13 +637,6 @@ asio::awaitable<int> lock_main(zkcoro::client& zk, const options& o, const std::
         if (zkcoro::is_session_lost(got.ec) || zkcoro::is_retriable(got.ec))
             co_return exit_code::unavailable;
         co_return exit_code::zk_error;
-    }
-    if (got.guards.empty()) {
-        if (o.nonblock)
-            fmt::print(stderr, "zklock: {} is held by another process (--nonblock)\n", escape(o.lock_path));
-        else
-            fmt::print(stderr, "zklock: timed out after {} s waiting for {}\n", *o.timeout_s, escape(o.lock_path));
-        co_return o.conflict_exit_code;
     }
     co_return co_await run_holding(o, inherited, events, std::move(got));
 }
@@ -672,13 +670,7 @@ asio::awaitable<int> redis_lock_main(zkcoro::redis_client& rc, const options& o,
     zkcoro::redis_mutex_options ro;
     ro.ttl = o.redis_ttl;
     zkcoro::redis_mutex m(rc, o.lock_path, ro);
-    clock::duration wait = clock::duration::max();
-    if (o.nonblock) {
-        wait = clock::duration::zero();
-    } else if (o.timeout_s) {
-        const auto deadline = start + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(*o.timeout_s));
-        wait = std::max(clock::duration::zero(), deadline - clock::now());
-    }
+    const clock::duration wait = acquire_wait(o, start);
     auto take = [&]() -> asio::awaitable<acquired> {
         acquired out;
         auto me = co_await zkcoro::this_task::id();
@@ -703,6 +695,16 @@ asio::awaitable<int> redis_lock_main(zkcoro::redis_client& rc, const options& o,
             co_return exit_code::zk_error;
         co_return exit_code::unavailable;
     }
+    co_return co_await run_holding(o, inherited, events, std::move(got));
+}
+#endif
+
+// After the acquisition: when not acquired (timed out, would block), says so; else runs the
+// command in its own process group, watches the lock, forwards signals, and releases.
+asio::awaitable<int> run_holding(const options& o, const std::set<int>& inherited, std::shared_ptr<run_events> events,
+                                 acquired got)
+{
+    auto ex = co_await asio::this_coro::executor;
     if (got.guards.empty()) {
         if (o.nonblock)
             fmt::print(stderr, "zklock: {} is held by another process (--nonblock)\n", escape(o.lock_path));
@@ -710,16 +712,6 @@ asio::awaitable<int> redis_lock_main(zkcoro::redis_client& rc, const options& o,
             fmt::print(stderr, "zklock: timed out after {} s waiting for {}\n", *o.timeout_s, escape(o.lock_path));
         co_return o.conflict_exit_code;
     }
-    co_return co_await run_holding(o, inherited, events, std::move(got));
-}
-#endif
-
-// Holding the lock: runs the command in its own process group, watches the lock, forwards
-// signals, and releases.
-asio::awaitable<int> run_holding(const options& o, const std::set<int>& inherited, std::shared_ptr<run_events> events,
-                                 acquired got)
-{
-    auto ex = co_await asio::this_coro::executor;
     zkcoro::guard& g = got.guards.front();
     int early = 0;  // a signal that came as the lock was granted: still before the command
     for (const auto& e : events->queue)
