@@ -6,9 +6,13 @@
 
 #include <zkcoro/client.hpp>
 
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -197,6 +201,46 @@ inline void check_deadline(std::string_view what)
     if (clock_type::now() > g_deadline)
         throw bench_error(fmt::format("time limit exceeded while {}", what));
 }
+
+// What is left of the time limit, as a lock-wait timeout (at least 1 ms).
+inline clock_type::duration time_left()
+{
+    return std::max<clock_type::duration>(g_deadline - clock_type::now(), std::chrono::milliseconds(1));
+}
+
+// Tasks of a workload: counts the finished ones; the last one wakes the waiter.
+struct task_group {
+    explicit task_group(boost::asio::any_io_executor ex) : done_timer(ex) {}
+    long tasks = 0, finished = 0;
+    std::string first_error;
+    boost::asio::steady_timer done_timer;
+
+    void error(const std::string& e)
+    {
+        if (first_error.empty())
+            first_error = e;
+    }
+    void task_done()
+    {
+        if (++finished == tasks)
+            done_timer.cancel();
+    }
+    // Waits for every task: each one ends by the time limit (its lock waits time out then), so a
+    // grace period after it suffices. Bounded in count too: one wake-up per task at most.
+    boost::asio::awaitable<void> wait(std::string_view what)
+    {
+        const auto give_up = g_deadline + std::chrono::seconds(5);
+        for (long wakeups = 0; finished < tasks && wakeups <= tasks + 1; ++wakeups) {
+            if (clock_type::now() >= give_up)
+                break;
+            done_timer.expires_at(give_up);
+            co_await done_timer.async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
+        }
+        if (finished < tasks)
+            throw bench_error(fmt::format("{}: only {} of {} tasks finished within the time limit", what, finished,
+                                          tasks));
+    }
+};
 
 // Ends the process (status 3) if the run, cleanup included, outlasts a hard limit: the last
 // resort against a wait that no check reaches.

@@ -79,6 +79,8 @@ using zkbench::bench_error;
 using zkbench::check_deadline;
 using zkbench::clock_type;
 using zkbench::g_deadline;
+using zkbench::task_group;
+using zkbench::time_left;
 
 constexpr const char* program = "zkcoro-lock-bench";
 
@@ -194,11 +196,6 @@ options parse_options(int argc, char** argv)
 // ---------------------------------------------------------------------------------------------
 // Time limit
 
-// What is left of the time limit, as a lock-wait timeout (at least 1 ms).
-clock_type::duration time_left()
-{
-    return std::max<clock_type::duration>(g_deadline - clock_type::now(), 1ms);
-}
 
 // Sums b into a (histograms merged).
 void add_metrics(zkcoro::lock_metrics& a, const zkcoro::lock_metrics& b)
@@ -255,39 +252,6 @@ private:
     clock_type::time_point t0_ = clock_type::now();
 };
 
-// Tasks of a workload: counts the finished ones; the last one wakes the waiter.
-struct task_group {
-    explicit task_group(asio::any_io_executor ex) : done_timer(ex) {}
-    long tasks = 0, finished = 0;
-    std::string first_error;
-    asio::steady_timer done_timer;
-
-    void error(const std::string& e)
-    {
-        if (first_error.empty())
-            first_error = e;
-    }
-    void task_done()
-    {
-        if (++finished == tasks)
-            done_timer.cancel();
-    }
-    // Waits for every task: each one ends by the time limit (its lock waits time out then), so a
-    // grace period after it suffices. Bounded in count too: one wake-up per task at most.
-    asio::awaitable<void> wait(std::string_view what)
-    {
-        const auto give_up = g_deadline + 5s;
-        for (long wakeups = 0; finished < tasks && wakeups <= tasks + 1; ++wakeups) {
-            if (clock_type::now() >= give_up)
-                break;
-            done_timer.expires_at(give_up);
-            co_await done_timer.async_wait(use_tuple);
-        }
-        if (finished < tasks)
-            throw bench_error(fmt::format("{}: only {} of {} tasks finished within the time limit", what, finished,
-                                          tasks));
-    }
-};
 
 // ---------------------------------------------------------------------------------------------
 // ZooKeeper helpers

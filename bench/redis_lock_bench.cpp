@@ -68,6 +68,8 @@ using zkbench::bench_error;
 using zkbench::check_deadline;
 using zkbench::clock_type;
 using zkbench::g_deadline;
+using zkbench::task_group;
+using zkbench::time_left;
 using zkcoro::error_code;
 
 constexpr const char* program = "zkcoro-redis-bench";
@@ -220,11 +222,6 @@ void print_result(std::string_view workload, const series& s, std::string_view e
     std::fflush(stdout);
 }
 
-// What is left of the time limit, as a lock-wait timeout (at least 1 ms).
-clock_type::duration time_left()
-{
-    return std::max<clock_type::duration>(g_deadline - clock_type::now(), 1ms);
-}
 
 std::string key_prefix() { return fmt::format("zkbench:zkcoro:{}:", ::getpid()); }
 
@@ -235,38 +232,6 @@ zkcoro::redis_mutex_options lock_options(const options& o)
     return mo;
 }
 
-// Tasks spawned by a workload: the workload waits for all of them (bounded: each ends by the
-// time limit, its lock waits timing out then, or the watchdog ends the process).
-struct task_group {
-    explicit task_group(asio::any_io_executor ex) : done_timer(ex) {}
-    long tasks = 0, finished = 0;
-    std::string first_error;
-    asio::steady_timer done_timer;
-
-    void error(const std::string& e)
-    {
-        if (first_error.empty())
-            first_error = e;
-    }
-    void task_done()
-    {
-        if (++finished == tasks)
-            done_timer.cancel();
-    }
-    asio::awaitable<void> wait(std::string_view what)
-    {
-        const auto give_up = g_deadline + 5s;
-        for (long wakeups = 0; finished < tasks && wakeups <= tasks + 1; ++wakeups) {
-            if (clock_type::now() >= give_up)
-                break;
-            done_timer.expires_at(give_up);
-            co_await done_timer.async_wait(use_tuple);
-        }
-        if (finished < tasks)
-            throw bench_error(
-                fmt::format("{}: only {} of {} tasks finished within the time limit", what, finished, tasks));
-    }
-};
 
 // ---------------------------------------------------------------------------------------------
 // a. uncontended
