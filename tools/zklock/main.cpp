@@ -26,6 +26,7 @@
 #include <cstring>
 #include <exception>
 #include <iostream>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -456,20 +457,21 @@ asio::awaitable<int> status_main(zkcoro::client& zk, const options& o)
 
 }  // namespace
 
-int run_status(const options& o)
+int run_with_client(const options& o, std::string_view what,
+                    const std::function<asio::awaitable<int>(zkcoro::client&)>& body)
 {
     asio::io_context ioc;
     zkcoro::client zk(ioc.get_executor(), make_config(o));
     int rc = 1;
     bool done = false;
-    asio::co_spawn(ioc, status_main(zk, o), [&](std::exception_ptr e, int r) {
+    asio::co_spawn(ioc, body(zk), [&](std::exception_ptr e, int r) {
         done = true;
         rc = r;
         if (e) {
             try {
                 std::rethrow_exception(e);
             } catch (const std::exception& x) {
-                fmt::print(stderr, "zklock: status of {}: {}\n", escape(o.lock_path), escape(x.what()));
+                fmt::print(stderr, "zklock: {} {}: {}\n", what, escape(o.lock_path), escape(x.what()));
                 rc = exit_code::zk_error;
             }
         }
@@ -486,6 +488,11 @@ int run_status(const options& o)
     if (!closed)
         std::_Exit(rc);
     return rc;
+}
+
+int run_status(const options& o)
+{
+    return run_with_client(o, "status of", [&o](zkcoro::client& zk) { return status_main(zk, o); });
 }
 
 }  // namespace zklock

@@ -78,34 +78,7 @@ asio::awaitable<int> revoke_main(zkcoro::client& zk, const options& o)
 
 int run_revoke(const options& o)
 {
-    asio::io_context ioc;
-    zkcoro::client zk(ioc.get_executor(), make_config(o));
-    int rc = 1;
-    bool done = false;
-    asio::co_spawn(ioc, revoke_main(zk, o), [&](std::exception_ptr e, int r) {
-        done = true;
-        rc = r;
-        if (e) {
-            try {
-                std::rethrow_exception(e);
-            } catch (const std::exception& x) {
-                fmt::print(stderr, "zklock: revoke {}: {}\n", escape(o.lock_path), escape(x.what()));
-                rc = exit_code::zk_error;
-            }
-        }
-    });
-    while (!done && ioc.run_one() > 0) {
-    }
-    bool closed = false;
-    zk.async_close([&](zkcoro::error_code) { closed = true; });
-    ioc.restart();
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-    while (!closed && ioc.run_one_until(deadline) > 0) {
-    }
-    std::fflush(stdout);
-    if (!closed)
-        std::_Exit(rc);
-    return rc;
+    return run_with_client(o, "revoke", [&o](zkcoro::client& zk) { return revoke_main(zk, o); });
 }
 
 }  // namespace zklock

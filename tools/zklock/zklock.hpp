@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <set>
 #include <string>
@@ -155,6 +156,12 @@ std::string noauth_hint(const options& o);
 
 // Whether a connect string names a Redis server (redis://...): then LOCKPATH is a Redis key.
 inline bool is_redis_url(std::string_view connect) { return connect.starts_with("redis://"); }
+
+// Runs `body` with a client of the run's configuration on a private io_context, then closes the
+// session (bounded: 3 s, then _Exit). An exception out of `body` is reported as "zklock: WHAT
+// LOCKPATH: ..." and exit 76. For the subcommands that need one request or a few (status, revoke).
+int run_with_client(const options& o, std::string_view what,
+                    const std::function<asio::awaitable<int>(zkcoro::client&)>& body);
 
 int run_lock(const options& o);
 int run_status(const options& o);
