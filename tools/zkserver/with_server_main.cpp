@@ -5,11 +5,10 @@
 // CMD, then stops the server(s) and exits with CMD's exit code (128+N if it
 // died from signal N; 125 if ZooKeeper could not start; 127 if CMD could not
 // be run).
+#include "run_child.hpp"
 #include "zk_server.hpp"
 
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -24,7 +23,6 @@
 #include <string_view>
 #include <vector>
 
-extern char** environ;
 
 namespace {
 
@@ -32,59 +30,6 @@ void usage() {
     std::fputs("usage: zkcoro-with-server [--ensemble] [--members N] [--tick-ms MS] -- CMD [ARGS...]\n", stderr);
 }
 
-int run_child(const std::vector<std::string>& cmd) {
-    // Signals are taken synchronously with sigwaitinfo(): block them first so
-    // none is lost between spawning the child and waiting.
-    sigset_t wait_set;
-    sigemptyset(&wait_set);
-    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&wait_set, s);
-    sigset_t old_mask;
-    pthread_sigmask(SIG_BLOCK, &wait_set, &old_mask);
-
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    sigset_t empty;
-    sigemptyset(&empty);
-    posix_spawnattr_setsigmask(&attr, &empty);
-    sigset_t defaults;
-    sigemptyset(&defaults);
-    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE}) sigaddset(&defaults, s);
-    posix_spawnattr_setsigdefault(&attr, &defaults);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-
-    std::vector<std::string> args = cmd;
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-
-    pid_t child = -1;
-    int rc = posix_spawnp(&child, argv[0], nullptr, &attr, argv.data(), environ);
-    posix_spawnattr_destroy(&attr);
-    if (rc != 0) {
-        pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
-        fmt::print(stderr, "zkcoro-with-server: cannot run {}: {}\n", cmd[0], std::strerror(rc));
-        return 127;
-    }
-
-    int status = 0;
-    for (;;) {
-        pid_t r = waitpid(child, &status, WNOHANG);
-        if (r == child) break;
-        if (r < 0 && errno != EINTR) {
-            status = 0;
-            break;
-        }
-        siginfo_t info{};
-        int sig = sigwaitinfo(&wait_set, &info);
-        if (sig < 0 || sig == SIGCHLD) continue;
-        // A terminal's Ctrl-C (si_code SI_KERNEL) already reached the child,
-        // which shares our process group; forward only the others.
-        if (info.si_code != SI_KERNEL) kill(child, sig);
-    }
-    pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
-    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
-}
 
 std::string join_pids(const zktest::zk_ensemble& e) {
     std::string s;
@@ -155,7 +100,7 @@ int main(int argc, char** argv) {
     }
 
     setenv("ZK_CONNECT", connect.c_str(), 1);
-    const int code = run_child(cmd);
+    const int code = zktest::run_child(cmd, "zkcoro-with-server");
     // Stop the server(s) before exiting (destructors: SIGTERM, reap, rm -r).
     server.reset();
     quorum.reset();
