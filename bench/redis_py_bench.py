@@ -120,6 +120,27 @@ def acquire_bounded(lock, deadline, what):
 # ---------------------------------------------------------------------------------------------
 # a. uncontended
 
+def run_threads(task, n, start, deadline, errors, what):
+    """Runs task(0..n-1) on n threads that meet at the barrier `start` (n + 1 parties, this
+    thread the last), joins them by the deadline, fails on a thread still running or an error,
+    and returns (wall seconds, CPU seconds) from the start."""
+    threads = [threading.Thread(target=task, args=(i,), daemon=True) for i in range(n)]
+    for t in threads:
+        t.start()
+    cpu0 = time.process_time()
+    t0 = time.perf_counter_ns()
+    start.wait(timeout=30)
+    for t in threads:
+        t.join(timeout=max(deadline.left(), 0.1))
+    seconds = (time.perf_counter_ns() - t0) / 1e9
+    cpu = time.process_time() - cpu0
+    if any(t.is_alive() for t in threads):
+        fail(f"{what}: threads still running at the time limit")
+    if errors:
+        fail(f"{what}: " + "; ".join(errors[:3]))
+    return seconds, cpu
+
+
 def uncontended(r, o, deadline, prefix):
     lock = r.lock(prefix + "a", timeout=o.ttl_ms / 1000.0, sleep=o.sleep)
     for _ in range(o.warmup):
@@ -173,20 +194,7 @@ def demo(r, o, deadline, prefix):
         except Exception as e:  # reported by the main thread
             errors.append(f"task {n}: {e!r}")
 
-    threads = [threading.Thread(target=task, args=(n,), daemon=True) for n in range(o.tasks)]
-    for t in threads:
-        t.start()
-    cpu0 = time.process_time()
-    t0 = time.perf_counter_ns()
-    start.wait(timeout=30)
-    for t in threads:
-        t.join(timeout=max(deadline.left(), 0.1))
-    seconds = (time.perf_counter_ns() - t0) / 1e9
-    cpu = time.process_time() - cpu0
-    if any(t.is_alive() for t in threads):
-        fail("demo: threads still running at the time limit")
-    if errors:
-        fail("demo: " + "; ".join(errors[:3]))
+    seconds, cpu = run_threads(task, o.tasks, start, deadline, errors, "demo")
     lat = [w for ws in waits for w in ws]
     print(f"demo: {o.tasks} threads x {o.per_task}: counter {total} -> {state['counter']}, "
           f"most inside at once {state['max_inside']}, {seconds:.2f} s")
@@ -318,20 +326,7 @@ def many_locks(r, o, deadline, prefix):
         except Exception as e:
             errors.append(f"task {n}: {e!r}")
 
-    threads = [threading.Thread(target=task, args=(n,), daemon=True) for n in range(o.many_tasks)]
-    for t in threads:
-        t.start()
-    cpu0 = time.process_time()
-    t0 = time.perf_counter_ns()
-    start.wait(timeout=30)
-    for t in threads:
-        t.join(timeout=max(deadline.left(), 0.1))
-    seconds = (time.perf_counter_ns() - t0) / 1e9
-    cpu = time.process_time() - cpu0
-    if any(t.is_alive() for t in threads):
-        fail("many_locks: threads still running at the time limit")
-    if errors:
-        fail("many_locks: " + "; ".join(errors[:3]))
+    seconds, cpu = run_threads(task, o.many_tasks, start, deadline, errors, "many_locks")
     lat = [x for xs in lats for x in xs]
     print(f"many_locks: {o.keys} keys, {o.many_tasks} threads: {len(lat)} cycles in {seconds:.2f} s")
     result("redis_py", "many_locks", len(lat), seconds, lat, cpu, f" keys={o.keys} tasks={o.many_tasks}")
