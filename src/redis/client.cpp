@@ -170,6 +170,11 @@ void redis_impl::log(log_level level, std::string_view message) const
         opts.log(level, message);
 }
 
+error_code redis_impl::closed_reason() const
+{
+    return cmd_ && cmd_->last_code() ? cmd_->last_code() : error_code(redis_errc::closed);
+}
+
 void redis_impl::on_state(redis_state s)
 {
     state = s;
@@ -184,7 +189,7 @@ void redis_impl::on_state(redis_state s)
         connect_waiters_.clear();
         error_code ec;
         if (s == redis_state::closed)
-            ec = cmd_ && cmd_->last_code() ? cmd_->last_code() : error_code(redis_errc::closed);
+            ec = closed_reason();
         for (auto& w : waiters)
             w->complete(ec);
     }
@@ -206,7 +211,7 @@ void redis_impl::connect(std::shared_ptr<op_state<>> op)
     if (s == redis_state::connected)
         return void(op->complete({}));
     if (s == redis_state::closed)
-        return void(op->fail(cmd_ && cmd_->last_code() ? cmd_->last_code() : error_code(redis_errc::closed)));
+        return void(op->fail(closed_reason()));
     op->bind_cancellation();
     connect_waiters_.push_back(std::move(op));
     if (!cmd_) {

@@ -151,6 +151,14 @@ public:
         });
     }
 
+    // Deletes `key` if an attempt of ours whose outcome we did not learn set it to `value` (sent
+    // after that attempt on the same connection, so run after it). On the strand.
+    void take_back(const std::string& key, const std::string& value)
+    {
+        auto ignore = std::make_shared<reply_op>([](error_code, redis_reply) {}, rc->strand);
+        rc->eval(release_script, release_sha, {key, value, channel}, 1, std::move(ignore));
+    }
+
     void wake_all()
     {
         for (auto* w : waiters) {
@@ -262,8 +270,7 @@ awaitable<acquire_result> redis_backend::take(std::shared_ptr<lock_object> s, st
                                        std::max(deadline, sent + std::chrono::seconds(1)));
         if (co_await cancelled()) {
             // The script may still run: take the key back if it did (sent after it, so run after it).
-            auto drop = std::make_shared<reply_op>([](error_code, redis_reply) {}, b->rc->strand);
-            b->rc->eval(release_script, release_sha, {s->path, value, b->channel}, 1, std::move(drop));
+            b->take_back(s->path, value);
             co_return fail(asio::error::operation_aborted);
         }
         std::chrono::milliseconds wait{0};
@@ -272,8 +279,7 @@ awaitable<acquire_result> redis_backend::take(std::shared_ptr<lock_object> s, st
             // finds out, since our own value counts as ours. Past the deadline, take the key
             // back in case it ran.
             if (steady_clock::now() >= deadline) {
-                auto drop = std::make_shared<reply_op>([](error_code, redis_reply) {}, b->rc->strand);
-                b->rc->eval(release_script, release_sha, {s->path, value, b->channel}, 1, std::move(drop));
+                b->take_back(s->path, value);
                 co_return fail(ec == asio::error::timed_out ? error_code{} : ec);
             }
         } else if (ec) {

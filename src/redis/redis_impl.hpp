@@ -51,6 +51,8 @@ public:
 
 private:
     void on_state(redis_state s);
+    // Why the client is closed: the first connection's failure, or closed.
+    error_code closed_reason() const;
     void on_push(const redis_reply& r);
     std::shared_ptr<redis_link> sub_link();
 
