@@ -68,14 +68,10 @@ void complete_counted(State& s, op_state<std::optional<R>>& op, std::chrono::ste
         note_outcome(s.metrics, ec, result.has_value(), std::chrono::steady_clock::now() - started);
     }
     if (ec && ec != asio::error::operation_aborted) {
-        if constexpr (requires { s.backend; }) {
-            if (s.backend)
-                s.backend->log_failure("acquire", s.path, ec);
-            else
-                log_failure(s.zk, "acquire", s.path, ec);
-        } else {
+        if constexpr (requires { s.backend; })
+            s.backend->log_failure("acquire", s.path, ec);
+        else
             log_failure(s.zk, "acquire", s.path, ec);
-        }
     }
     op.complete(ec, std::move(result));
 }

@@ -150,8 +150,8 @@ void notify(const std::shared_ptr<lock_object>& s, const std::shared_ptr<local_w
     if (w->st == local_waiter::status::granted)
         return complete_counted(*s, *w->op, w->started, error_code{},
                                 std::optional<guard>(access::make_guard(w->grant, w->owner)));
-    // Promoted: queue in ZooKeeper on the caller's behalf, cancellable through its slot.
-    start_in_zk(s, w->owner, w->deadline, w->op, w->started, true);
+    // Promoted: queue on the server on the caller's behalf, cancellable through its slot.
+    start_active(s, w->owner, w->deadline, w->op, w->started, true);
 }
 
 }  // namespace zkcoro::detail

@@ -72,6 +72,32 @@ awaitable<acquire_result> create_immediate(std::shared_ptr<lock_object> s, owner
     co_return acquire_result{error_code{}, hold_node(s, owner, r.path, r.stat)};
 }
 
+// ZooKeeper as the backend: the queue of lock nodes; the node deleted at the last release.
+class zk_backend final : public lock_backend {
+public:
+    explicit zk_backend(const client& c) : zk_(access::share(c)) {}
+
+    void start(const std::shared_ptr<lock_object>& s, owner_id owner, steady_clock::time_point deadline,
+               std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started,
+               bool promoted) override
+    {
+        spawn_counted(s, queue_in_zk(s, owner, deadline, promoted), std::move(op), started);
+    }
+    void give_back(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns,
+                   std::shared_ptr<op_state<>> op) override
+    {
+        delete_released_node(s, ns, std::move(op));
+    }
+    void log_failure(std::string_view operation, std::string_view resource, const error_code& ec) override
+    {
+        detail::log_failure(zk_, operation, resource, ec);
+    }
+    client* zookeeper(lock_object& s) noexcept override { return &s.zk; }
+
+private:
+    client zk_;
+};
+
 }  // namespace
 
 void hand_on(const std::shared_ptr<lock_object>& s)
@@ -110,7 +136,8 @@ bool mark_lost(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node
 }
 
 lock_object::lock_object(const client& c, std::string p, mutex_options o, recipe_params r)
-    : zk(access::share(c)), ex(zk.get_executor()), path(std::move(p)), opts(std::move(o)), recipe(std::move(r))
+    : zk(access::share(c)), backend(std::make_shared<zk_backend>(c)), ex(zk.get_executor()), path(std::move(p)),
+      opts(std::move(o)), recipe(std::move(r))
 {
     // A revocable node stores nothing (Curator's makeRevocable): its data is the request channel.
     data = opts.revocable ? std::string() : opts.data.empty() ? default_data() : opts.data;
@@ -207,15 +234,13 @@ void lock_object::acquire(owner_id owner, steady_clock::time_point deadline,
         return complete_counted(*this, *op, started, error_code{}, std::optional<guard>(access::make_guard(reentered, owner)));
     if (!immediate.empty())
         return spawn_counted(self, create_immediate(self, owner, std::move(immediate)), std::move(op), started);
-    start_in_zk(self, owner, deadline, std::move(op), started, false);
+    start_active(self, owner, deadline, std::move(op), started, false);
 }
 
-void start_in_zk(const std::shared_ptr<lock_object>& s, owner_id owner, steady_clock::time_point deadline,
-                 std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started, bool promoted)
+void start_active(const std::shared_ptr<lock_object>& s, owner_id owner, steady_clock::time_point deadline,
+                  std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started, bool promoted)
 {
-    if (s->backend)
-        return s->backend->start(s, owner, deadline, std::move(op), started, promoted);
-    spawn_counted(s, queue_in_zk(s, owner, deadline, promoted), std::move(op), started);
+    s->backend->start(s, owner, deadline, std::move(op), started, promoted);
 }
 
 std::optional<std::string> lock_object::held_node(owner_id owner)
@@ -241,7 +266,7 @@ zk_lease::zk_lease(std::shared_ptr<lock_object> obj, std::shared_ptr<node_state>
 }
 
 // A lock on another backend (Redis) has no ZooKeeper node to check: no fenced transaction there.
-client* zk_lease::zookeeper() noexcept { return obj_->backend ? nullptr : &obj_->zk; }
+client* zk_lease::zookeeper() noexcept { return obj_->backend->zookeeper(*obj_); }
 
 // Ends one acquisition. The last release of an owner's reentrant acquisitions hands the node to
 // the next local waiter (unless the batch of handoffs is used up) or deletes it.
@@ -298,9 +323,7 @@ void zk_lease::release(any_handler<void(error_code)> handler)
         watch_queue(obj_, ns_);
     if (kept)
         return void(op->complete({}));  // handed over or lingering: the node stays
-    if (s.backend)
-        return s.backend->give_back(obj_, ns_, std::move(op));
-    delete_released_node(obj_, ns_, std::move(op));
+    s.backend->give_back(obj_, ns_, std::move(op));
 }
 
 }  // namespace zkcoro::detail

@@ -131,7 +131,8 @@ struct deadline_entry {
 };
 
 // Where the task of ours with the "active" role queues, and where a node nobody here needs any
-// more goes back: ZooKeeper (no backend, the default) or another server (the Redis lock).
+// more goes back: ZooKeeper's queue of lock nodes (engine/lock_object.cpp) or another server (the
+// Redis lock, redis/lock.cpp).
 class lock_backend {
 public:
     virtual ~lock_backend() = default;
@@ -145,6 +146,9 @@ public:
                            std::shared_ptr<op_state<>> op) = 0;
     // Logs an acquisition's failure with its context.
     virtual void log_failure(std::string_view operation, std::string_view resource, const error_code& ec) = 0;
+    // The ZooKeeper client whose node a lease holds, for a fenced transaction; null when the
+    // backend has no ZooKeeper node.
+    virtual client* zookeeper(lock_object&) noexcept { return nullptr; }
 };
 
 class lock_object : public std::enable_shared_from_this<lock_object> {
@@ -164,7 +168,7 @@ public:
     std::optional<std::string> held_node(owner_id owner);
     std::size_t held_count(owner_id owner);
 
-    client zk;  // empty with a backend
+    client zk;  // empty on another backend than ZooKeeper
     std::shared_ptr<lock_backend> backend;
     asio::any_io_executor ex;
     const std::string path;
@@ -244,9 +248,9 @@ void end_linger(const std::shared_ptr<lock_object>& s, const std::shared_ptr<nod
 
 // --- the queue in ZooKeeper (engine/lock_object.cpp) ------------------------------------------
 
-// Starts the task of ours that has the "active" role on the server's queue (ZooKeeper's or the
-// backend's): a new acquisition, or a local waiter promoted to it.
-void start_in_zk(const std::shared_ptr<lock_object>& s, owner_id owner, steady_clock::time_point deadline,
+// Starts the task of ours that has the "active" role on the backend's queue: a new acquisition,
+// or a local waiter promoted to it.
+void start_active(const std::shared_ptr<lock_object>& s, owner_id owner, steady_clock::time_point deadline,
                  std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started, bool promoted);
 
 }  // namespace zkcoro::detail
