@@ -211,7 +211,9 @@ int parse(int argc, char** argv, options& o, bool& status)
     double kill_after = 5;
     app.add_option("--kill-after", kill_after,
                    "SIGKILL the command's process tree if it still runs SECONDS after the --on-lost SIGTERM "
-                   "(or after zklock's own death); 0: never (default 5)")
+                   "(at least 0.001; default 5). Should zklock itself die, the SIGKILL comes sooner if need be: "
+                   "within a third of the session timeout (or of the Redis TTL), before the lock can be granted "
+                   "again")
         ->type_name("SECONDS")
         ->check(seconds_validator(86400, "a number of seconds"));
     app.add_option("--lost-exit-code", o.lost_exit_code,
@@ -239,7 +241,8 @@ int parse(int argc, char** argv, options& o, bool& status)
     auto* ttl_opt = app.add_option("--ttl", redis_ttl_s,
                                    "With -c redis://...: the key's TTL in SECONDS, renewed every third of it while "
                                    "held (default 10)")
-                        ->type_name("SECONDS");
+                        ->type_name("SECONDS")
+                        ->check(seconds_validator(86400, "a number of seconds"));
     auto* rev_opt = app.add_flag("--revocable", o.revocable,
                                  "Take revocation requests (Curator's makeRevocable; `zklock revoke`, Curator's "
                                  "Revoker): the lock node then stores no data");
@@ -332,6 +335,16 @@ int parse(int argc, char** argv, options& o, bool& status)
     }
     if (o.lock_path.empty())
         return usage_error("LOCKPATH is required");
+    // The command gets the lock node's path in ZKLOCK_NODE, and Linux refuses to exec with an
+    // environment string over 128 KiB (E2BIG): refuse such a LOCKPATH before anything is done.
+    if (constexpr std::size_t max_path = 128 * 1024 - 256; o.lock_path.size() > max_path)
+        return usage_error(fmt::format("LOCKPATH is {} bytes long; at most {}: the command gets the lock node's "
+                                       "path in ZKLOCK_NODE, and Linux limits one environment string to 128 KiB",
+                                       o.lock_path.size(), max_path));
+    if (!status && !o.revoke && kill_after < 0.001)
+        return usage_error(fmt::format("--kill-after {}: at least 0.001 seconds (1 ms); to leave the command "
+                                       "running after a loss, use --on-lost ignore",
+                                       kill_after));
     if (is_redis_url(o.connect)) {
 #ifdef ZKLOCK_REDIS
         // A Redis lock: LOCKPATH is the key; one recipe (a mutex), no credentials file (the

@@ -304,8 +304,10 @@ std::string render_text(const queue_listing& q)
         if (e.holding)
             state = *e.holding ? "holds" : "waits";
         std::string mode = e.mode.empty() ? state : (state.empty() ? e.mode : e.mode + ", " + state);
-        out += fmt::format("{:3} {:<7} session {:<18} age {:>8.1f}s  data '{}'  {}\n", i + 1, mode,
-                           session_hex(e.session), age_seconds(e.ctime_ms), escape(e.data), escape(e.node));
+        // A node with ctime 0 (those ZooKeeper makes at start, e.g. /zookeeper) has no age to show.
+        const std::string age = e.ctime_ms > 0 ? fmt::format("{:.1f}s", age_seconds(e.ctime_ms)) : std::string("-");
+        out += fmt::format("{:3} {:<7} session {:<18} age {:>9}  data '{}'  {}\n", i + 1, mode,
+                           session_hex(e.session), age, escape(e.data), escape(e.node));
     }
     for (const auto& n : q.notes)
         out += fmt::format("note: {}\n", n);
@@ -324,7 +326,10 @@ std::string render_json(const queue_listing& q)
         p["node"] = e.node;
         p["session"] = session_hex(e.session);
         p["data"] = e.data;
-        p["age_s"] = std::round(age_seconds(e.ctime_ms) * 1000.0) / 1000.0;
+        if (e.ctime_ms > 0)
+            p["age_s"] = std::round(age_seconds(e.ctime_ms) * 1000.0) / 1000.0;
+        else
+            p["age_s"] = nullptr;  // no creation time (ctime 0: a node ZooKeeper made at start)
         if (!e.mode.empty())
             p["mode"] = e.mode;
         if (e.holding)

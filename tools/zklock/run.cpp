@@ -38,6 +38,7 @@
 #include <cstring>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <variant>
@@ -267,25 +268,33 @@ asio::awaitable<void> release_one(std::shared_ptr<release_state> st, zkcoro::gua
     st->timer.cancel();
 }
 
-asio::awaitable<std::string> release_all(const options& o, std::vector<zkcoro::guard>& guards)
+// `limit` bounds each delete: through a failover the delete is retried until the session could
+// have expired (then the server removes the node with it).
+asio::awaitable<std::string> release_all(const options& o, std::vector<zkcoro::guard>& guards,
+                                         std::chrono::milliseconds limit)
 {
     auto ex = co_await asio::this_coro::executor;
     std::string failed;
+    const double limit_s = std::chrono::duration<double>(limit).count();
     for (auto& g : guards) {
         if (!g.valid())
             continue;
         const std::string node = g.node_path();
+        const bool lost = g.lost();
         auto st = std::make_shared<release_state>(ex);
-        st->timer.expires_after(3s);
+        st->timer.expires_after(limit);
         asio::co_spawn(ex, release_one(st, &g), asio::detached);
         if (!st->result)
             co_await st->timer.async_wait(asio::as_tuple(asio::use_awaitable));  // expired, or done
         if (!st->result) {
-            failed = fmt::format("no answer within 3 s deleting {}", escape(node));
+            failed = fmt::format("no answer within {:g} s deleting {}", limit_s, escape(node));
         } else if (auto ec = *st->result) {
             failed = fmt::format("deleting {}: {}", escape(node), ec.message());
             if (is_noauth(ec))
                 failed += "; " + noauth_hint(o);
+        } else if (lost) {
+            say(o, fmt::format("the lock on {} was lost: nothing left to release ({} is gone, or deleted now)",
+                               escape(o.lock_path), escape(node)));
         } else {
             say(o, fmt::format("released {} (deleted {})", escape(o.lock_path), escape(node)));
         }
@@ -449,7 +458,20 @@ struct process_tree {
     }
 };
 
-enum class event_kind { child, signal, lost, escalate, revoke };
+// What run_holding needs to know of the backend that granted the lock.
+struct backend_info {
+    // A round trip that completes without error only while the lock is held (ZooKeeper: a
+    // transaction fenced by the lock node; Redis: a PING, by whose reply the lease's own TTL
+    // clock has had its say). Used after zklock was stopped.
+    std::function<asio::awaitable<zkcoro::error_code>(zkcoro::guard&)> probe;
+    // The lease: the negotiated session timeout, or the key's TTL. The server can give the lock
+    // to another holder 2/3 of it after our last heartbeat or renewal at the earliest.
+    std::chrono::milliseconds lease{};
+    std::string_view lost_why;  // why a lock is lost, for the loss message
+    bool redis = false;
+};
+
+enum class event_kind { child, signal, lost, escalate, revoke, stop };
 struct event {
     event_kind kind;
     int sig = 0;
@@ -461,12 +483,15 @@ struct event {
 // every SIGCHLD.) Shared, so that a source still pending when lock_main returns owns it.
 struct run_events {
     explicit run_events(const asio::any_io_executor& ex)
-        : wake(ex), sigchld(ex, SIGCHLD), sigs(ex, SIGINT, SIGTERM, SIGHUP)
+        : wake(ex), sigchld(ex, SIGCHLD), sigs(ex, SIGINT, SIGTERM, SIGHUP), stops(ex)
     {
     }
     asio::steady_timer wake;  // the loop sleeps on it; cancelled by every push
     asio::signal_set sigchld;
     asio::signal_set sigs;
+    // TSTP, TTIN, TTOU: taken over only while the command runs (before, they stop zklock alone,
+    // as by default).
+    asio::signal_set stops;
     asio::cancellation_signal stop_lost;
     asio::cancellation_signal stop_revoke;
     std::deque<event> queue;
@@ -528,6 +553,7 @@ struct stop_events {
     {
         ev->sigchld.cancel();
         ev->sigs.cancel();
+        ev->stops.cancel();
         ev->stop_lost.emit(asio::cancellation_type::terminal);
         ev->stop_revoke.emit(asio::cancellation_type::terminal);
     }
@@ -558,14 +584,16 @@ std::string connect_failure(const options& o, const zkcoro::error_code& ec)
                            escape(o.connect), o.connect_origin,
                            std::chrono::duration_cast<std::chrono::seconds>(make_config(o).connect_timeout).count());
     if (ec == zkcoro::client_errc::auth_failed)
-        return fmt::format("ZooKeeper at {} rejected the credentials from {}", escape(o.connect), o.auth_origin);
+        return fmt::format("ZooKeeper at {} rejected the credentials from {} (scheme '{}'): check them (digest "
+                           "credentials are digest:USER:PASSWORD), and that the server knows the scheme",
+                           escape(o.connect), o.auth_origin, o.auth.empty() ? "" : escape(o.auth.front().scheme));
     return fmt::format("cannot connect to ZooKeeper at {} ({}): {}", escape(o.connect), o.connect_origin, ec.message());
 }
 
 namespace {
 
 asio::awaitable<int> run_holding(const options& o, const std::set<int>& inherited, std::shared_ptr<run_events> events,
-                                 acquired got);
+                                 acquired got, const backend_info& backend);
 
 // What is left of --timeout since `start` (zero with --nonblock; duration::max() without either).
 clock::duration acquire_wait(const options& o, clock::time_point start)
@@ -576,6 +604,13 @@ clock::duration acquire_wait(const options& o, clock::time_point start)
         return clock::duration::max();
     const auto deadline = start + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(*o.timeout_s));
     return std::max(clock::duration::zero(), deadline - clock::now());
+}
+
+// Succeeds only while g's lock node exists: a transaction of one check on it.
+asio::awaitable<zkcoro::error_code> fenced_check(zkcoro::guard& g)
+{
+    auto [ec, results] = co_await g.async_multi({}, asio::as_tuple(asio::use_awaitable));
+    co_return ec;
 }
 
 asio::awaitable<int> lock_main(zkcoro::client& zk, const options& o, const std::set<int>& inherited)
@@ -628,7 +663,8 @@ asio::awaitable<int> lock_main(zkcoro::client& zk, const options& o, const std::
         co_return 1;  // unreachable: the waiting line never completes by itself
     acquired got = std::move(std::get<0>(a));
     if (got.ec) {
-        std::string msg = fmt::format("zklock: cannot acquire {}: {}", escape(o.lock_path), got.what);
+        std::string msg = fmt::format("zklock: cannot acquire {}: {}", escape(o.lock_path),
+                                      got.ec == zkcoro::client_errc::auth_failed ? connect_failure(o, got.ec) : got.what);
         if (is_noauth(got.ec))
             msg += "; " + noauth_hint(o);
         fmt::print(stderr, "{}\n", msg);
@@ -638,12 +674,23 @@ asio::awaitable<int> lock_main(zkcoro::client& zk, const options& o, const std::
             co_return exit_code::unavailable;
         co_return exit_code::zk_error;
     }
-    co_return co_await run_holding(o, inherited, events, std::move(got));
+    backend_info zkb;
+    zkb.probe = [](zkcoro::guard& g) { return fenced_check(g); };
+    zkb.lease = std::chrono::duration_cast<std::chrono::milliseconds>(zk.session_timeout());
+    zkb.lost_why = "the session may have expired, or the node was deleted";
+    co_return co_await run_holding(o, inherited, events, std::move(got), zkb);
 }
 
 #ifdef ZKLOCK_REDIS
 // zklock -c redis://...: the same run on a Redis key (redis_mutex): connect, acquire, then
 // run_holding. Redis keeps no queue: there is no waiting line to show.
+asio::awaitable<zkcoro::error_code> redis_ping(zkcoro::redis_client& rc)
+{
+    std::vector<std::string> args{"PING"};
+    auto [ec, reply] = co_await rc.async_exec(std::move(args), asio::as_tuple(asio::use_awaitable));
+    co_return ec;
+}
+
 asio::awaitable<int> redis_lock_main(zkcoro::redis_client& rc, const options& o, const std::set<int>& inherited)
 {
     auto ex = co_await asio::this_coro::executor;
@@ -695,14 +742,84 @@ asio::awaitable<int> redis_lock_main(zkcoro::redis_client& rc, const options& o,
             co_return exit_code::zk_error;
         co_return exit_code::unavailable;
     }
-    co_return co_await run_holding(o, inherited, events, std::move(got));
+    backend_info rb;
+    rb.probe = [&rc](zkcoro::guard&) { return redis_ping(rc); };
+    rb.lease = o.redis_ttl;
+    rb.lost_why = "no renewal was confirmed within its TTL, or the key was deleted or taken over";
+    rb.redis = true;
+    co_return co_await run_holding(o, inherited, events, std::move(got), rb);
 }
 #endif
+
+// The guardian's SIGKILL after zklock's death: within a third of the lease, so that it lands
+// before the lease can end on the server (2/3 of it after our last heartbeat or renewal).
+std::chrono::milliseconds guardian_kill_bound(std::chrono::milliseconds lease)
+{
+    return std::max<std::chrono::milliseconds>(1ms, lease / 3);
+}
+
+// After zklock was stopped: whether the lock is still ours. Asks the server (backend.probe),
+// again after a failed attempt, until it answers or the lease is known lost; bounded by the lease.
+asio::awaitable<bool> still_held(zkcoro::guard& g, const backend_info& backend, clock::duration stopped_for)
+{
+    // Redis: the probe proves only that the server answers; the key may have expired while we
+    // were stopped if the stop outlasted what a renewal just before it could cover.
+    if (backend.redis && stopped_for >= backend.lease * 2 / 3)
+        co_return false;
+    auto ex = co_await asio::this_coro::executor;
+    const auto deadline = clock::now() + backend.lease;
+    for (int attempt = 0; attempt < 1000 && clock::now() < deadline; ++attempt) {
+        if (g.lost())
+            co_return false;
+        asio::steady_timer limit(ex, std::min<clock::time_point>(deadline, clock::now() + 2s));
+        auto r = co_await (backend.probe(g) || limit.async_wait(asio::as_tuple(asio::use_awaitable)));
+        if (r.index() == 0) {
+            const auto ec = std::get<0>(r);
+            if (!ec)
+                co_return !g.lost();
+            if (ec == zkcoro::client_errc::lock_lost || zkcoro::is_session_lost(ec))
+                co_return false;
+        }
+        asio::steady_timer pause(ex, 100ms);
+        co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
+    }
+    co_return false;
+}
+
+// Ctrl-Z (SIGTSTP), or a background zklock that touched the terminal (SIGTTIN, SIGTTOU): the
+// whole job pauses, the command's tree first, then zklock. Once continued (fg, bg, SIGCONT),
+// zklock checks the lock before the tree runs again. Returns false when the lock was lost: the
+// tree is still stopped then, and the caller ends it.
+asio::awaitable<bool> pause_whole(const options& o, process_tree& tree, zkcoro::guard& g,
+                                  const backend_info& backend, int sig, bool was_lost)
+{
+    say(o, fmt::format("{}: stopping the command's process tree (group {}), then zklock", signal_name(sig),
+                       tree.guardian));
+    tree.signal(SIGSTOP);
+    if (!tree.guardian_reaped)
+        ::kill(tree.guardian, SIGCONT);  // the guardian stays awake: it must act if zklock dies
+    const auto stopped_at = clock::now();
+    ::raise(SIGSTOP);
+    const auto stopped_for = clock::now() - stopped_at;
+    say(o, fmt::format("continued after {:.1f} s: checking that the lock on {} is still held",
+                       std::chrono::duration<double>(stopped_for).count(), escape(o.lock_path)));
+    if (!was_lost && co_await still_held(g, backend, stopped_for)) {
+        tree.signal(SIGCONT);
+        co_return true;
+    }
+    if (!was_lost)
+        fmt::print(stderr, "zklock: lock on {} lost while zklock was stopped ({}): {}\n", escape(o.lock_path),
+                   backend.lost_why,
+                   lost_signal(o) == 0 ? std::string("continuing the command (--on-lost ignore)")
+                                       : std::string("killing the command's process tree (SIGKILL) before it runs "
+                                                     "again"));
+    co_return false;
+}
 
 // After the acquisition: when not acquired (timed out, would block), says so; else runs the
 // command in its own process group, watches the lock, forwards signals, and releases.
 asio::awaitable<int> run_holding(const options& o, const std::set<int>& inherited, std::shared_ptr<run_events> events,
-                                 acquired got)
+                                 acquired got, const backend_info& backend)
 {
     auto ex = co_await asio::this_coro::executor;
     if (got.guards.empty()) {
@@ -713,13 +830,15 @@ asio::awaitable<int> run_holding(const options& o, const std::set<int>& inherite
         co_return o.conflict_exit_code;
     }
     zkcoro::guard& g = got.guards.front();
+    // A release is retried (through a failover) until the lease could have ended on its own.
+    const auto release_limit = std::max<std::chrono::milliseconds>(3s, backend.lease);
     int early = 0;  // a signal that came as the lock was granted: still before the command
     for (const auto& e : events->queue)
         if (e.kind == event_kind::signal && early == 0)
             early = e.sig;
     if (early != 0) {
         say(o, fmt::format("{} as the lock was acquired: giving up", signal_name(early)));
-        if (auto failed = co_await release_all(o, got.guards); !failed.empty())
+        if (auto failed = co_await release_all(o, got.guards, release_limit); !failed.empty())
             fmt::print(stderr, "zklock: cannot release {}: {}\n", escape(o.lock_path), failed);
         co_return 128 + early;
     }
@@ -733,7 +852,10 @@ asio::awaitable<int> run_holding(const options& o, const std::set<int>& inherite
         say(o, fmt::format("cannot become a subreaper ({}): only the command itself is waited for",
                            std::strerror(errno)));
     process_tree tree;
-    tree.guardian = spawn_guardian(lost_signal(o), o.kill_after);
+    // Should zklock die (even of SIGKILL), the guardian's SIGKILL must come before the lease can end
+    // on the server (2/3 of it after our last heartbeat or renewal, at the earliest), whatever
+    // --kill-after says.
+    tree.guardian = spawn_guardian(lost_signal(o), std::min(o.kill_after, guardian_kill_bound(backend.lease)));
     spawn_result child;
     if (tree.guardian > 0)
         child = spawn_command(o.command, command_environment(g), inherited, tree.guardian);
@@ -742,13 +864,16 @@ asio::awaitable<int> run_holding(const options& o, const std::set<int>& inherite
     if (child.pid < 0) {
         fmt::print(stderr, "zklock: cannot start {}: {}\n", cmd_name, std::strerror(child.error));
         tree.end_guardian();
-        if (auto failed = co_await release_all(o, got.guards); !failed.empty())
+        if (auto failed = co_await release_all(o, got.guards, release_limit); !failed.empty())
             fmt::print(stderr, "zklock: cannot release {}: {}\n", escape(o.lock_path), failed);
         co_return exit_code::cannot_exec;
     }
     tree.command = child.pid;
     say(o, fmt::format("started {} (pid {}, process group {})", cmd_name, child.pid, tree.guardian));
     asio::co_spawn(ex, pump_lost(events, g), asio::detached);
+    for (int sig : {SIGTSTP, SIGTTIN, SIGTTOU})
+        events->stops.add(sig);
+    asio::co_spawn(ex, pump_signals(events, &events->stops, event_kind::stop), asio::detached);
     if (o.revocable)
         asio::co_spawn(ex, pump_revoke(events, g), asio::detached);
 
@@ -759,7 +884,8 @@ asio::awaitable<int> run_holding(const options& o, const std::set<int>& inherite
     auto escalate_at = clock::time_point::max();
     int escalate_after = 0;  // the signal sent before the SIGKILL of --kill-after
     for (;;) {
-        if (const int stop = tree.reap(); stop != 0 && !reported_stop) {
+        // (A SIGSTOP is zklock's own pause of the whole job, or someone's deliberate stop: not reported.)
+        if (const int stop = tree.reap(); stop != 0 && stop != SIGSTOP && !reported_stop) {
             reported_stop = true;
             fmt::print(stderr,
                        "zklock: {} was stopped by {}{}; the lock stays held. A signal to zklock (Ctrl-C, "
@@ -803,8 +929,7 @@ asio::awaitable<int> run_holding(const options& o, const std::set<int>& inherite
         } else if (ev.kind == event_kind::lost) {
             was_lost = true;
             const int sig = lost_signal(o);
-            fmt::print(stderr, "zklock: lock on {} lost (the session may have expired, or the node was deleted): {}\n",
-                       escape(o.lock_path),
+            fmt::print(stderr, "zklock: lock on {} lost ({}): {}\n", escape(o.lock_path), backend.lost_why,
                        sig == 0 ? std::string("leaving the command running (--on-lost ignore)")
                                 : fmt::format("sending {} to the command's process tree", signal_name(sig)));
             if (sig != 0) {
@@ -830,6 +955,15 @@ asio::awaitable<int> run_holding(const options& o, const std::set<int>& inherite
                     escalate_at = clock::now() + o.kill_after;
                 escalate_after = SIGTERM;
             }
+        } else if (ev.kind == event_kind::stop) {
+            if (!co_await pause_whole(o, tree, g, backend, ev.sig, was_lost)) {
+                // Lost while stopped: the tree must not run again, not even to handle a SIGTERM.
+                was_lost = true;
+                if (lost_signal(o) != 0)
+                    killing = true;
+                else
+                    tree.signal(SIGCONT);
+            }
         } else if (ev.kind == event_kind::escalate) {
             escalate_at = clock::time_point::max();
             fmt::print(stderr, "zklock: the command's process tree still runs {} s after {}: sending SIGKILL (--kill-after)\n",
@@ -838,10 +972,11 @@ asio::awaitable<int> run_holding(const options& o, const std::set<int>& inherite
         }
     }
     tree.end_guardian();
+    events->stops.cancel();
     events->sigs.cancel();  // a signal from here on is queued, unhandled: the release and close are bounded
     if (child.error != 0) {
         fmt::print(stderr, "zklock: cannot run {}: {}\n", cmd_name, std::strerror(child.error));
-        if (auto failed = co_await release_all(o, got.guards); !failed.empty())
+        if (auto failed = co_await release_all(o, got.guards, release_limit); !failed.empty())
             fmt::print(stderr, "zklock: cannot release {}: {}\n", escape(o.lock_path), failed);
         co_return child.error == ENOENT ? exit_code::not_found : exit_code::cannot_exec;
     }
@@ -851,7 +986,7 @@ asio::awaitable<int> run_holding(const options& o, const std::set<int>& inherite
 
     // 4. Release: delete the node(s) now; the session close that follows would remove them too,
     // but a failed delete means something is wrong (permissions, the server) and is reported.
-    const std::string failed = co_await release_all(o, got.guards);
+    const std::string failed = co_await release_all(o, got.guards, release_limit);
     was_lost = was_lost || g.lost();
     if (was_lost) {
         fmt::print(stderr, "zklock: exit {}: the lock on {} was lost while {} ran (its own status: {})\n",
