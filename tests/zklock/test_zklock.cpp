@@ -420,7 +420,8 @@ TEST_CASE("zklock killed with SIGKILL: the command's grandchildren get the signa
     // second shell ignores TERM and its sleep inherits that.
     const auto grandchild = fmt::format("( '{}' --id gk --sleep-ms 60000 --events '{}'; true )", child_bin, events);
     const auto stubborn = fmt::format("trap '' TERM; sh -c 'echo $$ > {}; exec sleep 33'; true", pid_file);
-    proc p = start(zklock({"-c", connect(), "--session-timeout", "2000", "--kill-after", "1"}, path,
+    // Session 4 s: the guardian's bound (a third of it, 1.33 s) leaves --kill-after 1 in force.
+    proc p = start(zklock({"-c", connect(), "--session-timeout", "4000", "--kill-after", "1"}, path,
                           {"sh", "-c", grandchild + " & " + stubborn}));
     r.procs.push_back(&p);
     REQUIRE(started(events, "gk"));

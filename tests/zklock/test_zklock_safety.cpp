@@ -204,18 +204,20 @@ TEST_CASE("zklock killed with SIGKILL: a TERM-ignoring command dies before the n
                               {"sh", "-c", "trap '' TERM; " + ticker(ticks, 2000)}));
     r.procs.push_back(&first);
     REQUIRE_MESSAGE(eventually([&] { return numbers(ticks).size() >= 3; }, 20s), "the command never ticked");
-    const auto start_mark = file("start");
-    proc second = start(zklock({"-c", connect(), "-t", "30"}, path, {"sh", "-c", fmt::format("date +%s%N > {}", start_mark)}));
+    const auto start_mark = file("start"), end_mark = file("end");
+    proc second = start(zklock({"-c", connect(), "-t", "30"}, path,
+                               {"sh", "-c", fmt::format("date +%s%N > {}; sleep 0.5; date +%s%N > {}", start_mark, end_mark)}));
     r.procs.push_back(&second);
     ::kill(first.pid, SIGKILL);
     wait_for(first, 5s);
     REQUIRE(wait_for(second, 40s) == 0);
-    const long long second_start = one_number(start_mark);
+    const long long second_start = one_number(start_mark), second_end = one_number(end_mark);
     const auto all = numbers(ticks);
     REQUIRE(!all.empty());
-    CHECK_MESSAGE(all.back() < second_start, "the first command ticked at " << all.back()
-                                                                           << " after the second holder started at "
-                                                                           << second_start);
+    for (long long t : all)
+        CHECK_MESSAGE(!(t >= second_start && t <= second_end),
+                      "the first command ticked at " << t << " inside the second holder's interval [" << second_start
+                                                     << ", " << second_end << "]");
 }
 
 // Item 4 and item 16's bad values: refused before anything is done.
