@@ -4,6 +4,10 @@
 // real processes, a real pseudo-terminal; every wait is bounded.
 #include "zklock_test_util.hpp"
 
+#ifdef ZKLOCK_TEST_REDIS
+#include <redis_server.hpp>
+#endif
+
 using namespace zklock_test;
 using namespace std::chrono_literals;
 
@@ -124,17 +128,16 @@ std::string quoted(const std::vector<std::string>& argv)
     return out;
 }
 
-}  // namespace
-
 // Item 1: Ctrl-Z stopped zklock only; the command (in a process group of its own) ran on while
-// the session expired and a second holder took the lock.
-TEST_CASE("Ctrl-Z pauses the whole job; a lock lost while stopped kills the command before it runs again")
+// the session expired (or the Redis key's TTL ran out) and a second holder took the lock.
+// `lock_opts`: how to reach the lock, with a short lease.
+void ctrl_z_then_lost(const std::vector<std::string>& lock_opts, const std::string& path)
 {
-    const auto path = unique_path("ctrl-z");
     const auto ticks = file("ticks");
     shell sh;
-    const auto cmd = zklock({"-c", connect(), "--session-timeout", "2000", "-v"}, path, {"sh", "-c", ticker(ticks, 2000)});
-    sh.type(quoted(cmd) + "\n");
+    auto opts = lock_opts;
+    opts.emplace_back("-v");
+    sh.type(quoted(zklock(opts, path, {"sh", "-c", ticker(ticks, 2000)})) + "\n");
     REQUIRE_MESSAGE(eventually([&] { return numbers(ticks).size() >= 3; }, 20s), "the command never ticked");
 
     const std::size_t mark = sh.screen.size();
@@ -145,10 +148,12 @@ TEST_CASE("Ctrl-Z pauses the whole job; a lock lost while stopped kills the comm
     std::this_thread::sleep_for(600ms);  // a window in which nothing may happen: there is no event to wait for
     CHECK_MESSAGE(numbers(ticks).size() <= stopped_count + 1, "the command kept running while zklock was stopped");
 
-    // The stopped zklock's session expires; a second holder takes the lock, marks its interval.
+    // The stopped zklock's lease ends; a second holder takes the lock and marks its interval.
     const auto start_mark = file("start"), end_mark = file("end");
+    auto second_opts = lock_opts;
+    second_opts.insert(second_opts.end(), {"-t", "30"});
     proc second;
-    const int rc2 = run(zklock({"-c", connect(), "-t", "30"}, path,
+    const int rc2 = run(zklock(second_opts, path,
                                {"sh", "-c", fmt::format("date +%s%N > {}; sleep 1; date +%s%N > {}", start_mark, end_mark)}),
                         40s, &second);
     REQUIRE_MESSAGE(rc2 == 0, "the second holder failed: " << slurp(second.err));
@@ -171,6 +176,21 @@ TEST_CASE("Ctrl-Z pauses the whole job; a lock lost while stopped kills the comm
     CHECK(numbers(ticks).size() == final_count);
     sh.type("exit\n");
 }
+
+}  // namespace
+
+TEST_CASE("Ctrl-Z pauses the whole job; a lock lost while stopped kills the command before it runs again")
+{
+    ctrl_z_then_lost({"-c", connect(), "--session-timeout", "2000"}, unique_path("ctrl-z"));
+}
+
+#ifdef ZKLOCK_TEST_REDIS
+TEST_CASE("Ctrl-Z on a Redis lock: a TTL that ran out while stopped kills the command before it runs again")
+{
+    zktest::redis_server redis;
+    ctrl_z_then_lost({"-c", redis.url(), "--ttl", "2"}, fmt::format("ctrl-z-{}", ::getpid()));
+}
+#endif
 
 TEST_CASE("Ctrl-Z then fg within the session: the command continues with the lock, exit 0")
 {
