@@ -877,7 +877,7 @@ TEST_CASE("a held node deleted by someone else is a loss")
             REQUIRE(r.index() == 0);
             CHECK(std::get<0>(std::get<0>(r)) == client_errc::lock_lost);
             CHECK(g.lost());
-            CHECK(took < 2s);
+            CHECK(took < zktest::relaxed(2s));  // relaxed under the sanitizers (slack.hpp)
             CHECK(a.state() == session_state::connected);
             CHECK(ma.metrics().losses == 1);
             CHECK(log->contains("deleted by someone else"));
