@@ -39,6 +39,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -485,17 +486,24 @@ TEST_CASE("--nonblock and --timeout give 75 while another zklock holds the lock"
     CHECK(run(zklock({"-c", connect(), "-n"}, path, {"true"}), 10s) == 0);
 }
 
+// Where sharing is the point (readers, a semaphore of 2) it is asserted too: max_concurrency >= 2,
+// else a read lock or semaphore that behaved like a mutex would pass. For that the holds there
+// last 200 ms (the 12 zklocks start together and queue up within that), and the read-write run
+// has 8 readers and 4 writers: in any queue order two readers are next to each other (4 writers
+// cannot separate 8 readers), and those two hold together.
 TEST_CASE("zklock runs never overlap: mutex, read-write, semaphore (interval-check)")
 {
     struct scenario {
         std::string name;
         std::vector<std::pair<std::vector<std::string>, std::string>> kinds;  // options, log mode
         int max_leases;
+        int hold_ms;
+        bool shares;  // max_concurrency >= 2 is required
     };
     const std::vector<scenario> scenarios = {
-        {"mutex", {{{}, "X"}}, 1},
-        {"rw", {{{"-s"}, "R"}, {{"-w"}, "W"}}, 1},
-        {"semaphore", {{{"--semaphore", "2"}, "S"}}, 2},
+        {"mutex", {{{}, "X"}}, 1, 60, false},
+        {"rw", {{{"-s"}, "R"}, {{"-s"}, "R"}, {{"-w"}, "W"}}, 1, 200, true},
+        {"semaphore", {{{"--semaphore", "2"}, "S"}}, 2, 200, true},
     };
     for (const auto& sc : scenarios) {
         CAPTURE(sc.name);
@@ -512,7 +520,7 @@ TEST_CASE("zklock runs never overlap: mutex, read-write, semaphore (interval-che
             ids.push_back(id);
             auto opts = kind.first;
             opts.insert(opts.end(), {"-c", connect(), "-t", "60"});
-            procs.push_back(start(zklock(opts, path, child(id, 60, events, log, kind.second))));
+            procs.push_back(start(zklock(opts, path, child(id, sc.hold_ms, events, log, kind.second))));
         }
         for (auto& p : procs)
             r.procs.push_back(&p);
@@ -523,7 +531,15 @@ TEST_CASE("zklock runs never overlap: mutex, read-write, semaphore (interval-che
                             fmt::format("{}", fmt::join(ids, ",")), log},
                            30s, &check);
         CHECK_MESSAGE(rc == 0, slurp(check.out));
-        MESSAGE(sc.name << ": " << slurp(check.out).substr(0, slurp(check.out).find('\n')));
+        const auto summary = slurp(check.out).substr(0, slurp(check.out).find('\n'));
+        MESSAGE(sc.name << ": " << summary);
+        if (sc.shares) {
+            // "holds=N max_concurrency=M max_leases=L"
+            const auto at = summary.find("max_concurrency=");
+            REQUIRE_MESSAGE(at != std::string::npos, summary);
+            const int most = std::atoi(summary.c_str() + at + std::string_view("max_concurrency=").size());
+            CHECK_MESSAGE(most >= 2, sc.name << " never had 2 holders at once (it behaved like a mutex): " << summary);
+        }
     }
 }
 
