@@ -4,6 +4,12 @@
 # examples, the benchmark smoke test and the consumer checks (Meson subproject, CMake against an
 # installed zkcoro) against throwaway servers, then the build and tests again under
 # AddressSanitizer + UndefinedBehaviorSanitizer.
+#
+# A skipped test is a failure of the run: after each `meson test` (both builds) the run stops if
+# Meson's test log (BUILD/meson-logs/testlog.json) shows any test as SKIP, for instance a test
+# program whose root-only cases could not run (it exits 77) or interop_redis without redis-py.
+# ZKCORO_ALLOW_SKIPS=1 bash scripts/test.sh says that skips are expected: they are listed and the
+# run goes on (the tests that can skip, skip instead of failing, under the same variable).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -13,8 +19,26 @@ stamp() { echo "== [$(( $(date +%s) - t0 )) s] $*"; }
 
 # nodownload: with the Debian packages installed nothing is downloaded; without them meson setup
 # stops at once and names the package. tests=enabled: a missing test framework is an error, never
-# a silently smaller test run.
-common=(-Dwerror=true -Dwrap_mode=nodownload -Dtests=enabled -Dtools=enabled)
+# a silently smaller test run. redis=enabled: likewise for hiredis and redis-server (the Redis
+# tests).
+common=(-Dwerror=true -Dwrap_mode=nodownload -Dtests=enabled -Dtools=enabled -Dredis=enabled)
+# check_skips BUILD_DIR: fails (exit 1) when the last `meson test` in BUILD_DIR skipped a test,
+# unless ZKCORO_ALLOW_SKIPS=1.
+check_skips() {
+  local skipped
+  skipped=$(python3 -c 'import json, sys
+for line in open(sys.argv[1]):
+    t = json.loads(line)
+    if t.get("result") == "SKIP": print(t["name"])' "$1/meson-logs/testlog.json")
+  [ -n "$skipped" ] || return 0
+  if [ "${ZKCORO_ALLOW_SKIPS:-0}" = 1 ]; then
+    echo "== skipped tests in $1 (allowed by ZKCORO_ALLOW_SKIPS=1): ${skipped//$'\n'/ }"
+  else
+    echo "== FAIL: skipped tests in $1: ${skipped//$'\n'/ }" >&2
+    echo "   their output is in $1/meson-logs/testlog.txt; ZKCORO_ALLOW_SKIPS=1 accepts skips" >&2
+    exit 1
+  fi
+}
 run_suite() {  # build-dir, meson test options (one word), extra meson -D options...
   local dir=$1 test_opts=$2; shift 2
   if [ -f "$dir/build.ninja" ]; then meson configure "$dir" "${common[@]}" "$@"
@@ -22,6 +46,7 @@ run_suite() {  # build-dir, meson test options (one word), extra meson -D option
   ninja -C "$dir"
   # shellcheck disable=SC2086  # empty or one option
   meson test -C "$dir" --print-errorlogs --num-processes 2 $test_opts
+  check_skips "$dir"
   for ex in "$dir"/examples/[0-9][0-9]_*; do
     [ -f "$ex" ] && [ -x "$ex" ] || continue
     stamp "example $(basename "$ex")"

@@ -136,10 +136,16 @@ private:
                                                                : make_error_code(client_errc::session_expired)));
         auto [ec, found, st] = co_await find_protected(zk_, spec_.path, prefix_);
         if (!ec && !found.empty()) {
+            access::log(zk_, log_level::info,
+                        fmt::format("lock {}: the create's reply was lost; found our node {} by its protected name",
+                                    spec_.path, found));
             node_ = found;
             node_stat_ = st;
             if (spec_.on_created)
                 spec_.on_created(node_);
+        } else if (!ec) {
+            access::log(zk_, log_level::info,
+                        fmt::format("lock {}: the create's reply was lost and it made no node; creating again", spec_.path));
         }
         co_return step::again;
     }

@@ -8,6 +8,9 @@
 
 #include <zk_server.hpp>
 
+#include "../unit/skipped_cases.hpp"  // ZKTEST_SKIP_CASE
+#include "../unit/slack.hpp"          // zktest::relaxed
+
 #include <boost/asio.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 

@@ -16,7 +16,8 @@
 #    Reader overlaps between a Curator and a zkcoro reader are counted and reported.
 # 2. Semaphore with 3 leases: on ONE path for ~4 s, 2 Curator processes and 2 zkcoro processes
 #    (two tasks each), one lease per hold, ~15 ms; interval-check --max-leases 3 must pass with
-#    every process/task having acquired. The highest number of leases in use is reported.
+#    every process/task having acquired. At least 2 leases must have been in use at once
+#    (max_concurrency >= 2): otherwise the semaphore would be a plain mutex.
 #
 # Every wait is bounded; only processes started here are ended (by PID). Exit 0 only if every
 # check passed; 1 on a failed check; 2 on bad usage or setup trouble.
@@ -120,8 +121,12 @@ if ! run_check "$tmp/sem.check" --max-leases "$leases" \
 fi
 max_conc=$(sed -n 's/^holds=[0-9]* max_concurrency=\([0-9]*\).*/\1/p' "$tmp/sem.check")
 echo "  most leases in use at once: ${max_conc:-?} of $leases"
+if [ -z "$max_conc" ] || [ "$max_conc" -lt 2 ]; then
+    fail "semaphore: never 2 leases in use at once (max_concurrency=${max_conc:-?}): it behaved like a mutex"
+    sem_ok=0
+fi
 if [ "$sem_ok" -eq 1 ]; then
-    echo "PASS: semaphore: at most $leases leases at once, every process and task acquired ($(elapsed))"
+    echo "PASS: semaphore: at most $leases leases at once, at least 2 shared, every process and task acquired ($(elapsed))"
 fi
 
 echo "== interop_recipes: $failures failure(s) in $(elapsed)"

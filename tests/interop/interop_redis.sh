@@ -7,7 +7,8 @@
 #
 # Starts its own server through BUILD_DIR/tests/support/redis/zkcoro-with-redis (unless
 # ZKCORO_TEST_REDIS is set already) and needs BUILD_DIR/tests/interop/interval-check.
-# Exit 77 (skipped) when redis-server or redis-py (/usr/bin/python3 -c 'import redis') is missing.
+# Without redis-server or redis-py (/usr/bin/python3 -c 'import redis') it fails (exit 1): a test
+# run must not quietly lose this test. With ZKCORO_ALLOW_SKIPS=1 it skips instead (exit 77).
 #
 # 1. One key: two redis-py holders (tests/interop/redis_py_holder.py) and, when
 #    $ZKCORO_REDIS_HOLDER is set, zkcoro's holder, called with the same arguments:
@@ -33,13 +34,20 @@ if [ $# -ne 1 ]; then
 fi
 build=$(cd "$1" && pwd)
 python=/usr/bin/python3
+# cannot_run REASON: exit 1 (FAIL), or 77 (SKIP) when the caller allowed skips.
+cannot_run() {
+    if [ "${ZKCORO_ALLOW_SKIPS:-0}" = 1 ]; then
+        echo "SKIP (ZKCORO_ALLOW_SKIPS=1): $*"
+        exit 77
+    fi
+    echo "FAIL: $* (set ZKCORO_ALLOW_SKIPS=1 to skip this test instead)"
+    exit 1
+}
 if ! command -v redis-server >/dev/null 2>&1; then
-    echo "SKIP: redis-server not found (install the Debian package redis-server)"
-    exit 77
+    cannot_run "redis-server not found (install the Debian package redis-server)"
 fi
 if ! "$python" -c 'import redis' 2>/dev/null; then
-    echo "SKIP: redis-py missing: $python -c 'import redis' failed (install the Debian package python3-redis)"
-    exit 77
+    cannot_run "redis-py missing: $python -c 'import redis' failed (install the Debian package python3-redis)"
 fi
 with_redis="$build/tests/support/redis/zkcoro-with-redis"
 check="$build/tests/interop/interval-check"

@@ -26,6 +26,13 @@ base="/zkcoro-interop/revoke-$run_id"
 echo "== interop_revoke: ZooKeeper at $connect, work dir $tmp"
 build_curator_holder
 
+# stop MESSAGE: a failed step the later ones depend on: fails and ends the test now.
+stop() {
+    fail "$*"
+    echo "== interop_revoke: stopped at that step, $failures failure(s) in $(elapsed)"
+    exit 1
+}
+
 # expect NAME WORD SECONDS: NAME exits 0 and its verdict line is WORD.
 expect() {
     local name=$1 want=$2 got
@@ -48,12 +55,14 @@ start_curator_elect cur-revocable2 hold --path "$base/cur-revocable2" --revocabl
 start_elect zk-plain hold --path "$base/zk-plain" --wait-ms 8000
 start_curator_elect cur-plain hold --path "$base/cur-plain" --wait-ms 8000
 start_curator_elect cur-first hold --path "$base/queued" --wait-ms 8000
-n_zk=$(wait_line zk-revocable '^held ' 30 | cut -d' ' -f2) || true
-n_cur=$(wait_line cur-revocable '^held ' 30 | cut -d' ' -f2) || true
-n_cur2=$(wait_line cur-revocable2 '^held ' 30 | cut -d' ' -f2) || true
-n_zkp=$(wait_line zk-plain '^held ' 30 | cut -d' ' -f2) || true
-n_curp=$(wait_line cur-plain '^held ' 30 | cut -d' ' -f2) || true
-wait_line cur-first '^held ' 30 >/dev/null || fail "the Curator holder of $base/queued did not hold"
+# Every later step needs these holders' nodes: a holder that does not hold ends the test here,
+# at the step that failed (wait_line shows its stderr).
+n_zk=$(wait_line zk-revocable '^held ' 30 | cut -d' ' -f2) || stop "zk-revocable never held $base/zk-revocable"
+n_cur=$(wait_line cur-revocable '^held ' 30 | cut -d' ' -f2) || stop "cur-revocable never held $base/cur-revocable"
+n_cur2=$(wait_line cur-revocable2 '^held ' 30 | cut -d' ' -f2) || stop "cur-revocable2 never held $base/cur-revocable2"
+n_zkp=$(wait_line zk-plain '^held ' 30 | cut -d' ' -f2) || stop "zk-plain never held $base/zk-plain"
+n_curp=$(wait_line cur-plain '^held ' 30 | cut -d' ' -f2) || stop "cur-plain never held $base/cur-plain"
+wait_line cur-first '^held ' 30 >/dev/null || stop "the Curator holder of $base/queued did not hold"
 # The waiter queues behind cur-first; its node is the second of the queue.
 start_elect zk-queued hold --path "$base/queued" --revocable --wait-ms 5000
 n_queued=""

@@ -4,9 +4,13 @@
 #   INTERVAL_CHECK=build/tests/interop/interval-check tests/interop/negative_control.sh 127.0.0.1:2181 OUTDIR
 #
 # 1. negative: two CuratorHolder mutex processes on *different* paths for ~3 s (hold 20 ms).
-#    Nothing excludes them, so interval-check must report overlaps (exit 1): the checker can fail.
+#    Nothing excludes them, so interval-check must report overlaps: exit 1 AND at least one
+#    "VIOLATION: ... overlaps ..." line (it also exits 1 for "no holds recorded" or "expected id
+#    never acquired", which would prove nothing about overlaps): the checker can fail.
 # 2. positive: two CuratorHolder mutex processes on the *same* path. interval-check must pass
 #    (exit 0) with both ids having acquired.
+# In both, each holder must exit 0 AND print acquired=N with N >= 1 (CuratorHolder exits 0 with
+# acquired=0 when it never got the lock).
 # OUTDIR receives the logs; CuratorHolder is built there by build.sh unless
 # OUTDIR/classpath.txt already exists. Exit 0 when both expectations hold, 1 otherwise,
 # 2 on bad usage or when a holder fails.
@@ -59,6 +63,15 @@ run_pair() {
         cat "$out/$prefix-a.err" "$out/$prefix-b.err" >&2
         return 1
     fi
+    for h in a b; do
+        n=$(sed -n 's/^acquired=//p' "$out/$prefix-$h.out" | tail -n 1)
+        case $n in
+            ''|*[!0-9]*|0)
+                echo "$0: $prefix-$h never acquired (acquired=${n:-none}); its stderr:" >&2
+                cat "$out/$prefix-$h.err" >&2
+                return 1 ;;
+        esac
+    done
     return 0
 }
 
@@ -66,12 +79,13 @@ status=0
 
 echo "== negative control: different paths, overlaps expected"
 run_pair neg "$base/neg-a" "$base/neg-b" || exit 2
-"$check" --max-print 3 --expect-ids neg-a,neg-b "$out/neg-a.log" "$out/neg-b.log"
+"$check" --max-print 3 --expect-ids neg-a,neg-b "$out/neg-a.log" "$out/neg-b.log" >"$out/neg.check" 2>&1
 rc=$?
-if [ "$rc" -eq 1 ]; then
+cat "$out/neg.check"
+if [ "$rc" -eq 1 ] && grep -q '^VIOLATION: .* overlaps ' "$out/neg.check"; then
     echo "negative control: PASS (interval-check detected overlaps)"
 else
-    echo "negative control: FAIL (interval-check exit $rc, expected 1)"
+    echo "negative control: FAIL (interval-check exit $rc and no overlap line; expected exit 1 with overlaps)"
     status=1
 fi
 

@@ -6,6 +6,8 @@
 #include <zkcoro/redis_mutex.hpp>
 
 #include "../integration/common.hpp"
+#include "../unit/slack.hpp"
+#include "forked_holder.hpp"
 
 #include <fence_store.hpp>
 #include <redis_server.hpp>
@@ -16,6 +18,7 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -51,6 +54,23 @@ asio::awaitable<void> pause(std::chrono::steady_clock::duration d)
 {
     asio::steady_timer t(co_await asio::this_coro::executor, d);
     co_await t.async_wait(asio::use_awaitable);
+}
+
+// Waits (at most `limit`, asking every 5 ms) until someone is subscribed to `channel`: a waiter
+// that waits for a release's notification.
+asio::awaitable<bool> wait_subscribed(zktest::redis_server& srv, const std::string& channel,
+                                      std::chrono::milliseconds limit = 5000ms)
+{
+    const auto until = std::chrono::steady_clock::now() + limit;
+    do {
+        // "CHANNEL\nCOUNT"
+        const auto r = srv.command({"PUBSUB", "NUMSUB", channel});
+        if (std::atoi(r.c_str() + r.rfind('\n') + 1) > 0)
+            co_return true;
+        co_await pause(5ms);
+    } while (std::chrono::steady_clock::now() < until);
+    FAIL_CHECK("nobody subscribed to " << channel << " within " << limit.count() << " ms");
+    co_return false;
 }
 
 // Command arguments. (g++ 12 rejects a braced list inside a co_await expression.)
@@ -226,6 +246,22 @@ TEST_CASE("acquire, reentrancy, try_acquire, timeout and release; fencing tokens
     });
 }
 
+// What this asserts, precisely: a waiter behind a holder that publishes its release (a zkcoro
+// holder: the release script PUBLISHes on KEY:released) is woken by that notification.
+// 1. Quiet while waiting: once the waiter is subscribed (PUBSUB NUMSUB, polled by the test), the
+//    server receives at most `protocol_commands` = 1 command from the clients in the next second
+//    (the waiter's one attempt right after subscribing, when it lands late): no polling loop.
+//    A waiter that also retried on a timer would need this limit raised to the number of retries
+//    its backoff allows in that second (issue 20 plans such a retry for holders that publish
+//    nothing); the limit is explicit so that such a change is a decision, not an accident.
+// 2. Prompt: in 10 rounds, released 7 ms later each round after the waiter subscribed (round 0
+//    after the 1 s of 1.), the waiter is granted within 15 ms of the release in at least 8 of
+//    them. The notification takes well under 3 ms here. A waiter that only finds out by retrying
+//    every P ms meets the releases at spread phases of its period: with retries timed from the
+//    subscription it passes 0 rounds for P = 100 ms, 2 for 50 ms, 6 for 20 ms (seen with a
+//    100 ms poll: 37-98 ms); one retrying faster fails 1. instead. The bound is not relaxed
+//    under the sanitizers: relaxed, it would no longer tell a notification from a retry on a
+//    50-100 ms backoff.
 TEST_CASE("a waiter is woken by the release's notification, not by polling; cancellation leaves nothing")
 {
     auto& srv = shared_redis();
@@ -235,26 +271,43 @@ TEST_CASE("a waiter is woken by the release's notification, not by polling; canc
         zkcoro::redis_client a(ex, srv.url()), b(ex, srv.url());
         auto key = unique_key("notify");
         zkcoro::redis_mutex ma(a, key, short_ttl(10000ms)), mb(b, key, short_ttl(10000ms));
-        auto g = co_await ma.acquire();
-        std::optional<zkcoro::guard> got;
-        bool done = false;
-        asio::co_spawn(ex, [&]() -> asio::awaitable<void> {
-            got = co_await mb.acquire(8s);
-            done = true;
-        }, asio::detached);
-        co_await pause(300ms);
-        auto before = srv.total_commands_processed();
-        co_await pause(1000ms);
-        // One query of ours in between: the waiter sent nothing while waiting.
-        CHECK(srv.total_commands_processed() - before <= 1);
-        auto t0 = std::chrono::steady_clock::now();
-        co_await g.release();
-        for (int i = 0; i < 200 && !done; ++i)
-            co_await pause(5ms);
-        REQUIRE(done);
-        REQUIRE(got);
-        CHECK(std::chrono::steady_clock::now() - t0 < 500ms);  // far below the 10 s TTL
-        co_await got->release();
+        std::vector<std::chrono::microseconds> latencies;
+        for (int round = 0; round < 10; ++round) {
+            CAPTURE(round);
+            auto g = co_await ma.acquire();
+            std::optional<zkcoro::guard> got;
+            std::optional<std::chrono::steady_clock::time_point> granted;
+            asio::co_spawn(ex, [&]() -> asio::awaitable<void> {
+                got = co_await mb.acquire(8s);
+                granted = std::chrono::steady_clock::now();
+            }, asio::detached);
+            REQUIRE(co_await wait_subscribed(srv, key + ":released"));
+            if (round == 0) {
+                constexpr std::int64_t protocol_commands = 1;  // see 1. above
+                auto before = srv.total_commands_processed();
+                co_await pause(1000ms);
+                // minus 1: the second INFO query itself
+                const auto sent = srv.total_commands_processed() - before - 1;
+                CHECK_MESSAGE(sent <= protocol_commands, "the clients sent " << sent << " command(s) in 1 s of waiting");
+            } else {
+                co_await pause(std::chrono::milliseconds(7 * round));  // the release at a different point each round
+            }
+            auto t0 = std::chrono::steady_clock::now();
+            co_await g.release();
+            for (int i = 0; i < 400 && !granted; ++i)
+                co_await pause(5ms);
+            REQUIRE_MESSAGE(granted, "the waiter was not granted within 2 s of the release");
+            REQUIRE(got);
+            latencies.push_back(std::chrono::duration_cast<std::chrono::microseconds>(*granted - t0));
+            co_await got->release();
+        }
+        auto sorted = latencies;
+        std::sort(sorted.begin(), sorted.end());
+        std::string shown;
+        for (auto l : latencies)
+            shown += fmt::format(" {:.1f}", static_cast<double>(l.count()) / 1000.0);
+        MESSAGE("release -> grant, ms:" << shown);
+        CHECK_MESSAGE(sorted[7] < 15ms, "fewer than 8 of 10 grants within 15 ms of the release (ms:" << shown << ")");
 
         // Cancellation of a waiting acquisition: operation_aborted, the holder keeps the key.
         auto h = co_await ma.acquire();
@@ -266,7 +319,7 @@ TEST_CASE("a waiter is woken by the release's notification, not by polling; canc
             cec = e;
             cdone = true;
         }));
-        co_await pause(200ms);
+        REQUIRE(co_await wait_subscribed(srv, key + ":released"));  // it waits
         sig.emit(asio::cancellation_type::terminal);
         for (int i = 0; i < 100 && !cdone; ++i)
             co_await pause(5ms);
@@ -374,75 +427,15 @@ TEST_CASE("demo: 100 tasks of one process on one key count a shared counter down
     }, 60s);
 }
 
-namespace {
-
-// A holder in a child process: acquires `key`, writes its fencing token to `report`, then waits
-// for a byte on `go`; then writes its token to the fence store (if given) and exits. The child
-// never returns into the test runner.
-pid_t fork_holder(const std::string& url, const std::string& key, std::chrono::milliseconds ttl, int report, int go,
-                  std::string store, bool check)
-{
-    pid_t pid = ::fork();
-    if (pid != 0)
-        return pid;
-    int status = 1;
-    try {
-        asio::io_context ioc;
-        zkcoro::redis_client rc(ioc.get_executor(), url);
-        zkcoro::redis_mutex m(rc, key, short_ttl(ttl));
-        std::int64_t token = 0;
-        asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
-            auto g = co_await m.acquire(10s);
-            if (!g)
-                co_return;
-            token = g->fencing_token();
-            (void)!::write(report, &token, sizeof token);
-            char c;
-            (void)!::read(go, &c, 1);  // blocks the whole process, as a frozen one would
-            if (!store.empty())
-                zkfault::write_token(store, "stale", token, check);
-            std::_Exit(0);
-        }, asio::detached);
-        ioc.run_for(20s);
-    } catch (...) {
-    }
-    std::_Exit(status);
-}
-
-std::int64_t read_token(int fd)
-{
-    std::int64_t token = 0;
-    REQUIRE(::read(fd, &token, sizeof token) == sizeof token);
-    return token;
-}
-
-int reap(pid_t pid)
-{
-    int status = 0;
-    for (int i = 0; i < 500; ++i) {
-        if (::waitpid(pid, &status, WNOHANG) == pid)
-            return status;
-        ::usleep(10'000);
-    }
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, &status, 0);
-    return status;
-}
-
-}  // namespace
-
 TEST_CASE("a holder killed with SIGKILL frees the key after its TTL; the waiter gets it without polling")
 {
     auto& srv = shared_redis();
     auto key = unique_key("crash");
-    int report[2], go[2];
-    REQUIRE(::pipe(report) == 0);
-    REQUIRE(::pipe(go) == 0);
     const auto ttl = 1000ms;
-    pid_t child = fork_holder(srv.url(), key, ttl, report[1], go[0], {}, false);
-    auto crashed_token = read_token(report[0]);
-    ::kill(child, SIGKILL);
-    reap(child);
+    zktest::child_holder child(srv.url(), key, ttl);
+    auto crashed_token = child.read_token();
+    ::kill(child.pid(), SIGKILL);
+    child.reap();
     auto killed_at = std::chrono::steady_clock::now();
     asio::io_context ioc;
     run_bounded(ioc, [&]() -> asio::awaitable<void> {
@@ -459,14 +452,12 @@ TEST_CASE("a holder killed with SIGKILL frees the key after its TTL; the waiter 
         MESSAGE("got the crashed holder's key after "
                 << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms (TTL 1000 ms), in "
                 << tries << " attempts");
-        CHECK(took <= ttl + 300ms);
+        CHECK(took <= ttl + zktest::relaxed(300ms));  // relaxed under the sanitizers (slack.hpp)
         // An attempt, one after subscribing, one when the TTL runs out (and one more should the
         // key outlive its TTL by a millisecond): no polling loop.
         CHECK(tries <= 4);
         co_await g->release();
     });
-    for (int fd : {report[0], report[1], go[0], go[1]})
-        ::close(fd);
 }
 
 TEST_CASE("the server killed while a lock is held: without persistence the lease is lost, never later than the TTL")
@@ -538,13 +529,10 @@ TEST_CASE("a frozen holder's stale write is refused by a store that keeps the hi
         auto key = unique_key("frozen");
         auto store = (std::filesystem::temp_directory_path() / fmt::format("zkcoro-fence-{}-{}", ::getpid(), key)).string();
         std::filesystem::remove(store);
-        int report[2], go[2];
-        REQUIRE(::pipe(report) == 0);
-        REQUIRE(::pipe(go) == 0);
         const auto ttl = 600ms;
-        pid_t child = fork_holder(srv.url(), key, ttl, report[1], go[0], store, check);
-        auto stale_token = read_token(report[0]);
-        ::kill(child, SIGSTOP);  // frozen past its TTL: no renewal
+        zktest::child_holder child(srv.url(), key, ttl, store, check);
+        auto stale_token = child.read_token();
+        ::kill(child.pid(), SIGSTOP);  // frozen past its TTL: no renewal
         asio::io_context ioc;
         run_bounded(ioc, [&]() -> asio::awaitable<void> {
             zkcoro::redis_client rc(co_await asio::this_coro::executor, srv.url());
@@ -555,10 +543,9 @@ TEST_CASE("a frozen holder's stale write is refused by a store that keeps the hi
             zkfault::write_token(store, "fresh", g->fencing_token(), check);
             co_await g->release();
         });
-        char c = 'g';
-        (void)!::write(go[1], &c, 1);
-        ::kill(child, SIGCONT);  // wakes up believing it holds the lock, and writes
-        int status = reap(child);
+        child.go();
+        ::kill(child.pid(), SIGCONT);  // wakes up believing it holds the lock, and writes
+        int status = child.reap();
         CHECK(WIFEXITED(status));
         auto audit = zkfault::audit_store(store);
         CHECK(audit.accepted + audit.rejected == 2);
@@ -570,7 +557,5 @@ TEST_CASE("a frozen holder's stale write is refused by a store that keeps the hi
             CHECK(audit.stale_accepted == 1);
         }
         std::filesystem::remove(store);
-        for (int fd : {report[0], report[1], go[0], go[1]})
-            ::close(fd);
     }
 }

@@ -81,6 +81,8 @@ struct session {
     bool upstream_connected = false;
     // Accepted during a blackhole: no upstream connection was ever made.
     bool orphan = false;
+    // mute_replies(): the server's bytes are dropped.
+    bool muted = false;
     bool closed = false;
     int directions_done = 0;
 
@@ -122,7 +124,7 @@ asio::awaitable<void> read_side(std::shared_ptr<session> s, bool from_client) {
         auto [ec, n] = co_await from.async_read_some(asio::buffer(buf), use_tuple);
         if (s->closed) co_return;
         // A blackhole drops bytes and FINs alike, as a partition would.
-        const bool drop = s->state.blackhole || !s->upstream_connected;
+        const bool drop = s->state.blackhole || !s->upstream_connected || (!from_client && s->muted);
         if (ec == asio::error::eof) {
             if (s->orphan) {
                 s->close(false);
@@ -164,8 +166,8 @@ asio::awaitable<void> write_side(std::shared_ptr<session> s, bool to_client) {
             co_await timer.async_wait(use_tuple);
             if (s->closed) co_return;
         }
-        // Bytes queued before a blackhole started are dropped, not replayed.
-        if (s->state.blackhole) {
+        // Bytes queued before a blackhole (or mute) started are dropped, not replayed.
+        if (s->state.blackhole || (to_client && s->muted)) {
             if (c.eof) {
                 s->direction_finished();
                 co_return;
@@ -179,11 +181,11 @@ asio::awaitable<void> write_side(std::shared_ptr<session> s, bool to_client) {
             co_return;
         }
         auto [wec, written] = co_await asio::async_write(to, asio::buffer(c.data), use_tuple);
-        (void)written;
         if (wec) {
             if (!s->closed) s->close(false);
             co_return;
         }
+        (void)written;
     }
 }
 
@@ -335,6 +337,12 @@ void tcp_proxy::set_refuse(bool on) {
 
 void tcp_proxy::set_delay(std::chrono::milliseconds d) {
     impl_->run_on_io([&] { impl_->state.delay = d; });
+}
+
+void tcp_proxy::mute_replies() {
+    impl_->run_on_io([&] {
+        for (auto& s : impl_->state.sessions) s->muted = true;
+    });
 }
 
 std::size_t tcp_proxy::accepted() const { return impl_->state.accepted.load(); }

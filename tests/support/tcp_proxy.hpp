@@ -48,6 +48,12 @@ public:
     // Every forwarded chunk is held back for d after it was read (0 = off).
     void set_delay(std::chrono::milliseconds d);
 
+    // The connections open now stop passing the server's bytes to the client (they are
+    // dropped), while the client's bytes still reach the server: a request sent from now on is
+    // carried out but its reply is lost, which no delay can promise. Connections accepted
+    // later are not affected; cut() ends the muted ones.
+    void mute_replies();
+
     std::size_t accepted() const;          // connections accepted so far (refused ones too)
     std::size_t open_connections() const;  // connections currently open
 
