@@ -40,6 +40,7 @@ inline error_code make_error_code(redis_errc e) noexcept { return {static_cast<i
 
 // redis://[password@]host:port[/db] (host: a name, an IPv4 address or [an IPv6 address]; port
 // 1-65535; db 0-15 by default). A password may also be given as ":password@" (Redis' own form).
+// The scheme is case-insensitive; rediss:// (TLS) is refused: Debian's hiredis 0.14 has no TLS.
 struct redis_url {
     std::string host;
     std::uint16_t port = 6379;

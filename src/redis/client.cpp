@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <charconv>
 
 namespace zkcoro {
@@ -78,9 +79,20 @@ redis_url parse_redis_url(std::string_view text, error_code& ec, std::string* wh
         return redis_url{};
     };
     ec = {};
+    // The scheme is case-insensitive (RFC 3986 3.1).
+    auto starts_nocase = [&](std::string_view prefix) {
+        if (text.size() < prefix.size())
+            return false;
+        for (std::size_t i = 0; i < prefix.size(); ++i)
+            if (std::tolower(static_cast<unsigned char>(text[i])) != prefix[i])
+                return false;
+        return true;
+    };
     constexpr std::string_view scheme = "redis://";
-    if (!text.starts_with(scheme))
-        return bad("it must start with redis:// (rediss:// and unix sockets are not supported)");
+    if (starts_nocase("rediss://"))
+        return bad("TLS is not supported by Debian's hiredis 0.14: use redis:// (through a TLS tunnel if needed)");
+    if (!starts_nocase(scheme))
+        return bad("it must start with redis:// (unix sockets are not supported)");
     auto rest = text.substr(scheme.size());
     if (auto at = rest.rfind('@'); at != std::string_view::npos) {
         auto cred = rest.substr(0, at);

@@ -234,7 +234,11 @@ void redis_link::fail_attempt(error_code ec, std::string why)
 
 void redis_link::attempt_context_error(const redisAsyncContext* ac)
 {
-    if (ac->err)
+    if (ac->err == REDIS_ERR_PROTOCOL)
+        fail_attempt(redis_errc::not_redis,
+                     fmt::format("the peer at {}:{} does not speak the Redis protocol (hiredis: {})", url_.host,
+                                 url_.port, ac->errstr[0] ? ac->errstr : "protocol error"));
+    else if (ac->err)
         fail_attempt(code_of(ac), ac->errstr[0] ? ac->errstr : "the connection dropped");
 }
 
@@ -272,12 +276,17 @@ void redis_link::handshake_cb(redisAsyncContext* ac, void* reply, void* privdata
 
 void redis_link::handshake_reply(int step, const void* reply)
 {
+    // A step of this attempt failed already: the replies after it (the PONG of the pipelined
+    // PING) must not make the link ready.
+    if (attempt_code_)
+        return;
     auto r = copy_reply(reply);
     if (r.type == redis_reply::kind::error) {
         if (step == 0)
             fail_attempt(redis_errc::auth_failed, fmt::format("AUTH refused by {}:{}: {}", url_.host, url_.port, r.str));
         else if (step == 1)
-            fail_attempt(redis_errc::error_reply, fmt::format("SELECT {} refused: {}", url_.db, r.str));
+            fail_attempt(redis_errc::error_reply,
+                         fmt::format("SELECT {} refused by {}:{}: {}", url_.db, url_.host, url_.port, r.str));
         else if (r.str.starts_with("NOAUTH"))
             fail_attempt(redis_errc::auth_failed, fmt::format("{}:{} needs a password: {}", url_.host, url_.port, r.str));
         else
@@ -289,7 +298,9 @@ void redis_link::handshake_reply(int step, const void* reply)
     if (step != 2)
         return;
     if (r.type != redis_reply::kind::status || r.str != "PONG") {
-        fail_attempt(redis_errc::not_redis, "the server's answer to PING is not PONG");
+        fail_attempt(redis_errc::not_redis,
+                     fmt::format("the peer at {}:{} does not speak the Redis protocol (its answer to PING is not PONG)",
+                                 url_.host, url_.port));
         if (ac_)
             redisAsyncDisconnect(ac_);
         return;

@@ -875,7 +875,9 @@ namespace {
 int run_lock_redis(const options& o, const std::set<int>& inherited)
 {
     asio::io_context ioc;
-    zkcoro::redis_client rc(ioc.get_executor(), o.connect);
+    zkcoro::redis_options ropts;
+    ropts.connect_timeout = redis_connect_timeout(o);
+    zkcoro::redis_client rc(ioc.get_executor(), o.connect, ropts);
     int rc_exit = 1;
     bool done = false;
     asio::co_spawn(ioc, redis_lock_main(rc, o, inherited), [&](std::exception_ptr e, int r) {
