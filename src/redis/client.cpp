@@ -36,6 +36,14 @@ public:
         case redis_errc::unexpected_reply: return "the Redis server's reply has an unexpected type";
         case redis_errc::bad_key: return "a lock key must have 1 to 1024 bytes";
         case redis_errc::bad_ttl: return "a lock TTL must be between 100 ms and 24 h, and the margin below a third of it";
+        case redis_errc::read_only: return "the Redis server is a replica (READONLY): connected to a replica: point at the master";
+        case redis_errc::out_of_memory:
+            return "the Redis server refuses writes (OOM): maxmemory reached: raise maxmemory or free memory";
+        case redis_errc::wrong_type:
+            return "a key of the lock holds a value of another type (WRONGTYPE): delete it or use another key";
+        case redis_errc::bad_fencing_counter:
+            return "the lock's fencing counter <key>:fencing holds something that is not an integer: "
+                   "delete it or use another key";
         }
         return fmt::format("unknown zkcoro.redis error {}", ev);
     }
@@ -50,6 +58,19 @@ bool parse_int(std::string_view s, long long lo, long long hi, long long& out)
 }
 
 }  // namespace
+
+error_code redis_error_code(std::string_view text) noexcept
+{
+    if (text.starts_with("READONLY"))
+        return redis_errc::read_only;
+    if (text.starts_with("OOM"))
+        return redis_errc::out_of_memory;
+    if (text.starts_with("WRONGTYPE"))
+        return redis_errc::wrong_type;
+    if (text.starts_with("ZKFENCING"))
+        return redis_errc::bad_fencing_counter;
+    return redis_errc::error_reply;
+}
 
 const boost::system::error_category& redis_category() noexcept
 {

@@ -356,7 +356,7 @@ void redis_link::reply_cb(redisAsyncContext* ac, void* reply, void* privdata)
     auto r = copy_reply(reply);
     error_code ec;
     if (r.type == redis_reply::kind::error)
-        ec = redis_errc::error_reply;
+        ec = redis_error_code(r.str);
     p->op->complete(ec, std::move(r));
 }
 

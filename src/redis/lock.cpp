@@ -28,6 +28,7 @@
 #include <fmt/format.h>
 
 #include <list>
+#include <mutex>
 
 namespace zkcoro {
 
@@ -40,16 +41,30 @@ using acquire_result = std::tuple<error_code, std::optional<guard>>;
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 constexpr std::size_t max_key_size = 1024;
 
-// KEYS: key, fencing key. ARGV: our value, ttl ms. {1, fencing} when we hold it (also when an
-// earlier attempt of ours set it and its reply was lost), else {0, pttl}.
-const std::string acquire_script = R"lua(if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {1, redis.call('incr', KEYS[2])}
+// KEYS: key, fencing key. ARGV: our value, ttl ms. {1, fencing token} when we hold it (also when
+// an earlier attempt of ours set it and its reply was lost), else {0, pttl, the holder's value}.
+// Every check comes before the first write: a failing command does not undo the writes before
+// it. The token is max(counter + 1, the server's clock in microseconds), so it never goes back
+// when the counter is lost (a restart without persistence) unless the clock went back further
+// than the time between the grants. The counter is written before the key: if the second write
+// fails, only the counter has moved on (harmless). The clock (TIME) is allowed in a script since
+// Redis 5 replicates a script's effects, not the script.
+const std::string acquire_script = R"lua(local f = redis.call('get', KEYS[2])
+if f and (not string.match(f, '^%d+$') or #f > 16 or tonumber(f) >= 9007199254740992) then
+  return redis.error_reply('ZKFENCING ' .. KEYS[2] .. ' holds a value that is not a fencing counter (an integer below 2^53)')
 end
-if redis.call('get', KEYS[1]) == ARGV[1] then
-  redis.call('pexpire', KEYS[1], ARGV[2])
-  return {1, redis.call('incr', KEYS[2])}
+local held = redis.call('get', KEYS[1])
+if held and held ~= ARGV[1] then
+  return {0, redis.call('pttl', KEYS[1]), held}
 end
-return {0, redis.call('pttl', KEYS[1])})lua";
+local t = redis.call('time')
+local n = tonumber(t[1]) * 1000000 + tonumber(t[2])
+if f and tonumber(f) + 1 > n then
+  n = tonumber(f) + 1
+end
+redis.call('set', KEYS[2], string.format('%d', n))
+redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return {1, n})lua";
 
 // KEYS: key. ARGV: our value, channel. Deletes the key only while it holds our value, and tells
 // the waiters of every process.
@@ -131,8 +146,22 @@ public:
 
     void log_failure(std::string_view operation, std::string_view resource, const error_code& ec) override
     {
-        rc->log(log_level::warn, fmt::format("{} {} on redis://{}:{}: {}", operation, resource, rc->url.host,
-                                             rc->url.port, ec.message()));
+        // The server's own text too, when it answered with an error.
+        std::string text = server_text(ec);
+        rc->log(log_level::warn,
+                fmt::format("{} {} on redis://{}:{}: {}{}{}", operation, resource, rc->url.host, rc->url.port,
+                            ec.message(), text.empty() ? "" : ": the server said: ", text));
+    }
+
+    // The text of the last error reply to an acquisition when `ec` is an error reply's code ("" if
+    // none).
+    std::string server_text(const error_code& ec) const
+    {
+        if (ec != redis_errc::error_reply && ec != redis_errc::read_only && ec != redis_errc::out_of_memory &&
+            ec != redis_errc::wrong_type && ec != redis_errc::bad_fencing_counter)
+            return {};
+        std::lock_guard lk(text_m);
+        return last_server_text;
     }
 
     // On the strand.
@@ -205,6 +234,8 @@ public:
     error_code config_error;
     std::uint64_t sub_id = 0;
     bool subscribed = false;
+    mutable std::mutex text_m;
+    std::string last_server_text;  // guarded by text_m
     std::list<waiter*> waiters;
     static const std::string acquire_sha, release_sha, renew_sha;
 };
@@ -283,9 +314,13 @@ awaitable<acquire_result> redis_backend::take(std::shared_ptr<lock_object> s, st
                 co_return fail(ec == asio::error::timed_out ? error_code{} : ec);
             }
         } else if (ec) {
+            if (r.type == redis_reply::kind::error) {
+                std::lock_guard lk(b->text_m);
+                b->last_server_text = r.str;
+            }
             co_return fail(ec);
         } else {
-            if (r.type != redis_reply::kind::array || r.elements.size() != 2 ||
+            if (r.type != redis_reply::kind::array || r.elements.size() < 2 ||
                 r.elements[0].type != redis_reply::kind::integer || r.elements[1].type != redis_reply::kind::integer)
                 co_return fail(redis_errc::unexpected_reply);
             if (r.elements[0].integer == 1)
@@ -427,7 +462,9 @@ asio::awaitable<std::optional<guard>> redis_mutex::acquire(std::chrono::steady_c
     try {
         co_return co_await async_acquire(me, timeout, asio::use_awaitable);
     } catch (const boost::system::system_error& e) {
-        throw boost::system::system_error(e.code(), fmt::format("acquire {} (redis lock)", state_->path));
+        auto text = static_cast<detail::redis_backend&>(*state_->backend).server_text(e.code());
+        throw boost::system::system_error(e.code(), fmt::format("acquire {} (redis lock){}{}", state_->path,
+                                                                text.empty() ? "" : ": the server said: ", text));
     }
 }
 
