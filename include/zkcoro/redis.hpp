@@ -148,7 +148,8 @@ public:
             token, known);
     }
 
-    // Closes both connections; pending commands fail with redis_errc::closed.
+    // Closes both connections; pending commands and the acquisitions of its redis_mutexes fail
+    // with redis_errc::closed at once.
     void close();
 
     // How many times the command connection was (re)established, and how many commands were sent.

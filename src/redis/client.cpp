@@ -397,8 +397,22 @@ void redis_impl::wait_state(redis_state known, std::shared_ptr<op_state<redis_st
     state_waiters_.emplace_back(known, std::move(op));
 }
 
+std::uint64_t redis_impl::add_close_hook(std::function<void()> fn)
+{
+    auto id = next_hook_++;
+    close_hooks_.emplace(id, std::move(fn));
+    return id;
+}
+
+void redis_impl::remove_close_hook(std::uint64_t id) { close_hooks_.erase(id); }
+
 void redis_impl::close()
 {
+    closing_ = true;
+    // A hook may remove itself: call a copy.
+    auto hooks = close_hooks_;
+    for (auto& [id, fn] : hooks)
+        fn();
     if (cmd_)
         cmd_->close();
     if (sub_)

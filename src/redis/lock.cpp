@@ -27,8 +27,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <list>
 #include <mutex>
+#include <random>
 
 namespace zkcoro {
 
@@ -87,6 +89,29 @@ const std::string& process_id()
     return id;
 }
 
+// Whether a holder's value is one of ours ("<uuid>:<task hex>:<n>", see take): such a holder
+// publishes its release; any other (redis-py's Lock) publishes nothing.
+bool publishing_holder(std::string_view v)
+{
+    if (v.size() < 40 || v[36] != ':')
+        return false;
+    auto rest = v.substr(37);
+    auto colon = rest.find(':');
+    return colon != std::string_view::npos && colon > 0 && colon + 1 < rest.size() &&
+           rest.find_first_not_of("0123456789abcdef") == colon &&
+           rest.substr(colon + 1).find_first_not_of("0123456789") == std::string_view::npos;
+}
+
+// The next pause before trying again behind a holder that publishes nothing: 5 ms doubling up to
+// 50 ms, each drawn from [3/4, 5/4] of it (so that waiters do not come back in step).
+std::chrono::milliseconds next_poll(std::chrono::milliseconds& backoff)
+{
+    static thread_local std::minstd_rand rng{std::random_device{}()};
+    backoff = std::clamp(backoff * 2, std::chrono::milliseconds{5}, std::chrono::milliseconds{50});
+    std::uniform_int_distribution<long> d(backoff.count() * 3 / 4, backoff.count() * 5 / 4);
+    return std::chrono::milliseconds{d(rng)};
+}
+
 // One waiting active task: woken by a release notification or a (re)subscription.
 struct waiter {
     asio::steady_timer* timer = nullptr;
@@ -109,8 +134,13 @@ public:
 
     ~redis_backend() override
     {
-        if (sub_id)
-            asio::post(rc->strand, [rc = rc, ch = channel, id = sub_id] { rc->unsubscribe(ch, id); });
+        if (sub_id || close_hook)
+            asio::post(rc->strand, [rc = rc, ch = channel, id = sub_id, hook = close_hook] {
+                if (id)
+                    rc->unsubscribe(ch, id);
+                if (hook)
+                    rc->remove_close_hook(hook);
+            });
     }
 
     void start(const std::shared_ptr<lock_object>& s, owner_id owner, steady_clock::time_point deadline,
@@ -146,11 +176,12 @@ public:
 
     void log_failure(std::string_view operation, std::string_view resource, const error_code& ec) override
     {
-        // The server's own text too, when it answered with an error.
+        // The client was closed: one line per acquisition at debug level (closing a client with
+        // many waiters is no news); else the server's own text too, when it answered with an error.
+        auto level = ec == redis_errc::closed ? log_level::debug : log_level::warn;
         std::string text = server_text(ec);
-        rc->log(log_level::warn,
-                fmt::format("{} {} on redis://{}:{}: {}{}{}", operation, resource, rc->url.host, rc->url.port,
-                            ec.message(), text.empty() ? "" : ": the server said: ", text));
+        rc->log(level, fmt::format("{} {} on redis://{}:{}: {}{}{}", operation, resource, rc->url.host, rc->url.port,
+                                   ec.message(), text.empty() ? "" : ": the server said: ", text));
     }
 
     // The text of the last error reply to an acquisition when `ec` is an error reply's code ("" if
@@ -162,6 +193,18 @@ public:
             return {};
         std::lock_guard lk(text_m);
         return last_server_text;
+    }
+
+    // On the strand: the waiters give up at once when the client is closed.
+    void ensure_close_hook()
+    {
+        if (close_hook)
+            return;
+        std::weak_ptr<redis_backend> w = shared_from_this();
+        close_hook = rc->add_close_hook([w] {
+            if (auto self = w.lock())
+                self->wake_all();
+        });
     }
 
     // On the strand.
@@ -233,6 +276,7 @@ public:
     redis_mutex_options opts;
     error_code config_error;
     std::uint64_t sub_id = 0;
+    std::uint64_t close_hook = 0;
     bool subscribed = false;
     mutable std::mutex text_m;
     std::string last_server_text;  // guarded by text_m
@@ -282,7 +326,9 @@ awaitable<acquire_result> redis_backend::take(std::shared_ptr<lock_object> s, st
     const std::string value = fmt::format("{}:{:x}:{}", process_id(), owner, ++acquisitions);
     const auto ttl = std::to_string(b->opts.ttl.count());
     waiter me;
+    b->ensure_close_hook();
     b->waiters.push_back(&me);
+    std::chrono::milliseconds poll{0};
     struct unlist {
         redis_backend& b;
         waiter& w;
@@ -328,6 +374,10 @@ awaitable<acquire_result> redis_backend::take(std::shared_ptr<lock_object> s, st
             auto pttl = r.elements[1].integer;
             // -1: the key never expires (a holder without TTL); -2: it just went.
             wait = pttl == -1 ? b->opts.ttl : std::chrono::milliseconds(std::max<std::int64_t>(pttl, 0) + 1);
+            // A holder that publishes nothing on release (redis-py's Lock): try again on a
+            // bounded backoff, not only at the key's expiry. Ours publish: wait for that.
+            if (r.elements.size() < 3 || !publishing_holder(r.elements[2].str))
+                wait = std::min(wait, next_poll(poll));
         }
         if (steady_clock::now() >= deadline)
             co_return fail({});
@@ -346,6 +396,8 @@ awaitable<acquire_result> redis_backend::take(std::shared_ptr<lock_object> s, st
         me.timer = nullptr;
         if (co_await cancelled())
             co_return fail(asio::error::operation_aborted);
+        if (b->rc->closing())
+            co_return fail(redis_errc::closed);
     }
 }
 
