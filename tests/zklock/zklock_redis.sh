@@ -94,6 +94,22 @@ silent=$!
     [ "$took_ms" -lt 2500 ] || fail "silent port with -t 1: zklock took $took_ms ms to give up"
 fi
 
+# 8. SIGTERM or SIGINT to a zklock waiting behind a holder that publishes nothing (a plain SET
+# whose TTL runs out near the signal): the acquisition is cancelled and no key is left behind.
+for sig in TERM INT TERM INT; do
+    k="$key-sig-$sig-$RANDOM"
+    rcli SET "$k" foreign-holder PX 700 >/dev/null
+    "$zklock" -c "$url" "$k" -- touch "$tmp/sig-ran" 2>/dev/null &
+    waiter=$!
+    sleep 0.7
+    kill -"$sig" "$waiter"
+    wait "$waiter"
+    rc=$?
+    # 143/130 when cancelled; 0 when the grant came first (the command ran, the key released).
+    [ "$rc" -eq 0 ] || [ "$rc" -eq $((128 + $(kill -l "$sig"))) ] || fail "SIG$sig while waiting: exit $rc"
+    [ "$(rcli EXISTS "$k")" = 0 ] || fail "SIG$sig while waiting left the key $k behind: $(rcli GET "$k")"
+done
+
 if [ "$failures" -gt 0 ]; then
     echo "zklock_redis: $failures failure(s)" >&2
     exit 1
