@@ -94,7 +94,15 @@ silent=$!
     [ "$took_ms" -lt 2500 ] || fail "silent port with -t 1: zklock took $took_ms ms to give up"
 fi
 
-# 8. SIGTERM or SIGINT to a zklock waiting behind a holder that publishes nothing (a plain SET
+# 8. The server refuses (a key of another type): exit 76, the code's hint in the message.
+rcli LPUSH "$key-list" x >/dev/null
+"$zklock" -c "$url" -t 2 "$key-list" -- true 2>"$tmp/err"
+rc=$?
+[ "$rc" -eq 76 ] || fail "WRONGTYPE: exit $rc, expected 76"
+grep -q "WRONGTYPE" "$tmp/err" || fail "WRONGTYPE: the message does not say so: $(cat "$tmp/err")"
+rcli DEL "$key-list" >/dev/null
+
+# 9. SIGTERM or SIGINT to a zklock waiting behind a holder that publishes nothing (a plain SET
 # whose TTL runs out near the signal): the acquisition is cancelled and no key is left behind.
 for sig in TERM INT TERM INT; do
     k="$key-sig-$sig-$RANDOM"

@@ -691,7 +691,7 @@ asio::awaitable<int> redis_lock_main(zkcoro::redis_client& rc, const options& o,
         fmt::print(stderr, "zklock: cannot acquire {}: {}\n", escape(o.lock_path), got.what);
         if (got.ec == zkcoro::redis_errc::bad_key || got.ec == zkcoro::redis_errc::bad_ttl)
             co_return exit_code::usage;
-        if (got.ec == zkcoro::redis_errc::error_reply || got.ec == zkcoro::redis_errc::unexpected_reply)
+        if (redis_refused(got.ec))
             co_return exit_code::zk_error;
         co_return exit_code::unavailable;
     }

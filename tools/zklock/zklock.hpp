@@ -4,6 +4,9 @@
 #define ZKCORO_TOOLS_ZKLOCK_HPP
 
 #include <zkcoro/client.hpp>
+#ifdef ZKLOCK_REDIS
+#include <zkcoro/redis.hpp>
+#endif
 
 #include <boost/asio/awaitable.hpp>
 
@@ -170,6 +173,17 @@ inline bool is_redis_url(std::string_view connect)
     };
     return starts_nocase("redis://") || starts_nocase("rediss://");
 }
+
+#ifdef ZKLOCK_REDIS
+// Whether a Redis acquisition failed because the server refused it (an error reply: exit 76, as
+// a ZooKeeper refusal), rather than because it was unreachable (69).
+inline bool redis_refused(const zkcoro::error_code& ec)
+{
+    using e = zkcoro::redis_errc;
+    return ec == e::error_reply || ec == e::unexpected_reply || ec == e::read_only || ec == e::out_of_memory ||
+           ec == e::wrong_type || ec == e::bad_fencing_counter;
+}
+#endif
 
 // The Redis connect bound: 5 s, shortened by -t (at least 100 ms) and by -n (1 s).
 inline std::chrono::milliseconds redis_connect_timeout(const options& o)
