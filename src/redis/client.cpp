@@ -36,7 +36,8 @@ public:
         case redis_errc::unexpected_reply: return "the Redis server's reply has an unexpected type";
         case redis_errc::bad_key: return "a lock key must have 1 to 1024 bytes";
         case redis_errc::bad_ttl: return "a lock TTL must be between 100 ms and 24 h, and the margin below a third of it";
-        case redis_errc::read_only: return "the Redis server is a replica (READONLY): connected to a replica: point at the master";
+        case redis_errc::read_only:
+            return "the Redis server is a replica (READONLY): connected to a replica: point at the master";
         case redis_errc::out_of_memory:
             return "the Redis server refuses writes (OOM): maxmemory reached: raise maxmemory or free memory";
         case redis_errc::wrong_type:

@@ -4,6 +4,7 @@
 #include "async/coroutine.hpp"
 #include "engine/acquisition.hpp"
 #include "engine/lock_object.hpp"
+#include "redis/lock_scripts.hpp"
 #include "redis/redis_impl.hpp"
 
 #include <zkcoro/detail/access.hpp>
@@ -30,7 +31,6 @@
 #include <algorithm>
 #include <list>
 #include <mutex>
-#include <random>
 
 namespace zkcoro {
 
@@ -43,73 +43,10 @@ using acquire_result = std::tuple<error_code, std::optional<guard>>;
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 constexpr std::size_t max_key_size = 1024;
 
-// KEYS: key, fencing key. ARGV: our value, ttl ms. {1, fencing token} when we hold it (also when
-// an earlier attempt of ours set it and its reply was lost), else {0, pttl, the holder's value}.
-// Every check comes before the first write: a failing command does not undo the writes before
-// it. The token is max(counter + 1, the server's clock in microseconds), so it never goes back
-// when the counter is lost (a restart without persistence) unless the clock went back further
-// than the time between the grants. The counter is written before the key: if the second write
-// fails, only the counter has moved on (harmless). The clock (TIME) is allowed in a script since
-// Redis 5 replicates a script's effects, not the script.
-const std::string acquire_script = R"lua(local f = redis.call('get', KEYS[2])
-if f and (not string.match(f, '^%d+$') or #f > 16 or tonumber(f) >= 9007199254740992) then
-  return redis.error_reply('ZKFENCING ' .. KEYS[2] .. ' holds a value that is not a fencing counter (an integer below 2^53)')
-end
-local held = redis.call('get', KEYS[1])
-if held and held ~= ARGV[1] then
-  return {0, redis.call('pttl', KEYS[1]), held}
-end
-local t = redis.call('time')
-local n = tonumber(t[1]) * 1000000 + tonumber(t[2])
-if f and tonumber(f) + 1 > n then
-  n = tonumber(f) + 1
-end
-redis.call('set', KEYS[2], string.format('%d', n))
-redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return {1, n})lua";
-
-// KEYS: key. ARGV: our value, channel. Deletes the key only while it holds our value, and tells
-// the waiters of every process.
-const std::string release_script = R"lua(if redis.call('get', KEYS[1]) == ARGV[1] then
-  redis.call('del', KEYS[1])
-  redis.call('publish', ARGV[2], 'released')
-  return 1
-end
-return 0)lua";
-
-// KEYS: key. ARGV: our value, ttl ms. 1 when extended, 0 when the key is gone or not ours.
-const std::string renew_script = R"lua(if redis.call('get', KEYS[1]) == ARGV[1] then
-  return redis.call('pexpire', KEYS[1], ARGV[2])
-end
-return 0)lua";
-
 const std::string& process_id()
 {
     static const std::string id = boost::uuids::to_string(boost::uuids::random_generator()());
     return id;
-}
-
-// Whether a holder's value is one of ours ("<uuid>:<task hex>:<n>", see take): such a holder
-// publishes its release; any other (redis-py's Lock) publishes nothing.
-bool publishing_holder(std::string_view v)
-{
-    if (v.size() < 40 || v[36] != ':')
-        return false;
-    auto rest = v.substr(37);
-    auto colon = rest.find(':');
-    return colon != std::string_view::npos && colon > 0 && colon + 1 < rest.size() &&
-           rest.find_first_not_of("0123456789abcdef") == colon &&
-           rest.substr(colon + 1).find_first_not_of("0123456789") == std::string_view::npos;
-}
-
-// The next pause before trying again behind a holder that publishes nothing: 5 ms doubling up to
-// 50 ms, each drawn from [3/4, 5/4] of it (so that waiters do not come back in step).
-std::chrono::milliseconds next_poll(std::chrono::milliseconds& backoff)
-{
-    static thread_local std::minstd_rand rng{std::random_device{}()};
-    backoff = std::clamp(backoff * 2, std::chrono::milliseconds{5}, std::chrono::milliseconds{50});
-    std::uniform_int_distribution<long> d(backoff.count() * 3 / 4, backoff.count() * 5 / 4);
-    return std::chrono::milliseconds{d(rng)};
 }
 
 // One waiting active task: woken by a release notification or a (re)subscription.
@@ -170,7 +107,8 @@ public:
                     op->complete(ec);
                 },
                 self->rc->strand);
-            self->rc->eval(release_script, release_sha, {ns->node, ns->value, self->channel}, 1, std::move(done));
+            self->rc->eval(release_script().text, release_script().sha, {ns->node, ns->value, self->channel}, 1,
+                           std::move(done));
         });
     }
 
@@ -228,7 +166,7 @@ public:
     void take_back(const std::string& key, const std::string& value)
     {
         auto ignore = std::make_shared<reply_op>([](error_code, redis_reply) {}, rc->strand);
-        rc->eval(release_script, release_sha, {key, value, channel}, 1, std::move(ignore));
+        rc->eval(release_script().text, release_script().sha, {key, value, channel}, 1, std::move(ignore));
     }
 
     void wake_all()
@@ -281,12 +219,7 @@ public:
     mutable std::mutex text_m;
     std::string last_server_text;  // guarded by text_m
     std::list<waiter*> waiters;
-    static const std::string acquire_sha, release_sha, renew_sha;
 };
-
-const std::string redis_backend::acquire_sha = script_sha1(acquire_script);
-const std::string redis_backend::release_sha = script_sha1(release_script);
-const std::string redis_backend::renew_sha = script_sha1(renew_script);
 
 // We hold the key: the lease, and the watchdog that renews it.
 guard hold_key(const std::shared_ptr<lock_object>& s, const std::shared_ptr<redis_backend>& b, owner_id owner,
@@ -343,7 +276,7 @@ awaitable<acquire_result> redis_backend::take(std::shared_ptr<lock_object> s, st
         std::vector<std::string> args{s->path, b->fence_key, value, ttl};
         // The reply is awaited until the deadline, and at least a second: a zero wait (try_acquire)
         // is one round trip, then an answer.
-        auto [ec, r] = co_await b->run(acquire_script, acquire_sha, 2, std::move(args),
+        auto [ec, r] = co_await b->run(acquire_script().text, acquire_script().sha, 2, std::move(args),
                                        std::max(deadline, sent + std::chrono::seconds(1)));
         if (co_await cancelled()) {
             // The script may still run: take the key back if it did (sent after it, so run after it).
@@ -427,7 +360,7 @@ awaitable<void> redis_backend::watchdog(std::shared_ptr<lock_object> s, std::sha
         }
         const auto sent = steady_clock::now();
         std::vector<std::string> args{ns->node, ns->value, ttl_arg};
-        auto [ec, r] = co_await b->run(renew_script, renew_sha, 1, std::move(args), lost_at);
+        auto [ec, r] = co_await b->run(renew_script().text, renew_script().sha, 1, std::move(args), lost_at);
         if (co_await cancelled() || ns->released)
             co_return;
         if (ec == asio::error::timed_out) {

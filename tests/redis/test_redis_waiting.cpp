@@ -153,11 +153,12 @@ TEST_CASE("a cancelled waiting acquisition leaves no key, also when the client c
             std::optional<zkcoro::guard> g;
             event done(ex);
             auto me = co_await zkcoro::this_task::id();
-            m.async_acquire(me, 10s, asio::bind_cancellation_slot(sig.slot(), [&](error_code e, std::optional<zkcoro::guard> r) {
+            auto on_done = [&](error_code e, std::optional<zkcoro::guard> r) {
                 ec = e;
                 g = std::move(r);
                 done.fire();
-            }));
+            };
+            m.async_acquire(me, 10s, asio::bind_cancellation_slot(sig.slot(), on_done));
             // Cancelled at any point of its polling, near the holder's expiry.
             co_await pause(std::chrono::milliseconds(900 + rng() % 200));
             sig.emit(asio::cancellation_type::terminal);
