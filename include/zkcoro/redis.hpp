@@ -34,12 +34,20 @@ enum class redis_errc {
     unexpected_reply,    // a reply of a type the command cannot give
     bad_key,             // a lock key that is empty or too long
     bad_ttl,             // a lock TTL out of range
+    read_only,           // READONLY: the server is a replica (point the client at the master)
+    out_of_memory,       // OOM: the server reached maxmemory and refuses writes
+    wrong_type,          // WRONGTYPE: a key of the lock holds a value of another type
+    bad_fencing_counter, // <key>:fencing holds something that is not a fencing counter
 };
+// The code of an error reply's text: read_only, out_of_memory or wrong_type by the server's
+// error prefix, else error_reply.
+ZKCORO_API error_code redis_error_code(std::string_view error_text) noexcept;
 ZKCORO_API const boost::system::error_category& redis_category() noexcept;
 inline error_code make_error_code(redis_errc e) noexcept { return {static_cast<int>(e), redis_category()}; }
 
 // redis://[password@]host:port[/db] (host: a name, an IPv4 address or [an IPv6 address]; port
 // 1-65535; db 0-15 by default). A password may also be given as ":password@" (Redis' own form).
+// The scheme is case-insensitive; rediss:// (TLS) is refused: Debian's hiredis 0.14 has no TLS.
 struct redis_url {
     std::string host;
     std::uint16_t port = 6379;
@@ -116,7 +124,8 @@ public:
 
     // Runs one command (arguments binary-safe). Sent once connected; a command whose reply the
     // connection's drop swallowed fails with connection_lost (it may or may not have run). An
-    // error reply completes with redis_errc::error_reply and the reply (its text in str).
+    // error reply completes with redis_error_code(its text) (read_only, out_of_memory,
+    // wrong_type or error_reply) and the reply (its text in str).
     // Per-operation cancellation (terminal, partial): completes at once with operation_aborted;
     // the command may still run on the server. Handler: void(error_code, redis_reply).
     template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(error_code, redis_reply)) CompletionToken = detail::default_token>
@@ -139,7 +148,8 @@ public:
             token, known);
     }
 
-    // Closes both connections; pending commands fail with redis_errc::closed.
+    // Closes both connections; pending commands and the acquisitions of its redis_mutexes fail
+    // with redis_errc::closed at once.
     void close();
 
     // How many times the command connection was (re)established, and how many commands were sent.

@@ -41,11 +41,15 @@ struct redis_mutex_options {
 
 // A reentrant lock on one Redis key, shared by every process that uses the same key: zkcoro's, or
 // redis-py's Lock (the same SET NX PX and compare-and-delete).
-// - Acquire runs one script: SET key token NX PX ttl and, when set, INCR <key>:fencing (the
-//   fencing token, strictly increasing across all grants of the key).
+// - Acquire runs one script: when the key is free, <key>:fencing := max(it + 1, the server's TIME
+//   in microseconds) (the fencing token, strictly increasing across all grants of the key, also
+//   across a restart that lost the counter, unless the server's clock went back further than the
+//   time between grants), then SET key token PX ttl. It checks before it writes: a failure leaves
+//   the key as it was.
 // - Release deletes the key only while it still holds our token, and PUBLISHes on the channel
-//   <key>:released, which waiters of every zkcoro process listen on (no polling). A waiter also
-//   tries again when the key's TTL runs out: a crashed holder publishes nothing.
+//   <key>:released, which waiters of every zkcoro process listen on. A waiter also tries again
+//   when the key's TTL runs out (a crashed holder publishes nothing), and behind a holder that is
+//   not zkcoro's (redis-py's Lock publishes nothing) on a bounded backoff of 5-50 ms.
 // - Redis keeps no queue: across processes this lock is not FIFO. Within a process, tasks queue
 //   in memory, FIFO.
 // Reentrancy is per task, as for zkcoro::mutex. A multi_lock takes it as a member (lock_ref), with

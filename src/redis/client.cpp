@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <charconv>
 
 namespace zkcoro {
@@ -35,6 +36,15 @@ public:
         case redis_errc::unexpected_reply: return "the Redis server's reply has an unexpected type";
         case redis_errc::bad_key: return "a lock key must have 1 to 1024 bytes";
         case redis_errc::bad_ttl: return "a lock TTL must be between 100 ms and 24 h, and the margin below a third of it";
+        case redis_errc::read_only:
+            return "the Redis server is a replica (READONLY): connected to a replica: point at the master";
+        case redis_errc::out_of_memory:
+            return "the Redis server refuses writes (OOM): maxmemory reached: raise maxmemory or free memory";
+        case redis_errc::wrong_type:
+            return "a key of the lock holds a value of another type (WRONGTYPE): delete it or use another key";
+        case redis_errc::bad_fencing_counter:
+            return "the lock's fencing counter <key>:fencing holds something that is not an integer: "
+                   "delete it or use another key";
         }
         return fmt::format("unknown zkcoro.redis error {}", ev);
     }
@@ -49,6 +59,19 @@ bool parse_int(std::string_view s, long long lo, long long hi, long long& out)
 }
 
 }  // namespace
+
+error_code redis_error_code(std::string_view text) noexcept
+{
+    if (text.starts_with("READONLY"))
+        return redis_errc::read_only;
+    if (text.starts_with("OOM"))
+        return redis_errc::out_of_memory;
+    if (text.starts_with("WRONGTYPE"))
+        return redis_errc::wrong_type;
+    if (text.starts_with("ZKFENCING"))
+        return redis_errc::bad_fencing_counter;
+    return redis_errc::error_reply;
+}
 
 const boost::system::error_category& redis_category() noexcept
 {
@@ -78,9 +101,20 @@ redis_url parse_redis_url(std::string_view text, error_code& ec, std::string* wh
         return redis_url{};
     };
     ec = {};
+    // The scheme is case-insensitive (RFC 3986 3.1).
+    auto starts_nocase = [&](std::string_view prefix) {
+        if (text.size() < prefix.size())
+            return false;
+        for (std::size_t i = 0; i < prefix.size(); ++i)
+            if (std::tolower(static_cast<unsigned char>(text[i])) != prefix[i])
+                return false;
+        return true;
+    };
     constexpr std::string_view scheme = "redis://";
-    if (!text.starts_with(scheme))
-        return bad("it must start with redis:// (rediss:// and unix sockets are not supported)");
+    if (starts_nocase("rediss://"))
+        return bad("TLS is not supported by Debian's hiredis 0.14: use redis:// (through a TLS tunnel if needed)");
+    if (!starts_nocase(scheme))
+        return bad("it must start with redis:// (unix sockets are not supported)");
     auto rest = text.substr(scheme.size());
     if (auto at = rest.rfind('@'); at != std::string_view::npos) {
         auto cred = rest.substr(0, at);
@@ -364,8 +398,22 @@ void redis_impl::wait_state(redis_state known, std::shared_ptr<op_state<redis_st
     state_waiters_.emplace_back(known, std::move(op));
 }
 
+std::uint64_t redis_impl::add_close_hook(std::function<void()> fn)
+{
+    auto id = next_hook_++;
+    close_hooks_.emplace(id, std::move(fn));
+    return id;
+}
+
+void redis_impl::remove_close_hook(std::uint64_t id) { close_hooks_.erase(id); }
+
 void redis_impl::close()
 {
+    closing_ = true;
+    // A hook may remove itself: call a copy.
+    auto hooks = close_hooks_;
+    for (auto& [id, fn] : hooks)
+        fn();
     if (cmd_)
         cmd_->close();
     if (sub_)

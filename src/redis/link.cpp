@@ -234,7 +234,11 @@ void redis_link::fail_attempt(error_code ec, std::string why)
 
 void redis_link::attempt_context_error(const redisAsyncContext* ac)
 {
-    if (ac->err)
+    if (ac->err == REDIS_ERR_PROTOCOL)
+        fail_attempt(redis_errc::not_redis,
+                     fmt::format("the peer at {}:{} does not speak the Redis protocol (hiredis: {})", url_.host,
+                                 url_.port, ac->errstr[0] ? ac->errstr : "protocol error"));
+    else if (ac->err)
         fail_attempt(code_of(ac), ac->errstr[0] ? ac->errstr : "the connection dropped");
 }
 
@@ -272,12 +276,17 @@ void redis_link::handshake_cb(redisAsyncContext* ac, void* reply, void* privdata
 
 void redis_link::handshake_reply(int step, const void* reply)
 {
+    // A step of this attempt failed already: the replies after it (the PONG of the pipelined
+    // PING) must not make the link ready.
+    if (attempt_code_)
+        return;
     auto r = copy_reply(reply);
     if (r.type == redis_reply::kind::error) {
         if (step == 0)
             fail_attempt(redis_errc::auth_failed, fmt::format("AUTH refused by {}:{}: {}", url_.host, url_.port, r.str));
         else if (step == 1)
-            fail_attempt(redis_errc::error_reply, fmt::format("SELECT {} refused: {}", url_.db, r.str));
+            fail_attempt(redis_errc::error_reply,
+                         fmt::format("SELECT {} refused by {}:{}: {}", url_.db, url_.host, url_.port, r.str));
         else if (r.str.starts_with("NOAUTH"))
             fail_attempt(redis_errc::auth_failed, fmt::format("{}:{} needs a password: {}", url_.host, url_.port, r.str));
         else
@@ -289,7 +298,9 @@ void redis_link::handshake_reply(int step, const void* reply)
     if (step != 2)
         return;
     if (r.type != redis_reply::kind::status || r.str != "PONG") {
-        fail_attempt(redis_errc::not_redis, "the server's answer to PING is not PONG");
+        fail_attempt(redis_errc::not_redis,
+                     fmt::format("the peer at {}:{} does not speak the Redis protocol (its answer to PING is not PONG)",
+                                 url_.host, url_.port));
         if (ac_)
             redisAsyncDisconnect(ac_);
         return;
@@ -323,6 +334,15 @@ void redis_link::dispatch_send(const std::vector<std::string>& args, std::shared
 {
     if (op->done)
         return;  // cancelled while queued
+    // Kept to fail at once on close(); the done ones are dropped as the list grows.
+    if (inflight_.size() >= inflight_prune_at_) {
+        std::erase_if(inflight_, [](const std::weak_ptr<reply_op>& w) {
+            auto o = w.lock();
+            return !o || o->done;
+        });
+        inflight_prune_at_ = std::max<std::size_t>(64, inflight_.size() * 2);
+    }
+    inflight_.push_back(op);
     auto* p = new pending_reply{std::move(op), weak_from_this(), alive_};
     if (send_argv(ac_, &redis_link::reply_cb, p, args) != REDIS_OK) {
         std::unique_ptr<pending_reply> owned(p);
@@ -345,13 +365,13 @@ void redis_link::reply_cb(redisAsyncContext* ac, void* reply, void* privdata)
     auto r = copy_reply(reply);
     error_code ec;
     if (r.type == redis_reply::kind::error)
-        ec = redis_errc::error_reply;
+        ec = redis_error_code(r.str);
     p->op->complete(ec, std::move(r));
 }
 
 void redis_link::send(const std::vector<std::string>& args, std::shared_ptr<reply_op> op)
 {
-    if (state_ == redis_state::closed) {
+    if (closing_ || state_ == redis_state::closed) {
         op->fail(last_code_ ? last_code_ : error_code(redis_errc::closed));
         return;
     }
@@ -442,10 +462,29 @@ void redis_link::close()
     for (auto& item : q)
         item.second->fail(redis_errc::closed);
     push_queue_.clear();
-    if (ac_)
+    if (ac_ && ready_ && !subscriber_) {
+        // Commands already sent fail with closed now; the connection still writes out what is
+        // queued (the take-back of a cancelled acquisition) and ends once the replies are in,
+        // or after a second at most.
+        auto inflight = std::move(inflight_);
+        inflight_.clear();
+        for (auto& w : inflight)
+            if (auto op = w.lock())
+                op->fail(redis_errc::closed);
+        redisAsyncDisconnect(ac_);
+        if (!ac_)
+            return;  // nothing pending: hiredis freed it (cleanup posts on_context_gone)
+        timer_.expires_after(std::chrono::seconds(1));
+        timer_.async_wait([w = weak_from_this(), ac = ac_](error_code ec) {
+            auto l = w.lock();
+            if (!ec && l && l->ac_ == ac)
+                redisAsyncFree(ac);
+        });
+    } else if (ac_) {
         redisAsyncFree(ac_);  // pending replies fail with closed; cleanup posts on_context_gone
-    else
+    } else {
         set_state(redis_state::closed);
+    }
 }
 
 }  // namespace zkcoro::detail

@@ -92,6 +92,8 @@ private:
     // shut down before close() ran): the replies the free then reports complete nothing.
     std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
     std::deque<std::pair<std::vector<std::string>, std::shared_ptr<reply_op>>> queue_;
+    std::vector<std::weak_ptr<reply_op>> inflight_;  // sent, reply not seen (some done already)
+    std::size_t inflight_prune_at_ = 64;
     std::vector<std::vector<std::string>> push_queue_;
     asio::steady_timer timer_;  // connect timeout, then reconnection backoff
     std::chrono::milliseconds backoff_{0};

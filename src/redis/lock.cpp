@@ -4,6 +4,7 @@
 #include "async/coroutine.hpp"
 #include "engine/acquisition.hpp"
 #include "engine/lock_object.hpp"
+#include "redis/lock_scripts.hpp"
 #include "redis/redis_impl.hpp"
 
 #include <zkcoro/detail/access.hpp>
@@ -27,7 +28,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <list>
+#include <mutex>
 
 namespace zkcoro {
 
@@ -39,32 +42,6 @@ using asio::awaitable;
 using acquire_result = std::tuple<error_code, std::optional<guard>>;
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 constexpr std::size_t max_key_size = 1024;
-
-// KEYS: key, fencing key. ARGV: our value, ttl ms. {1, fencing} when we hold it (also when an
-// earlier attempt of ours set it and its reply was lost), else {0, pttl}.
-const std::string acquire_script = R"lua(if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {1, redis.call('incr', KEYS[2])}
-end
-if redis.call('get', KEYS[1]) == ARGV[1] then
-  redis.call('pexpire', KEYS[1], ARGV[2])
-  return {1, redis.call('incr', KEYS[2])}
-end
-return {0, redis.call('pttl', KEYS[1])})lua";
-
-// KEYS: key. ARGV: our value, channel. Deletes the key only while it holds our value, and tells
-// the waiters of every process.
-const std::string release_script = R"lua(if redis.call('get', KEYS[1]) == ARGV[1] then
-  redis.call('del', KEYS[1])
-  redis.call('publish', ARGV[2], 'released')
-  return 1
-end
-return 0)lua";
-
-// KEYS: key. ARGV: our value, ttl ms. 1 when extended, 0 when the key is gone or not ours.
-const std::string renew_script = R"lua(if redis.call('get', KEYS[1]) == ARGV[1] then
-  return redis.call('pexpire', KEYS[1], ARGV[2])
-end
-return 0)lua";
 
 const std::string& process_id()
 {
@@ -94,8 +71,13 @@ public:
 
     ~redis_backend() override
     {
-        if (sub_id)
-            asio::post(rc->strand, [rc = rc, ch = channel, id = sub_id] { rc->unsubscribe(ch, id); });
+        if (sub_id || close_hook)
+            asio::post(rc->strand, [rc = rc, ch = channel, id = sub_id, hook = close_hook] {
+                if (id)
+                    rc->unsubscribe(ch, id);
+                if (hook)
+                    rc->remove_close_hook(hook);
+            });
     }
 
     void start(const std::shared_ptr<lock_object>& s, owner_id owner, steady_clock::time_point deadline,
@@ -125,14 +107,42 @@ public:
                     op->complete(ec);
                 },
                 self->rc->strand);
-            self->rc->eval(release_script, release_sha, {ns->node, ns->value, self->channel}, 1, std::move(done));
+            self->rc->eval(release_script().text, release_script().sha, {ns->node, ns->value, self->channel}, 1,
+                           std::move(done));
         });
     }
 
     void log_failure(std::string_view operation, std::string_view resource, const error_code& ec) override
     {
-        rc->log(log_level::warn, fmt::format("{} {} on redis://{}:{}: {}", operation, resource, rc->url.host,
-                                             rc->url.port, ec.message()));
+        // The client was closed: one line per acquisition at debug level (closing a client with
+        // many waiters is no news); else the server's own text too, when it answered with an error.
+        auto level = ec == redis_errc::closed ? log_level::debug : log_level::warn;
+        std::string text = server_text(ec);
+        rc->log(level, fmt::format("{} {} on redis://{}:{}: {}{}{}", operation, resource, rc->url.host, rc->url.port,
+                                   ec.message(), text.empty() ? "" : ": the server said: ", text));
+    }
+
+    // The text of the last error reply to an acquisition when `ec` is an error reply's code ("" if
+    // none).
+    std::string server_text(const error_code& ec) const
+    {
+        if (ec != redis_errc::error_reply && ec != redis_errc::read_only && ec != redis_errc::out_of_memory &&
+            ec != redis_errc::wrong_type && ec != redis_errc::bad_fencing_counter)
+            return {};
+        std::lock_guard lk(text_m);
+        return last_server_text;
+    }
+
+    // On the strand: the waiters give up at once when the client is closed.
+    void ensure_close_hook()
+    {
+        if (close_hook)
+            return;
+        std::weak_ptr<redis_backend> w = shared_from_this();
+        close_hook = rc->add_close_hook([w] {
+            if (auto self = w.lock())
+                self->wake_all();
+        });
     }
 
     // On the strand.
@@ -156,7 +166,7 @@ public:
     void take_back(const std::string& key, const std::string& value)
     {
         auto ignore = std::make_shared<reply_op>([](error_code, redis_reply) {}, rc->strand);
-        rc->eval(release_script, release_sha, {key, value, channel}, 1, std::move(ignore));
+        rc->eval(release_script().text, release_script().sha, {key, value, channel}, 1, std::move(ignore));
     }
 
     void wake_all()
@@ -204,14 +214,12 @@ public:
     redis_mutex_options opts;
     error_code config_error;
     std::uint64_t sub_id = 0;
+    std::uint64_t close_hook = 0;
     bool subscribed = false;
+    mutable std::mutex text_m;
+    std::string last_server_text;  // guarded by text_m
     std::list<waiter*> waiters;
-    static const std::string acquire_sha, release_sha, renew_sha;
 };
-
-const std::string redis_backend::acquire_sha = script_sha1(acquire_script);
-const std::string redis_backend::release_sha = script_sha1(release_script);
-const std::string redis_backend::renew_sha = script_sha1(renew_script);
 
 // We hold the key: the lease, and the watchdog that renews it.
 guard hold_key(const std::shared_ptr<lock_object>& s, const std::shared_ptr<redis_backend>& b, owner_id owner,
@@ -251,7 +259,9 @@ awaitable<acquire_result> redis_backend::take(std::shared_ptr<lock_object> s, st
     const std::string value = fmt::format("{}:{:x}:{}", process_id(), owner, ++acquisitions);
     const auto ttl = std::to_string(b->opts.ttl.count());
     waiter me;
+    b->ensure_close_hook();
     b->waiters.push_back(&me);
+    std::chrono::milliseconds poll{0};
     struct unlist {
         redis_backend& b;
         waiter& w;
@@ -266,7 +276,7 @@ awaitable<acquire_result> redis_backend::take(std::shared_ptr<lock_object> s, st
         std::vector<std::string> args{s->path, b->fence_key, value, ttl};
         // The reply is awaited until the deadline, and at least a second: a zero wait (try_acquire)
         // is one round trip, then an answer.
-        auto [ec, r] = co_await b->run(acquire_script, acquire_sha, 2, std::move(args),
+        auto [ec, r] = co_await b->run(acquire_script().text, acquire_script().sha, 2, std::move(args),
                                        std::max(deadline, sent + std::chrono::seconds(1)));
         if (co_await cancelled()) {
             // The script may still run: take the key back if it did (sent after it, so run after it).
@@ -283,9 +293,13 @@ awaitable<acquire_result> redis_backend::take(std::shared_ptr<lock_object> s, st
                 co_return fail(ec == asio::error::timed_out ? error_code{} : ec);
             }
         } else if (ec) {
+            if (r.type == redis_reply::kind::error) {
+                std::lock_guard lk(b->text_m);
+                b->last_server_text = r.str;
+            }
             co_return fail(ec);
         } else {
-            if (r.type != redis_reply::kind::array || r.elements.size() != 2 ||
+            if (r.type != redis_reply::kind::array || r.elements.size() < 2 ||
                 r.elements[0].type != redis_reply::kind::integer || r.elements[1].type != redis_reply::kind::integer)
                 co_return fail(redis_errc::unexpected_reply);
             if (r.elements[0].integer == 1)
@@ -293,6 +307,10 @@ awaitable<acquire_result> redis_backend::take(std::shared_ptr<lock_object> s, st
             auto pttl = r.elements[1].integer;
             // -1: the key never expires (a holder without TTL); -2: it just went.
             wait = pttl == -1 ? b->opts.ttl : std::chrono::milliseconds(std::max<std::int64_t>(pttl, 0) + 1);
+            // A holder that publishes nothing on release (redis-py's Lock): try again on a
+            // bounded backoff, not only at the key's expiry. Ours publish: wait for that.
+            if (r.elements.size() < 3 || !publishing_holder(r.elements[2].str))
+                wait = std::min(wait, next_poll(poll));
         }
         if (steady_clock::now() >= deadline)
             co_return fail({});
@@ -311,6 +329,8 @@ awaitable<acquire_result> redis_backend::take(std::shared_ptr<lock_object> s, st
         me.timer = nullptr;
         if (co_await cancelled())
             co_return fail(asio::error::operation_aborted);
+        if (b->rc->closing())
+            co_return fail(redis_errc::closed);
     }
 }
 
@@ -340,7 +360,7 @@ awaitable<void> redis_backend::watchdog(std::shared_ptr<lock_object> s, std::sha
         }
         const auto sent = steady_clock::now();
         std::vector<std::string> args{ns->node, ns->value, ttl_arg};
-        auto [ec, r] = co_await b->run(renew_script, renew_sha, 1, std::move(args), lost_at);
+        auto [ec, r] = co_await b->run(renew_script().text, renew_script().sha, 1, std::move(args), lost_at);
         if (co_await cancelled() || ns->released)
             co_return;
         if (ec == asio::error::timed_out) {
@@ -427,7 +447,9 @@ asio::awaitable<std::optional<guard>> redis_mutex::acquire(std::chrono::steady_c
     try {
         co_return co_await async_acquire(me, timeout, asio::use_awaitable);
     } catch (const boost::system::system_error& e) {
-        throw boost::system::system_error(e.code(), fmt::format("acquire {} (redis lock)", state_->path));
+        auto text = static_cast<detail::redis_backend&>(*state_->backend).server_text(e.code());
+        throw boost::system::system_error(e.code(), fmt::format("acquire {} (redis lock){}{}", state_->path,
+                                                                text.empty() ? "" : ": the server said: ", text));
     }
 }
 

@@ -36,6 +36,10 @@ public:
     void connect(std::shared_ptr<op_state<>> op);
     void wait_state(redis_state known, std::shared_ptr<op_state<redis_state>> op);
     void close();
+    // Called (on the strand) when close() runs: the lock's waiters give up at once.
+    std::uint64_t add_close_hook(std::function<void()> fn);
+    void remove_close_hook(std::uint64_t id);
+    bool closing() const noexcept { return closing_; }
     void log(log_level level, std::string_view message) const;
 
     asio::any_io_executor ex;
@@ -62,6 +66,9 @@ private:
     std::vector<std::pair<redis_state, std::shared_ptr<op_state<redis_state>>>> state_waiters_;
     std::map<std::string, std::map<std::uint64_t, std::function<void(channel_event)>>> subs_;
     std::uint64_t next_sub_ = 1;
+    std::map<std::uint64_t, std::function<void()>> close_hooks_;
+    std::uint64_t next_hook_ = 1;
+    bool closing_ = false;
 };
 
 // SHA1 of a script, in hex (as EVALSHA wants it).

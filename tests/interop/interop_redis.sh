@@ -19,6 +19,9 @@
 # 2. Negative control: two holders on TWO different keys (redis-py and, when given, zkcoro's;
 #    else two redis-py), logs checked together: interval-check MUST report overlaps, which shows
 #    the check can fail (and, with zkcoro's holder, that both write one clock).
+# 3. With zkcoro's holder: (a) the handoff latency from a redis-py release (no PUBLISH) to
+#    zkcoro's entry, p50/p99, checked below 150 ms; (b) the share and the longest wait of zkcoro
+#    beside a redis-py holder that re-acquires at once (reported: Redis keeps no queue).
 #
 # Every wait is bounded; only processes started here are ended (by PID). Exit 0 only if every
 # check passed; 1 on a failed check; 2 on bad usage or setup trouble.
@@ -161,6 +164,70 @@ if [ "$neg_ok" -eq 1 ]; then
     else
         fail "negative control: interval-check exit $rc on two keys, expected 1 with overlaps"
     fi
+fi
+
+# ---------------------------------------------------------------------------------------------
+if [ -n "$zk_holder" ]; then
+    # 3. zkcoro's holder beside redis-py holders, which publish nothing on release: zkcoro's
+    #    waiter polls on a bounded backoff (5-50 ms). (a) both pause 50 ms after each release:
+    #    the handoff latency (zkcoro's entry minus the redis-py exit before it), p50/p99, must stay
+    #    within 150 ms. (b) redis-py re-acquires at once, zkcoro runs one process per hold (as
+    #    zklock loops do): Redis keeps no queue, so nobody can promise zkcoro a share; the share
+    #    and zkcoro's longest wait are reported, not checked.
+    echo "== 3a. handoff behind redis-py (each pauses 50 ms after its release)"
+    key3="zkcoro-interop:$run_id:handoff"
+    start_py py-gap --key "$key3" --holds 60 --hold-ms 10 --gap-ms 50 --id py-gap --log "$tmp/py-gap.log"
+    start_zk zk-gap --key "$key3" --holds 1000 --hold-ms 10 --gap-ms 50 --time-limit 6 --id zk-gap \
+        --log "$tmp/zk-gap.log"
+    finish py-gap 60 || true
+    wait_pid "${pids[zk-gap]}" 30 || true  # ends at its time limit (exit 1): not all 1000 holds
+    "$check" --max-print 3 --expect-ids py-gap,zk-gap "$tmp/py-gap.log" "$tmp/zk-gap.log" | sed 's/^/  /' ||
+        fail "3a: interval-check reported overlaps"
+    "$python" - "$tmp/py-gap.log" "$tmp/zk-gap.log" 150 >"$tmp/handoff.txt" <<'PY' || fail "3a: $(cat "$tmp/handoff.txt")"
+import sys
+holds = []
+for path in sys.argv[1:3]:
+    for line in open(path):
+        who, _, enter, exit_ = line.split()
+        holds.append((int(enter), int(exit_), who.startswith("zk")))
+holds.sort()
+lat = sorted((b[0] - a[1]) / 1e6 for a, b in zip(holds, holds[1:]) if b[2] and not a[2])
+if not lat:
+    print("no zkcoro hold followed a redis-py hold")
+    sys.exit(1)
+p50, p99 = lat[len(lat) // 2], lat[min(len(lat) - 1, len(lat) * 99 // 100)]
+print(f"handoff redis-py -> zkcoro over {len(lat)} handoffs: p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {lat[-1]:.1f} ms")
+sys.exit(0 if lat[-1] < float(sys.argv[3]) else 1)
+PY
+    sed 's/^/  /' "$tmp/handoff.txt"
+
+    echo "== 3b. share beside a redis-py holder that re-acquires at once"
+    key4="zkcoro-interop:$run_id:share"
+    # zkcoro runs as zklock loops do: one process per hold (connect, acquire, hold, exit), for as
+    # long as redis-py runs (each process bounded by its --time-limit).
+    start_py py-greedy --key "$key4" --holds 150 --hold-ms 20 --id py-greedy --log "$tmp/py-greedy.log"
+    : >"$tmp/zk-share.log"
+    share_end=$(( $(date +%s%N) + 8000000000 ))
+    while kill -0 "${pids[py-greedy]}" 2>/dev/null && [ "$(date +%s%N)" -lt "$share_end" ]; do
+        "$zk_holder" --url "$url" --key "$key4" --holds 1 --hold-ms 20 --time-limit 5 --id zk-share \
+            --log "$tmp/zk-share.log" >/dev/null 2>>"$tmp/zk-share.err" || true
+    done
+    finish py-greedy 60 || true
+    "$check" --max-print 3 "$tmp/py-greedy.log" "$tmp/zk-share.log" | sed 's/^/  /' ||
+        fail "3b: interval-check reported overlaps"
+    "$python" - "$tmp/py-greedy.log" "$tmp/zk-share.log" <<'PY' | sed 's/^/  /' || true
+import sys
+py = [tuple(map(int, l.split()[2:4])) for l in open(sys.argv[1])]
+zk = [tuple(map(int, l.split()[2:4])) for l in open(sys.argv[2])]
+start = min(h[0] for h in py + zk)
+ends = [start] + [h[1] for h in zk]  # a wait: from the previous zkcoro exit to the next entry
+waits = [(b[0] - a) / 1e6 for a, b in zip(ends, zk)]
+share = 100.0 * len(zk) / max(1, len(py) + len(zk))
+longest = f"{max(waits):.0f} ms" if waits else "the whole run (never held)"
+print(f"share (no queue in Redis: not promised): zkcoro {len(zk)} of {len(py) + len(zk)} holds "
+      f"({share:.0f}%), redis-py {len(py)}; zkcoro's longest wait {longest}")
+PY
+    true
 fi
 
 echo "== interop_redis: $failures failure(s) in $(elapsed)"

@@ -34,13 +34,15 @@ def main(argv):
     p.add_argument("--sleep", type=float, default=0.1,
                    help="redis-py's retry sleep while blocked (default 0.1 s, its own default)")
     p.add_argument("--time-limit", type=float, default=120, help="seconds for the whole run (default 120)")
+    p.add_argument("--gap-ms", type=int, default=0,
+                   help="pause after each release before acquiring again (default 0: at once)")
     o = p.parse_args(argv)
     if not 1 <= o.holds <= 1_000_000 or not 0 <= o.hold_ms <= 60_000:
         p.error("--holds must be in [1, 1000000] and --hold-ms in [0, 60000]")
     if not o.id or any(c.isspace() for c in o.id):
         p.error("--id must be non-empty, without whitespace")
-    if o.ttl_ms <= o.hold_ms or o.time_limit <= 0 or not 0 < o.sleep <= 10:
-        p.error("need --ttl-ms > --hold-ms, --time-limit > 0 and 0 < --sleep <= 10")
+    if o.ttl_ms <= o.hold_ms or o.time_limit <= 0 or not 0 < o.sleep <= 10 or not 0 <= o.gap_ms <= 60_000:
+        p.error("need --ttl-ms > --hold-ms, --time-limit > 0, 0 < --sleep <= 10 and 0 <= --gap-ms <= 60000")
 
     try:
         import redis
@@ -83,6 +85,8 @@ def main(argv):
                 sys.stderr.write(f"{o.id}: release failed, the lock was no longer ours: {e}\n")
                 status = 1
                 break
+            if o.gap_ms > 0:
+                time.sleep(o.gap_ms / 1000.0)
     print(f"acquired={acquired}", flush=True)
     return status
 

@@ -3,7 +3,7 @@
 // line:
 //
 //   zkcoro-redis-holder --url URL --key KEY --holds N --hold-ms M --id ID --log FILE
-//                       [--ttl-ms 10000] [--time-limit 120]
+//                       [--ttl-ms 10000] [--time-limit 120] [--gap-ms 0 (pause after each release)]
 //
 // Loops N times: acquire the lock on KEY (bounded by the time left), read the entry time, hold M
 // ms, read the exit time, release. Each hold appends one line "<id> X <enter_ns> <exit_ns>" to FILE
@@ -53,7 +53,7 @@ using clock_type = std::chrono::steady_clock;
 
 constexpr std::string_view usage_text =
     "usage: zkcoro-redis-holder --url URL --key KEY --holds N --hold-ms M --id ID --log FILE\n"
-    "         [--ttl-ms 10000] [--time-limit 120]\n";
+    "         [--ttl-ms 10000] [--time-limit 120] [--gap-ms 0]\n";
 
 struct usage_error : std::runtime_error {
     using std::runtime_error::runtime_error;
@@ -65,6 +65,7 @@ struct options {
     long long hold_ms = -1;
     long long ttl_ms = 10000;
     long long time_limit = 120;  // seconds
+    long long gap_ms = 0;        // pause after each release
 };
 
 long long number(std::string_view name, std::string_view val, long long lo, long long hi)
@@ -104,6 +105,8 @@ options parse(int argc, char** argv)
             o.ttl_ms = number(a, v, 100, 86'400'000);
         else if (a == "--time-limit")
             o.time_limit = number(a, v, 1, 86'400);
+        else if (a == "--gap-ms")
+            o.gap_ms = number(a, v, 0, 60'000);
         else
             throw usage_error(fmt::format("unknown option {}", a));
     }
@@ -211,6 +214,10 @@ asio::awaitable<void> hold_loop(const options& o, int fd, clock_type::time_point
         append_line(fd, fmt::format("{} X {} {}\n", o.id, enter, exit));
         ++out.acquired;
         co_await g->release();
+        if (o.gap_ms > 0) {
+            asio::steady_timer t(ex, std::chrono::milliseconds(o.gap_ms));
+            co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+        }
         if (lost) {
             std::fprintf(stderr, "%s: the lock was lost during hold %lld (its TTL passed)\n", o.id.c_str(),
                          out.acquired);

@@ -63,6 +63,61 @@ rc=$?
 "$zklock" -c "$url" --revocable "$key" -- true 2>/dev/null
 [ $? -eq 64 ] || fail "--revocable on Redis is not refused as a usage error"
 
+# 5. The scheme in any case is Redis; rediss:// is refused with the reason (no TLS in hiredis 0.14).
+upper=${url/redis:\/\//REDIS://}
+out=$("$zklock" -c "$upper" "$key" -- sh -c 'echo "$ZKLOCK_NODE"')
+[ $? -eq 0 ] && [ "$out" = "$key" ] || fail "REDIS:// (upper case) did not run the command on the key: '$out'"
+"$zklock" -c "${url/redis:/rediss:}" "$key" -- true 2>"$tmp/err"
+rc=$?
+[ "$rc" -eq 64 ] || fail "rediss://: exit $rc, expected 64"
+grep -q "TLS is not supported" "$tmp/err" || fail "rediss://: the message does not say why: $(cat "$tmp/err")"
+
+# 6. A password for a server without one: the server's own text, exit 69, no reconnection loop.
+"$zklock" -c "${url/redis:\/\//redis://nosuchpassword@}" -t 5 "$key" -- true 2>"$tmp/err"
+rc=$?
+[ "$rc" -eq 69 ] || fail "a password for a server without one: exit $rc, expected 69"
+grep -q "AUTH" "$tmp/err" || fail "a password for a server without one: no server text: $(cat "$tmp/err")"
+
+# 7. A silent port (a listener that never answers): -t 1 bounds the connect, not the 5 s default.
+if command -v python3 >/dev/null; then
+    python3 -c 'import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+print(s.getsockname()[1], flush=True); time.sleep(30)' >"$tmp/silent-port" &
+silent=$!
+    for _ in $(seq 1 100); do [ -s "$tmp/silent-port" ] && break; sleep 0.05; done
+    start=$(date +%s%N)
+    "$zklock" -c "redis://127.0.0.1:$(cat "$tmp/silent-port")" -t 1 "$key" -- true 2>"$tmp/err"
+    rc=$?
+    took_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+    kill "$silent" 2>/dev/null; wait "$silent" 2>/dev/null
+    [ "$rc" -eq 69 ] || fail "silent port: exit $rc, expected 69"
+    [ "$took_ms" -lt 2500 ] || fail "silent port with -t 1: zklock took $took_ms ms to give up"
+fi
+
+# 8. The server refuses (a key of another type): exit 76, the code's hint in the message.
+rcli LPUSH "$key-list" x >/dev/null
+"$zklock" -c "$url" -t 2 "$key-list" -- true 2>"$tmp/err"
+rc=$?
+[ "$rc" -eq 76 ] || fail "WRONGTYPE: exit $rc, expected 76"
+grep -q "WRONGTYPE" "$tmp/err" || fail "WRONGTYPE: the message does not say so: $(cat "$tmp/err")"
+rcli DEL "$key-list" >/dev/null
+
+# 9. SIGTERM or SIGINT to a zklock waiting behind a holder that publishes nothing (a plain SET
+# whose TTL runs out near the signal): the acquisition is cancelled and no key is left behind.
+for sig in TERM INT TERM INT; do
+    k="$key-sig-$sig-$RANDOM"
+    rcli SET "$k" foreign-holder PX 700 >/dev/null
+    "$zklock" -c "$url" "$k" -- touch "$tmp/sig-ran" 2>/dev/null &
+    waiter=$!
+    sleep 0.7
+    kill -"$sig" "$waiter"
+    wait "$waiter"
+    rc=$?
+    # 143/130 when cancelled; 0 when the grant came first (the command ran, the key released).
+    [ "$rc" -eq 0 ] || [ "$rc" -eq $((128 + $(kill -l "$sig"))) ] || fail "SIG$sig while waiting: exit $rc"
+    [ "$(rcli EXISTS "$k")" = 0 ] || fail "SIG$sig while waiting left the key $k behind: $(rcli GET "$k")"
+done
+
 if [ "$failures" -gt 0 ]; then
     echo "zklock_redis: $failures failure(s)" >&2
     exit 1

@@ -738,7 +738,7 @@ asio::awaitable<int> redis_lock_main(zkcoro::redis_client& rc, const options& o,
         fmt::print(stderr, "zklock: cannot acquire {}: {}\n", escape(o.lock_path), got.what);
         if (got.ec == zkcoro::redis_errc::bad_key || got.ec == zkcoro::redis_errc::bad_ttl)
             co_return exit_code::usage;
-        if (got.ec == zkcoro::redis_errc::error_reply || got.ec == zkcoro::redis_errc::unexpected_reply)
+        if (redis_refused(got.ec))
             co_return exit_code::zk_error;
         co_return exit_code::unavailable;
     }
@@ -1010,7 +1010,9 @@ namespace {
 int run_lock_redis(const options& o, const std::set<int>& inherited)
 {
     asio::io_context ioc;
-    zkcoro::redis_client rc(ioc.get_executor(), o.connect);
+    zkcoro::redis_options ropts;
+    ropts.connect_timeout = redis_connect_timeout(o);
+    zkcoro::redis_client rc(ioc.get_executor(), o.connect, ropts);
     int rc_exit = 1;
     bool done = false;
     asio::co_spawn(ioc, redis_lock_main(rc, o, inherited), [&](std::exception_ptr e, int r) {

@@ -4,11 +4,15 @@
 #define ZKCORO_TOOLS_ZKLOCK_HPP
 
 #include <zkcoro/client.hpp>
+#ifdef ZKLOCK_REDIS
+#include <zkcoro/redis.hpp>
+#endif
 
 #include <boost/asio/awaitable.hpp>
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -155,7 +159,43 @@ bool is_noauth(const zkcoro::error_code& ec);
 std::string noauth_hint(const options& o);
 
 // Whether a connect string names a Redis server (redis://...): then LOCKPATH is a Redis key.
-inline bool is_redis_url(std::string_view connect) { return connect.starts_with("redis://"); }
+// Whether -c names a Redis server: redis:// or rediss:// in any case (rediss:// is then refused by
+// parse_redis_url with the reason).
+inline bool is_redis_url(std::string_view connect)
+{
+    auto starts_nocase = [connect](std::string_view prefix) {
+        if (connect.size() < prefix.size())
+            return false;
+        for (std::size_t i = 0; i < prefix.size(); ++i)
+            if ((connect[i] | 0x20) != prefix[i])  // prefix: lower-case letters, ':' and '/'
+                return false;
+        return true;
+    };
+    return starts_nocase("redis://") || starts_nocase("rediss://");
+}
+
+#ifdef ZKLOCK_REDIS
+// Whether a Redis acquisition failed because the server refused it (an error reply: exit 76, as
+// a ZooKeeper refusal), rather than because it was unreachable (69).
+inline bool redis_refused(const zkcoro::error_code& ec)
+{
+    using e = zkcoro::redis_errc;
+    return ec == e::error_reply || ec == e::unexpected_reply || ec == e::read_only || ec == e::out_of_memory ||
+           ec == e::wrong_type || ec == e::bad_fencing_counter;
+}
+#endif
+
+// The Redis connect bound: 5 s, shortened by -t (at least 100 ms) and by -n (1 s).
+inline std::chrono::milliseconds redis_connect_timeout(const options& o)
+{
+    std::chrono::milliseconds t{5000};
+    if (o.timeout_s)
+        t = std::clamp(std::chrono::milliseconds(static_cast<long long>(*o.timeout_s * 1000.0)),
+                       std::chrono::milliseconds{100}, t);
+    if (o.nonblock)
+        t = std::min(t, std::chrono::milliseconds{1000});
+    return t;
+}
 
 // Runs `body` with a client of the run's configuration on a private io_context, then closes the
 // session (bounded: 3 s, then _Exit). An exception out of `body` is reported as "zklock: WHAT

@@ -1,0 +1,37 @@
+// The Redis lock's Lua scripts and its waiting policy (internal), beside lock.cpp.
+#ifndef ZKCORO_SRC_REDIS_LOCK_SCRIPTS_HPP
+#define ZKCORO_SRC_REDIS_LOCK_SCRIPTS_HPP
+
+#include <chrono>
+#include <string>
+#include <string_view>
+
+namespace zkcoro::detail {
+
+// A script and its SHA1 for EVALSHA. Function-local statics: initialised on first use (safe from
+// any translation unit's static initialisation) and alive until exit, as redis_impl::eval needs.
+struct lua_script {
+    std::string text;
+    std::string sha;
+};
+
+// KEYS: key, fencing key. ARGV: our value, ttl ms. Takes the key when free (or ours): see the
+// definition for the fencing token and the checks before the first write.
+const lua_script& acquire_script();
+// KEYS: key. ARGV: our value, channel. Compare-and-delete, then PUBLISH.
+const lua_script& release_script();
+// KEYS: key. ARGV: our value, ttl ms. PEXPIRE only while the key holds our value.
+const lua_script& renew_script();
+
+// Whether a holder's value is one of ours ("<uuid>:<task hex>:<n>"): such a holder publishes its
+// release; any other (redis-py's Lock) publishes nothing.
+bool publishing_holder(std::string_view value);
+
+// The next pause before trying again behind a holder that publishes nothing: 5 ms doubling up to
+// 50 ms, each drawn from [3/4, 5/4] of it (so that waiters do not come back in step). `backoff`
+// starts at zero and carries the state between calls.
+std::chrono::milliseconds next_poll(std::chrono::milliseconds& backoff);
+
+}  // namespace zkcoro::detail
+
+#endif

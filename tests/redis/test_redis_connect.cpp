@@ -1,0 +1,162 @@
+// The Redis connection at its edges, against real redis-servers and loopback listeners of the
+// test: the URL's scheme (any case; rediss:// refused with the reason), a handshake whose AUTH or
+// SELECT fails (the server's own text, no reconnection loop), a silent port bounded by the
+// connect timeout, and a peer that does not speak Redis.
+#include "redis_test_util.hpp"
+
+#include <string>
+
+using namespace rt;
+using zkcoro::error_code;
+using zkcoro::redis_errc;
+
+namespace {
+
+zkcoro::redis_options bounded_connect(std::chrono::milliseconds t = 2000ms)
+{
+    zkcoro::redis_options o;
+    o.connect_timeout = t;
+    return o;
+}
+
+std::int64_t connections_received(const zktest::redis_server& srv)
+{
+    return std::stoll(srv.info("stats").at("total_connections_received"));
+}
+
+}  // namespace
+
+TEST_CASE("the URL's scheme is case-insensitive; rediss:// is refused: no TLS in hiredis 0.14")
+{
+    error_code ec;
+    std::string why;
+    for (const char* good : {"REDIS://127.0.0.1:6380", "Redis://127.0.0.1:6380", "rEdIs://127.0.0.1:6380"}) {
+        CAPTURE(good);
+        auto u = zkcoro::parse_redis_url(good, ec, &why);
+        CHECK_FALSE(ec);
+        CHECK(u.host == "127.0.0.1");
+        CHECK(u.port == 6380);
+    }
+    for (const char* tls : {"rediss://127.0.0.1:6380", "REDISS://127.0.0.1:6380", "Rediss://pw@h:1/2"}) {
+        CAPTURE(tls);
+        why.clear();
+        zkcoro::parse_redis_url(tls, ec, &why);
+        CHECK(ec == redis_errc::bad_url);
+        CHECK(why.find("TLS is not supported by Debian's hiredis 0.14") != std::string::npos);
+    }
+    for (const char* bad : {"redis:/127.0.0.1", "redi://127.0.0.1", "unix:///tmp/redis.sock", "REDIS:127.0.0.1"}) {
+        CAPTURE(bad);
+        zkcoro::parse_redis_url(bad, ec, &why);
+        CHECK(ec == redis_errc::bad_url);
+        CHECK(why.find("redis://") != std::string::npos);
+    }
+}
+
+TEST_CASE("a password for a server without one fails with the server's text, once, without reconnecting")
+{
+    auto& srv = shared_redis();
+    asio::io_context ioc;
+    zktest::run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        auto before = connections_received(srv);
+        zkcoro::redis_client rc(ex, fmt::format("redis://nosuchpassword@127.0.0.1:{}", srv.port()), bounded_connect());
+        // A command sent before the handshake failed fails with it too.
+        auto [xec, xr] = co_await rc.async_exec(cmd("PING"), asio::as_tuple(asio::use_awaitable));
+        CHECK(xec == redis_errc::auth_failed);
+        auto [ec] = co_await rc.async_connect(asio::as_tuple(asio::use_awaitable));
+        CHECK(ec == redis_errc::auth_failed);
+        CHECK(rc.state() == zkcoro::redis_state::closed);
+        MESSAGE("no password configured: " << rc.last_error());
+        CHECK(rc.last_error().find("without any password configured") != std::string::npos);
+        co_await pause(300ms);
+        // One connection (ours) and INFO's own: no loop.
+        CHECK(connections_received(srv) - before <= 2);
+    }, 10s);
+}
+
+TEST_CASE("a database index the server lacks fails with the server's text, without reconnecting")
+{
+    zktest::redis_server srv({.extra_args = {"--databases", "4"}});
+    asio::io_context ioc;
+    zktest::run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        auto before = connections_received(srv);
+        zkcoro::redis_client rc(ex, fmt::format("redis://127.0.0.1:{}/9", srv.port()), bounded_connect());
+        auto [ec] = co_await rc.async_connect(asio::as_tuple(asio::use_awaitable));
+        CHECK(ec == redis_errc::error_reply);
+        CHECK(rc.state() == zkcoro::redis_state::closed);
+        MESSAGE("db out of range: " << rc.last_error());
+        CHECK(rc.last_error().find("SELECT 9") != std::string::npos);
+        CHECK(rc.last_error().find("DB index is out of range") != std::string::npos);
+        auto [xec, xr] = co_await rc.async_exec(cmd("PING"), asio::as_tuple(asio::use_awaitable));
+        CHECK(xec == redis_errc::error_reply);
+        co_await pause(300ms);
+        CHECK(connections_received(srv) - before <= 2);
+        // The same server with a database it has: fine.
+        zkcoro::redis_client ok(ex, fmt::format("redis://127.0.0.1:{}/3", srv.port()), bounded_connect());
+        co_await ok.async_connect();
+        CHECK(ok.state() == zkcoro::redis_state::connected);
+    }, 10s);
+}
+
+TEST_CASE("a wrong password on a server with one fails with AUTH's text, without reconnecting")
+{
+    zktest::redis_server srv({.password = "right-one"});
+    asio::io_context ioc;
+    zktest::run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        auto before = connections_received(srv);
+        zkcoro::redis_client rc(ex, fmt::format("redis://wrong@127.0.0.1:{}/2", srv.port()), bounded_connect());
+        auto [ec] = co_await rc.async_connect(asio::as_tuple(asio::use_awaitable));
+        CHECK(ec == redis_errc::auth_failed);
+        MESSAGE("wrong password: " << rc.last_error());
+        CHECK(rc.last_error().find("WRONGPASS") != std::string::npos);
+        co_await pause(300ms);
+        CHECK(connections_received(srv) - before <= 2);
+    }, 10s);
+}
+
+TEST_CASE("a silent port (accepts, never answers) fails the connect within the connect timeout")
+{
+    asio::io_context ioc;
+    zktest::run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        // Listening: the kernel completes the TCP handshake; nobody ever reads or writes.
+        asio::ip::tcp::acceptor silent(ex, {asio::ip::make_address("127.0.0.1"), 0});
+        auto port = silent.local_endpoint().port();
+        zkcoro::redis_client rc(ex, fmt::format("redis://127.0.0.1:{}", port), bounded_connect(300ms));
+        auto t0 = std::chrono::steady_clock::now();
+        auto [ec] = co_await rc.async_connect(asio::as_tuple(asio::use_awaitable));
+        auto took = std::chrono::steady_clock::now() - t0;
+        CHECK(ec == redis_errc::connect_failed);
+        CHECK(took >= 250ms);
+        CHECK_MESSAGE(took < 1500ms, "the connect took "
+                                         << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                                         << " ms with a 300 ms connect timeout");
+        CHECK(rc.last_error().find("within 300 ms") != std::string::npos);
+    }, 10s);
+}
+
+TEST_CASE("a peer that does not speak Redis is named as such, not with hiredis' 'Protocol error'")
+{
+    asio::io_context ioc;
+    zktest::run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        asio::ip::tcp::acceptor web(ex, {asio::ip::make_address("127.0.0.1"), 0});
+        auto port = web.local_endpoint().port();
+        asio::co_spawn(ex, [&web]() -> asio::awaitable<void> {
+            auto sock = co_await web.async_accept(asio::use_awaitable);
+            char buf[256];
+            co_await sock.async_read_some(asio::buffer(buf), asio::use_awaitable);
+            co_await asio::async_write(sock, asio::buffer(std::string_view("HTTP/1.1 400 Bad Request\r\n\r\n")),
+                                       asio::use_awaitable);
+            co_await pause(500ms);
+        }, asio::detached);
+        zkcoro::redis_client http(ex, fmt::format("redis://127.0.0.1:{}", port), bounded_connect());
+        auto [ec] = co_await http.async_connect(asio::as_tuple(asio::use_awaitable));
+        CHECK(ec == redis_errc::not_redis);
+        MESSAGE("not Redis: " << http.last_error());
+        CHECK(http.last_error().find(fmt::format("the peer at 127.0.0.1:{} does not speak the Redis protocol", port)) !=
+              std::string::npos);
+    }, 10s);
+}
