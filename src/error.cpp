@@ -59,6 +59,9 @@ public:
         case client_errc::not_supported:
             return "not supported by this lock's backend: ZooKeeper transactions fenced by the lock "
                    "node need a ZooKeeper lock";
+        case client_errc::empty_guard:
+            return "the guard is empty: it was released already (a second release), moved from, or never "
+                   "held a lock";
         case client_errc::upgrade_not_supported:
             return "read-to-write upgrade is not supported: the write lock would wait forever "
                    "behind this task's own read lock; release the read lock first";

@@ -34,6 +34,7 @@ enum class client_errc : int {
     chroot_not_found,        // the connect string's chroot does not exist on the server
     not_revocable,           // a revocation was awaited on a guard acquired without mutex_options::revocable
     not_supported,           // the lock's backend cannot do this (e.g. a ZooKeeper transaction on a Redis lease)
+    empty_guard,             // a guard already released (a second release), moved from, or default-constructed
 };
 
 // The category of client_errc.

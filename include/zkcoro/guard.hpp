@@ -121,7 +121,7 @@ public:
     // Handler signature: void(error_code, std::vector<multi_result>).
     // Errors: client_errc::lock_lost when the lock is known lost or the check found no node (no
     // operation was applied); the first failing operation's error otherwise (see
-    // client::async_multi); client_errc::invalid_argument on an empty guard;
+    // client::async_multi); client_errc::empty_guard on an empty guard;
     // client_errc::not_supported for a lock that has no ZooKeeper node (another backend).
     // Cancellation: terminal, partial (a transaction already sent may still commit).
     template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(error_code, std::vector<multi_result>))
@@ -146,7 +146,7 @@ public:
     asio::awaitable<void> release();
 
     // Like release(), for any completion token. Handler signature: void(error_code).
-    // Errors: client_errc::invalid_argument on an empty (moved-from or released) guard;
+    // Errors: client_errc::empty_guard on an empty guard (released already, moved from);
     // ZooKeeper's errors when the node cannot be deleted (e.g. ZNOAUTH). A guard destroyed
     // without release releases in the background; a failure there is logged at error level and
     // counted, never dropped silently.

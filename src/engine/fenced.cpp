@@ -11,7 +11,7 @@ void fenced_multi_impl(std::shared_ptr<lease> l, std::vector<multi_op> ops,
                        any_handler<void(error_code, std::vector<multi_result>)> handler)
 {
     if (!l)
-        return fail_empty_handle(std::move(handler), client_errc::invalid_argument);
+        return fail_empty_handle(std::move(handler), client_errc::empty_guard);
     auto op = std::make_shared<op_state<std::vector<multi_result>>>(std::move(handler), l->executor());
     client* zk = l->zookeeper();
     if (!zk)

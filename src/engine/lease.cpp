@@ -55,13 +55,13 @@ void async_wait_lost_impl(std::shared_ptr<lease> l, any_handler<void(error_code)
 {
     if (l)
         return l->async_wait_lost(std::move(handler));
-    fail_empty_handle(std::move(handler), client_errc::invalid_argument);
+    fail_empty_handle(std::move(handler), client_errc::empty_guard);
 }
 
 void async_wait_revocation_impl(std::shared_ptr<lease> l, any_handler<void(error_code)> handler)
 {
     if (!l)
-        return fail_empty_handle(std::move(handler), client_errc::invalid_argument);
+        return fail_empty_handle(std::move(handler), client_errc::empty_guard);
     if (!l->revocation()) {
         auto op = std::make_shared<op_state<>>(std::move(handler), l->executor());
         return void(op->complete(client_errc::not_revocable));
@@ -124,7 +124,7 @@ asio::awaitable<void> guard::release()
 void guard::release_with(detail::any_handler<void(error_code)> handler)
 {
     if (!lease_)
-        return detail::fail_empty_handle(std::move(handler), client_errc::invalid_argument);
+        return detail::fail_empty_handle(std::move(handler), client_errc::empty_guard);
     std::exchange(lease_, nullptr)->release(std::move(handler));
 }
 

@@ -230,7 +230,7 @@ TEST_CASE("fenced transaction")
         co_await g.release();
         guard empty;
         auto [eec, r3] = co_await empty.async_multi(std::move(three), use_tuple);
-        CHECK(eec == client_errc::invalid_argument);
+        CHECK(eec == client_errc::empty_guard);
         co_await b.async_remove(res);
     });
 }

@@ -131,3 +131,16 @@ TEST_CASE("one classifier decides retriable and session-ending")
     CHECK(classify(client_errc::invalid_path) == error_kind::permanent);
     CHECK(classify(boost::asio::error::operation_aborted) == error_kind::permanent);
 }
+
+// Issue 20: a second release said "a value is out of its documented range".
+TEST_CASE("every client error has its own message; an empty guard says why it is empty")
+{
+    for (int v = 1; v <= static_cast<int>(client_errc::empty_guard); ++v) {
+        const error_code ec = static_cast<client_errc>(v);
+        CAPTURE(v);
+        CHECK(ec.message() != "unknown zkcoro client error");
+    }
+    const error_code empty = client_errc::empty_guard;
+    CHECK(empty.message().find("released already") != std::string::npos);
+    CHECK(empty != client_errc::invalid_argument);
+}
