@@ -233,6 +233,24 @@ TEST_CASE("a lock path the server refuses: refused before anything is sent, noth
     });
 }
 
+// The ping options: 0 derives them from the session timeout, a negative interval turns the ping
+// off; a negative deadline is refused with the field named.
+TEST_CASE("ping options are checked")
+{
+    client_config cfg;
+    CHECK(!check_config(cfg));
+    cfg.ping_interval = -1ms;
+    CHECK(!check_config(cfg));
+    cfg.ping_timeout = -1ms;
+    std::string why;
+    CHECK(check_config(cfg, &why) == client_errc::invalid_argument);
+    CHECK(why.find("ping_timeout") != std::string::npos);
+    cfg.ping_timeout = 0ms;
+    cfg.ping_interval = std::chrono::hours(25);
+    CHECK(check_config(cfg, &why) == client_errc::invalid_argument);
+    CHECK(why.find("ping_interval") != std::string::npos);
+}
+
 // Nobody listening: async_connect gives up after connect_timeout with its own error.
 TEST_CASE("connect timeout")
 {
