@@ -28,6 +28,10 @@ error_code check_config(const client_config& cfg, std::string* why)
         return fail(client_errc::invalid_argument, why, "session_timeout must be in (0, 24h]");
     if (cfg.connect_timeout.count() < 0)
         return fail(client_errc::invalid_argument, why, "connect_timeout must not be negative");
+    if (cfg.ping_interval > std::chrono::hours(24))
+        return fail(client_errc::invalid_argument, why, "ping_interval must be at most 24h (negative: off, 0: derived)");
+    if (cfg.ping_timeout.count() < 0 || cfg.ping_timeout > std::chrono::hours(24))
+        return fail(client_errc::invalid_argument, why, "ping_timeout must be in [0, 24h] (0: derived)");
     if (cfg.max_data_size == 0 || cfg.max_data_size > 0x7fffffff)
         return fail(client_errc::invalid_argument, why, "max_data_size must be in [1, 2^31)");
     for (const auto& a : cfg.auth)

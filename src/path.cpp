@@ -82,6 +82,10 @@ path_problem check_path(std::string_view path, bool sequential) noexcept
             return bad(i, "control character");
         if ((cp >= 0xD800 && cp <= 0xF8FF) || (cp >= 0xFFF0 && cp <= 0xFFFF))
             return bad(i, "reserved character");
+        // The server checks the path as Java's UTF-16: a character beyond U+FFFF (an emoji) is a
+        // surrogate pair there, in the refused range U+D800-U+F8FF.
+        if (cp > 0xFFFF)
+            return bad(i, "character beyond U+FFFF (ZooKeeper refuses them)");
         i += len;
     }
     return {};

@@ -42,6 +42,17 @@ struct client_config {
     // async_connect fails with client_errc::connect_timeout after this long. Zero disables.
     std::chrono::milliseconds connect_timeout{15000};
 
+    // Our own liveness check of the server we are connected to. The C library gives a silent
+    // server 2/3 of the session timeout before it moves on; a stopped (SIGSTOP) or hung member
+    // would use most of the session. When nothing has been heard from the server for
+    // ping_interval, the client sends a request of its own (exists on "/"); when nothing at all
+    // comes back within ping_timeout, it drops that connection and moves to the next member of
+    // the connect string, keeping the session. Zero (the default): 1/6 of the negotiated session
+    // timeout each, so a frozen member costs at most about 1/3 of it. A negative ping_interval
+    // turns the check off (only the C library's own timeout is left).
+    std::chrono::milliseconds ping_interval{0};
+    std::chrono::milliseconds ping_timeout{0};
+
     // Sent on every connection (e.g. digest auth). Failure ends the client (client_errc::auth_failed).
     std::vector<auth_info> auth{};
 

@@ -24,7 +24,8 @@ struct ZKCORO_API path_problem {
 // Checks a path by ZooKeeper's rules: absolute, no empty, "." or ".." node names, no trailing
 // '/' (except the root, or when `sequential` since the server appends the number), no NUL, no
 // control or reserved characters (U+0001-U+001F, U+007F-U+009F, U+D800-U+F8FF, U+FFF0-U+FFFF),
-// and valid UTF-8.
+// no character beyond U+FFFF (the server checks UTF-16, where those are surrogate pairs, e.g. an
+// emoji), and valid UTF-8. These are the rules of the server's PathUtils.validatePath.
 ZKCORO_API path_problem check_path(std::string_view path, bool sequential = false) noexcept;
 
 // Joins a parent path and a child name ("/" + "a" -> "/a", "/x" + "a" -> "/x/a").

@@ -16,6 +16,7 @@
 
 #include <condition_variable>
 #include <cstring>
+#include <algorithm>
 #include <deque>
 #include <thread>
 
@@ -147,7 +148,7 @@ zk_guard::~zk_guard()
 
 client_impl::client_impl(asio::any_io_executor ex, client_config c)
     : executor(std::move(ex)), cfg(std::move(c)), resolver_(executor), resolve_retry_(executor), desc_(executor),
-      timer_(executor)
+      ping_timer_(executor), timer_(executor)
 {
     std::string why;
     config_error_ = check_config(cfg, &why);
@@ -288,10 +289,17 @@ void client_impl::on_resolved()
     resolving_.reset();
     if (closed_)
         return;
+    // Each address once: the library's list must hold distinct addresses for the failover
+    // steering (driver/failover.cpp) to know where it stands.
     std::string hosts;
+    std::vector<std::string> seen;
     for (const auto& list : r->addresses)
         for (const auto& a : list)
-            hosts += (hosts.empty() ? "" : ",") + a;
+            if (std::find(seen.begin(), seen.end(), a) == seen.end()) {
+                seen.push_back(a);
+                hosts += (hosts.empty() ? "" : ",") + a;
+            }
+    server_count_ = seen.size();
     for (const auto& f : r->failures)
         log(hosts.empty() ? log_level::error : log_level::warn,
             fmt::format("cannot resolve the ZooKeeper host {}", f));
@@ -348,6 +356,9 @@ void client_impl::start_handle(const std::string& hosts)
     // (getaddrinfo, /dev/urandom, ~10 system calls): measured as half of the client's CPU per
     // request. Resolve on connection loss only.
     zoo_set_servers_resolution_delay(zh_, -1);
+    established_ = false;
+    steered_ = false;
+    attempt_.clear();
     for (auto& a : cfg.auth)
         zoo_add_auth(zh_, a.scheme.c_str(), a.credentials.data(),
                      static_cast<int>(a.credentials.size()), nullptr, nullptr);
@@ -395,6 +406,8 @@ void client_impl::close(std::shared_ptr<op_state<>> op)
 // Hands the current handle to the closer thread, after cutting every tie it has to us.
 void client_impl::retire_handle(std::function<void(int)> done)
 {
+    ping_timer_.cancel();
+    ++ping_gen_;
     drop_socket();
     timer_.cancel();
     ++timer_gen_;

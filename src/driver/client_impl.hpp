@@ -140,6 +140,13 @@ private:
     void retire_handle(std::function<void(int)> done);
     void mark_heard() noexcept;
 
+    // Failover (driver/failover.cpp): our own ping, and the choice of the next member.
+    void start_pinger();
+    void on_ping_timer(std::uint64_t gen, const error_code& ec);
+    void steer_next_server();
+    void note_attempt(int interest_rc);
+    void on_established();
+
     zhandle_t* zh_ = nullptr;
     session_fsm fsm_;
     bool started_ = false;
@@ -173,6 +180,19 @@ private:
     std::uint64_t desc_gen_ = 0;
     bool read_pending_ = false;
     bool write_pending_ = false;
+
+    // Failover. ZOOKEEPER-2466: after a failed connection the C library steps twice through its
+    // list of addresses (handle_error, then zookeeper_interest), so with an even count it never
+    // visits half of them. Before the library picks its next address we step it round once
+    // more (server_count_ - 1 steps), so that it moves by one: every member in turn.
+    std::size_t server_count_ = 0;   // addresses in the list the library has
+    bool established_ = false;       // this handle had a session (the library left its initial mode)
+    bool steered_ = false;           // the failure since the last attempt is already corrected
+    std::string attempt_;            // the address of the last attempt seen ("" unknown)
+    int in_library_ = 0;             // inside zookeeper_interest / zookeeper_process
+    asio::steady_timer ping_timer_;
+    std::uint64_t ping_gen_ = 0;
+    std::int64_t ping_sent_ns_ = 0;  // our ping in flight since then (0: none)
 
     asio::steady_timer timer_;
     std::uint64_t timer_gen_ = 0;

@@ -37,9 +37,17 @@ void client_impl::rearm()
 {
     if (!zh_ || closed_)
         return;
+    if (in_library_ == 0)
+        steer_next_server();
     int fd = -1, interest = 0;
     timeval tv{};
+    ++in_library_;
     int rc = zookeeper_interest(zh_, &fd, &interest, &tv);
+    --in_library_;
+    if (!zh_)
+        return;
+    if (in_library_ == 0)
+        note_attempt(rc);
     if (rc != ZOK && rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT && rc != ZNOTHING) {
         // ZINVALIDSTATE after expiry or failed authentication: the watcher has been told, or
         // will be at the next zookeeper_process; keep a timer so that happens.
@@ -143,7 +151,9 @@ void client_impl::process(int events)
         int n = 0;
         return fd >= 0 && ::ioctl(fd, FIONREAD, &n) == 0 ? n : 0;
     };
+    ++in_library_;
     int rc = zookeeper_process(zh_, events);
+    --in_library_;
     // Readable and still connected: the library read bytes from the server (the end of the
     // stream or an error would have dropped the connection). Saves a FIONREAD per wake-up.
     if ((events & ZOOKEEPER_READ) && rc == ZOK && zh_ && zoo_state(zh_) == ZOO_CONNECTED_STATE)
@@ -155,7 +165,11 @@ void client_impl::process(int events)
     // is reported by the next wait.
     if ((events & ZOOKEEPER_READ) && ops_head_ != nullptr) {
         for (int i = 0; i < 256 && rc == ZOK && zh_ && !need_recreate_ && !need_release_ && bytes_ready() > 0; ++i)
+        {
+            ++in_library_;
             rc = zookeeper_process(zh_, ZOOKEEPER_READ);
+            --in_library_;
+        }
     }
     if (need_release_ && zh_) {
         need_release_ = false;

@@ -113,6 +113,7 @@ void client_impl::on_session_event(int state)
     if (ev == zk_session_event::connected) {
         negotiated_timeout_ms = zoo_recv_timeout(zh_);
         mark_heard();
+        on_established();
     }
     auto a = fsm_.on_event(ev, sid);
     apply(a);

@@ -2,6 +2,7 @@
 // orphan nodes, false losses and stale writes.
 //
 //   fault-suite --build-root BUILD --source-root SOURCE [--only NAME[,NAME...]] [--keep]
+//               [--freeze-runs N]
 //
 // One 3-node ZooKeeper ensemble (tools/zkserver) serves every scenario. Each scenario runs, on a
 // lock path of its own, a zkcoro library holder (tests/interop/zkcoro-holder, two tasks), a
@@ -15,7 +16,11 @@
 //   partition      a zkcoro holder in a network namespace of ours, reaching the servers through a
 //                  relay in a second namespace (tests/fault/netns.hpp), is cut off by setting the
 //                  far end of the veth down while it holds, past the session timeout; then healed.
-//   (follower-stop-twice, only with --only: one zkcoro holder through two follower stops in a row.)
+//   follower-stop-twice    one zkcoro holder on the two followers through two follower stops in
+//                  a row (the member it moved to is stopped next); -4: the same with two more
+//                  connect-string entries where nothing listens (4 entries: ZOOKEEPER-2466).
+//   follower-freeze  SIGSTOP of the follower a zkcoro holder with a 10 s session is on: it must
+//                  move in about 1/3 of the session (its own ping), N runs (--freeze-runs, 3).
 //   frozen         a zkcoro holder stops itself (SIGSTOP) between its lock check and its write,
 //                  the worst moment; the suite resumes it (SIGCONT) once its session has expired
 //                  and another holder has written a higher token.
@@ -58,7 +63,10 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/inotify.h>
@@ -67,6 +75,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <atomic>
@@ -240,7 +249,9 @@ struct suite_env {
 };
 
 // Lock nodes under path (0 when the path is gone), from a client of our own; nullopt on error.
-std::optional<std::size_t> count_children(const std::string& connect, const std::string& path, std::string& error)
+// `names`: each node left, with the session that owns it ("name (owner 0x...)").
+std::optional<std::size_t> count_children(const std::string& connect, const std::string& path, std::string& error,
+                                          std::vector<std::string>* names = nullptr)
 {
     asio::io_context ioc;
     zkcoro::client_config cfg;
@@ -256,6 +267,11 @@ std::optional<std::size_t> count_children(const std::string& connect, const std:
             co_return;
         }
         auto [ec, r] = co_await c.async_get_children(path, asio::as_tuple(asio::use_awaitable));
+        for (const auto& child : ec || names == nullptr ? std::vector<std::string>{} : r.children) {
+            auto [dec, d] = co_await c.async_get_data(path + "/" + child, asio::as_tuple(asio::use_awaitable));
+            names->push_back(dec ? fmt::format("{} ({})", child, dec.message())
+                                 : fmt::format("{} (owner 0x{:x})", child, d.stat.ephemeral_owner));
+        }
         if (!ec)
             n = r.children.size();
         else if (ec == zkcoro::zk_errc::no_node)  // the container is gone too
@@ -269,6 +285,40 @@ std::optional<std::size_t> count_children(const std::string& connect, const std:
     if (!n && error.empty())
         error = "no answer within 40 s";
     return n;
+}
+
+// Waits (children watch, bounded) until `path` has no child left; returns how long it took, or
+// nullopt at the limit. A holder that gave up while its member was frozen could not close its
+// session: its node goes when the server expires that session (at most a session timeout).
+std::optional<ms> wait_path_empty(const std::string& connect, const std::string& path, ms limit)
+{
+    asio::io_context ioc;
+    zkcoro::client_config cfg;
+    cfg.connect_string = connect;
+    cfg.session_timeout = ms(session_timeout_ms);
+    cfg.connect_timeout = 20s;
+    zkcoro::client c(ioc.get_executor(), cfg);
+    const auto t0 = steady::now();
+    std::optional<ms> took;
+    asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
+        auto [cec] = co_await c.async_connect(asio::as_tuple(asio::use_awaitable));
+        for (int round = 0; !cec && round < 1000; ++round) {
+            auto [ec, r] = co_await c.async_get_children(path, zkcoro::leave_watch, asio::as_tuple(asio::use_awaitable));
+            if (ec == zkcoro::zk_errc::no_node || (!ec && r.children.empty())) {
+                took = std::chrono::duration_cast<ms>(steady::now() - t0);
+                break;
+            }
+            if (ec)
+                break;
+            auto [wec, ev] = co_await r.watch.async_wait(asio::as_tuple(asio::use_awaitable));
+            if (wec)
+                break;
+        }
+        auto [xec] = co_await c.async_close(asio::as_tuple(asio::use_awaitable));
+        (void)xec;
+    }, asio::detached);
+    ioc.run_for(limit);
+    return took;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -591,10 +641,11 @@ public:
 
         // Orphans: nothing of ours is left under the path.
         std::string error;
-        if (auto n = count_children(connect(), path_, error)) {
+        std::vector<std::string> left;
+        if (auto n = count_children(connect(), path_, error, &left)) {
             r.orphans = *n;
             if (*n > 0)
-                fail(fmt::format("{} lock node(s) left under {}", *n, path_));
+                fail(fmt::format("{} lock node(s) left under {}: {}", *n, path_, fmt::join(left, ", ")));
         } else {
             fail(fmt::format("cannot list {}: {}", path_, error));
         }
@@ -790,9 +841,8 @@ result run_leader_kill(const suite_env& env)
 // One round per holder kind: a long holder of that kind, which knows only the two followers,
 // holds while the follower it is connected to is stopped past the session timeout; it must fail
 // over to the other follower with its session and its lock. The round's holder stops after its
-// round, unless `twice`: then one zkcoro holder goes through two rounds (the member it moved to
-// is stopped next), which is not part of the default run (see the report in README.md).
-result run_follower_stop(const suite_env& env, const std::string& name, bool twice)
+// round.
+result run_follower_stop(const suite_env& env, const std::string& name)
 {
     scenario s(env, name);
     auto& ens = *env.ensemble;
@@ -801,19 +851,16 @@ result run_follower_stop(const suite_env& env, const std::string& name, bool twi
         ens.wait_for_quorum(60s);
         start_standard(s);
         s.wait_all_ready(ready_timeout);
-        const std::vector<std::string> kinds = twice ? std::vector<std::string>{"zkcoro", "again"} : holder_kinds;
-        std::string id;
-        for (const auto& kind : kinds) {
+        for (const auto& kind : holder_kinds) {
             const int leader = ens.leader();
             std::string followers;
             for (int i = 0; i < ens.size(); ++i)
                 if (i != leader)
                     followers += (followers.empty() ? "" : ",") + ens.member_connect_string(i);
             const auto pause_for = ms(session_timeout_ms + 2000);
-            // The second round of `twice` reuses the first round's holder: it holds briefly now.
             const std::int64_t t_round = monotonic_ns();
-            if (kind != "again")
-                id = start_long_holder(s, kind, "follow", static_cast<int>(pause_for.count()) + 4000, followers);
+            const std::string id =
+                start_long_holder(s, kind, "follow", static_cast<int>(pause_for.count()) + 4000, followers);
             const auto enter = s.events().wait_for(
                 [&](const event& e) { return e.holder() == id && e.kind == "enter" && e.t > t_round; }, ready_timeout,
                 fmt::format("{} to take the lock", id));
@@ -842,8 +889,7 @@ result run_follower_stop(const suite_env& env, const std::string& name, bool twi
             s.events().wait_for([&](const event& e) { return e.holder() == id && e.kind == "exit" && e.t > t_stop; },
                                 fault_timeout, fmt::format("{} to end its hold", id));
             wait_standard_recovered(s, t_stop);
-            if (!twice)
-                s.stop_holder(id);
+            s.stop_holder(id);
         }
     } catch (const std::exception& e) {
         s.note_failure(e.what());
@@ -851,6 +897,194 @@ result run_follower_stop(const suite_env& env, const std::string& name, bool twi
     if (paused >= 0)
         ens.resume(paused);
     return s.finish("", false);
+}
+
+// A loopback port where nothing listens: bound, never listening, so a connect is refused at once
+// and no other process takes the port while the suite runs.
+class dead_port {
+public:
+    dead_port()
+    {
+        fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t len = sizeof a;
+        if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+            ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+            throw std::runtime_error(fmt::format("dead port: {}", std::strerror(errno)));
+        port_ = ntohs(a.sin_port);
+    }
+    ~dead_port() { ::close(fd_); }
+    dead_port(const dead_port&) = delete;
+    dead_port& operator=(const dead_port&) = delete;
+    std::string connect_string() const { return fmt::format("127.0.0.1:{}", port_); }
+
+private:
+    int fd_ = -1;
+    std::uint16_t port_ = 0;
+};
+
+// The followers' connect string, then `dead` more entries where nothing listens.
+std::string followers_connect(const zktest::zk_ensemble& ens, std::vector<std::unique_ptr<dead_port>>& dead, int n)
+{
+    const int leader = ens.leader();
+    std::string c;
+    for (int i = 0; i < ens.size(); ++i)
+        if (i != leader)
+            c += (c.empty() ? "" : ",") + ens.member_connect_string(i);
+    for (int i = 0; i < n; ++i) {
+        dead.push_back(std::make_unique<dead_port>());
+        c += "," + dead.back()->connect_string();
+    }
+    return c;
+}
+
+// Member i serves again after a SIGCONT (it may have to sync with the leader first). There is no
+// event to wait on: polled, bounded.
+void wait_serving(const zktest::zk_ensemble& ens, int i, ms limit)
+{
+    const auto deadline = steady::now() + limit;
+    for (;;) {
+        const std::string srvr = ens.four_letter(i, "srvr", 1000ms);
+        if (srvr.find("Mode: follower") != std::string::npos || srvr.find("Mode: leader") != std::string::npos)
+            return;
+        if (steady::now() >= deadline)
+            throw scenario_failure(fmt::format("member {} does not serve {} ms after its SIGCONT", i, limit.count()));
+        std::this_thread::sleep_for(50ms);
+    }
+}
+
+// One SIGSTOP of the follower that `id` (a zkcoro holder on the followers only) holds the lock
+// on; ends when the holder has its session on another member (its "session" event), then
+// resumes the member and waits until it serves. Returns the time from the SIGSTOP to that event.
+ms stop_until_moved(scenario& s, zktest::zk_ensemble& ens, const std::string& id, std::int64_t t_round,
+                    int& paused, const std::string& what)
+{
+    const auto enter = s.events().wait_for(
+        [&](const event& e) { return e.holder() == id && e.kind == "enter" && e.t > t_round; }, ready_timeout,
+        fmt::format("{} to take the lock", id));
+    const std::string sid = enter.arg(1);
+    paused = member_with_session(ens, sid);
+    if (paused < 0)
+        throw scenario_failure(fmt::format("no member lists {}'s session {}", id, sid));
+    if (paused == ens.leader())
+        throw scenario_failure(fmt::format("{} is on the leader although it knows only the followers", id));
+    const std::string server = ens.member_connect_string(paused);
+    const std::int64_t t_stop = monotonic_ns();
+    ens.pause(paused);
+    const auto moved = s.events().wait_for(
+        [&](const event& e) { return e.holder() == id && e.t > t_stop && (e.kind == "session" || e.kind == "expired"); },
+        fault_timeout, fmt::format("{} to reconnect after the SIGSTOP of member {}", id, paused));
+    const ms took((moved.t - t_stop) / 1'000'000);
+    if (moved.kind != "session" || moved.arg(0) != sid || moved.arg(1) == server)
+        throw scenario_failure(fmt::format("{}: {} lost session {} or stayed on member {} ({} {} {})", what, id, sid,
+                                           paused, moved.kind, moved.arg(0), moved.arg(1)));
+    const int now_on = member_with_session(ens, sid);
+    log(fmt::format("  {}: {} held on member {}; SIGSTOP; on {} (member {}) with session {} after {} ms", what, id,
+                    paused, moved.arg(1), now_on, sid, took.count()));
+    const int was = paused;
+    ens.resume(was);
+    paused = -1;
+    if (now_on < 0 || now_on == was)
+        throw scenario_failure(fmt::format("{}: {}'s session {} is not on another member", what, id, sid));
+    wait_serving(ens, was, 30s);
+    return took;
+}
+
+// Ends every holder, then lets the sessions that a frozen member cut off expire before the orphan
+// check (a zklock that timed out while its member was frozen could not close its session, and
+// its node goes with that session): bounded by the session timeout, and noted when it happened.
+result finish_after_expiries(scenario& s)
+{
+    s.stop_all();
+    const auto took = wait_path_empty(s.connect(), s.path(), ms(session_timeout_ms + 5000));
+    auto r = s.finish("", false);
+    if (took && *took > 500ms)
+        r.notes.push_back(fmt::format("the last node(s) went {} ms after every holder ended (a session that a "
+                                      "frozen member cut off, expired by the server)", took->count()));
+    return r;
+}
+
+// Two follower stops in a row for one zkcoro holder: the member it moved to in the first is
+// stopped in the second (ZOOKEEPER-2466: with an even count of addresses the C client went back
+// to the stopped member and the session expired). `dead` entries where nothing listens make the
+// connect string longer: 0 gives 2 members, 2 gives 4 entries.
+result run_follower_stop_twice(const suite_env& env, const std::string& name, int dead)
+{
+    scenario s(env, name);
+    auto& ens = *env.ensemble;
+    int paused = -1;
+    try {
+        ens.wait_for_quorum(60s);
+        start_standard(s);
+        s.wait_all_ready(ready_timeout);
+        std::vector<std::unique_ptr<dead_port>> ports;
+        const std::string connect = followers_connect(ens, ports, dead);
+        log(fmt::format("  {}: zktwice knows {}", name, connect));
+        // Holds of 6 s: each stop falls inside one (the move takes about 1/3 of the session).
+        s.start_zkcoro("zktwice", 1, {"--hold-ms", "6000"}, connect);
+        for (int round = 1; round <= 2; ++round) {
+            const std::int64_t t_round = monotonic_ns();
+            stop_until_moved(s, ens, "zktwice", t_round, paused, fmt::format("{} round {}", name, round));
+            wait_standard_recovered(s, monotonic_ns());
+        }
+        s.stop_holder("zktwice");
+    } catch (const std::exception& e) {
+        s.note_failure(e.what());
+    }
+    if (paused >= 0)
+        ens.resume(paused);
+    return finish_after_expiries(s);
+}
+
+// A frozen follower: a zkcoro holder with a 10 s session on the two followers holds the lock;
+// the follower it is on gets SIGSTOP. Its own ping must move it to the other follower in about
+// 1/3 of the session timeout (the C client alone waits 2/3), keeping the session and the lock.
+// `runs` times; the times to the next member are reported (min, median, max).
+result run_follower_freeze(const suite_env& env, int runs)
+{
+    scenario s(env, "follower-freeze");
+    auto& ens = *env.ensemble;
+    int paused = -1;
+    std::vector<ms> times;
+    try {
+        ens.wait_for_quorum(60s);
+        start_standard(s);
+        s.wait_all_ready(ready_timeout);
+        std::vector<std::unique_ptr<dead_port>> none;
+        const std::string connect = followers_connect(ens, none, 0);
+        s.start_zkcoro("zkfreeze", 1, {"--hold-ms", "6000", "--session-timeout-ms", "10000"}, connect);
+        for (int run = 1; run <= runs; ++run) {
+            const std::int64_t t_round = monotonic_ns();
+            times.push_back(stop_until_moved(s, ens, "zkfreeze", t_round, paused,
+                                             fmt::format("follower-freeze run {}/{}", run, runs)));
+            // The hold that spanned the stop ends normally: no loss.
+            s.events().wait_for(
+                [&](const event& e) { return e.holder() == "zkfreeze" && e.kind == "exit" && e.t > t_round; },
+                fault_timeout, "zkfreeze to end its hold");
+        }
+        s.stop_holder("zkfreeze");
+    } catch (const std::exception& e) {
+        s.note_failure(e.what());
+    }
+    if (paused >= 0)
+        ens.resume(paused);
+    auto r = finish_after_expiries(s);
+    if (!times.empty()) {
+        std::sort(times.begin(), times.end());
+        r.notes.push_back(fmt::format("time to the next member over {} runs (session 10 s): min {} ms, median {} ms, "
+                                      "max {} ms", times.size(), times.front().count(),
+                                      times[times.size() / 2].count(), times.back().count()));
+        if (static_cast<int>(times.size()) != runs)
+            r.notes.push_back(fmt::format("only {} of {} runs completed", times.size(), runs));
+        // About 1/3 of the session timeout, with room for a loaded machine.
+        if (times.back() > 4500ms) {
+            r.ok = false;
+            r.failures.push_back(fmt::format("a move took {} ms: more than 4.5 s of a 10 s session", times.back().count()));
+        }
+    }
+    return r;
 }
 
 // victim_kind: "zkcoro" (a zkcoro-holder whose hold ends when its lock is lost) or "zklock" (zklock,
@@ -1000,6 +1234,7 @@ int main(int argc, char** argv)
     std::string build, source;
     std::set<std::string> only;
     bool keep = false;
+    int freeze_runs = 3;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--build-root" && i + 1 < argc)
@@ -1011,15 +1246,22 @@ int main(int argc, char** argv)
             std::string n;
             while (std::getline(ss, n, ','))
                 only.insert(n);
-        } else if (a == "--keep")
+        } else if (a == "--keep") {
             keep = true;
+        } else if (a == "--freeze-runs" && i + 1 < argc) {
+            freeze_runs = std::atoi(argv[++i]);
+            if (freeze_runs < 1 || freeze_runs > 100) {
+                fmt::print(stderr, "fault-suite: --freeze-runs must be from 1 to 100\n");
+                return 2;
+            }
+        }
         else {
-            fmt::print(stderr, "usage: fault-suite --build-root BUILD --source-root SOURCE [--only NAME,...] [--keep]\n");
+            fmt::print(stderr, "usage: fault-suite --build-root BUILD --source-root SOURCE [--only NAME,...] [--keep] [--freeze-runs N]\n");
             return 2;
         }
     }
     if (build.empty() || source.empty()) {
-        fmt::print(stderr, "usage: fault-suite --build-root BUILD --source-root SOURCE [--only NAME,...] [--keep]\n");
+        fmt::print(stderr, "usage: fault-suite --build-root BUILD --source-root SOURCE [--only NAME,...] [--keep] [--freeze-runs N]\n");
         return 2;
     }
     const auto t0 = steady::now();
@@ -1074,17 +1316,18 @@ int main(int argc, char** argv)
     const std::vector<std::pair<std::string, std::function<result(const suite_env&)>>> all = {
         {"baseline", run_baseline},
         {"leader-kill", run_leader_kill},
-        {"follower-stop", [](const suite_env& e) { return run_follower_stop(e, "follower-stop", false); }},
+        {"follower-stop", [](const suite_env& e) { return run_follower_stop(e, "follower-stop"); }},
+        {"follower-stop-twice", [](const suite_env& e) { return run_follower_stop_twice(e, "follower-stop-twice", 0); }},
+        {"follower-stop-twice-4",
+         [](const suite_env& e) { return run_follower_stop_twice(e, "follower-stop-twice-4", 2); }},
+        {"follower-freeze", [freeze_runs](const suite_env& e) { return run_follower_freeze(e, freeze_runs); }},
         {"partition", [](const suite_env& e) { return run_partition(e, "partition", "zkcoro"); }},
         {"partition-zklock", [](const suite_env& e) { return run_partition(e, "partition-zklock", "zklock"); }},
         {"frozen", run_frozen},
-        // Opt-in (--only): a second follower stop for the holder that failed over in the first.
-        {"follower-stop-twice", [](const suite_env& e) { return run_follower_stop(e, "follower-stop-twice", true); }},
     };
-    const std::set<std::string> opt_in = {"follower-stop-twice"};
     std::vector<result> results;
     for (const auto& [name, fn] : all) {
-        if (only.empty() ? opt_in.contains(name) : !only.contains(name))
+        if (!only.empty() && !only.contains(name))
             continue;
         log(fmt::format("== {}", name));
         result r;

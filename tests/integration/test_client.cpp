@@ -212,6 +212,46 @@ TEST_CASE("bad input is refused before anything is sent")
     });
 }
 
+// A path the server would refuse (an emoji: beyond U+FFFF, a surrogate pair in the server's
+// UTF-16) is refused by the client before anything is sent: no request, no parent created.
+TEST_CASE("a lock path the server refuses: refused before anything is sent, nothing created")
+{
+    run_with_clients({.name = "emoji"}, [&](fixture& f) -> awaitable<void> {
+        auto& c = f.client();
+        const std::string base = f.path;  // does not exist yet
+        for (const std::string& bad : {base + "/\xf0\x9f\x94\x92/lock", base + "/locks/\xf0\x9f\x94\x92",
+                                      base + "/a\xef\xbf\xbf", base + "/../x"}) {
+            const auto before = c.stats().requests;
+            mutex m(c, bad);
+            auto [ec, g] = co_await m.async_acquire(1, std::chrono::seconds(5), asio::as_tuple(asio::use_awaitable));
+            CHECK_MESSAGE(ec == client_errc::invalid_path, ec.message());
+            CHECK_FALSE(g.has_value());
+            CHECK_MESSAGE(c.stats().requests == before, "requests were sent for an invalid path");
+        }
+        auto [ec, st] = co_await c.async_exists(base, asio::as_tuple(asio::use_awaitable));
+        CHECK(!ec);
+        CHECK_MESSAGE(!st.stat.has_value(), base << " was created");
+    });
+}
+
+// The ping options: 0 derives them from the session timeout, a negative interval turns the ping
+// off; a negative deadline is refused with the field named.
+TEST_CASE("ping options are checked")
+{
+    client_config cfg;
+    CHECK(!check_config(cfg));
+    cfg.ping_interval = -1ms;
+    CHECK(!check_config(cfg));
+    cfg.ping_timeout = -1ms;
+    std::string why;
+    CHECK(check_config(cfg, &why) == client_errc::invalid_argument);
+    CHECK(why.find("ping_timeout") != std::string::npos);
+    cfg.ping_timeout = 0ms;
+    cfg.ping_interval = std::chrono::hours(25);
+    CHECK(check_config(cfg, &why) == client_errc::invalid_argument);
+    CHECK(why.find("ping_interval") != std::string::npos);
+}
+
 // Nobody listening: async_connect gives up after connect_timeout with its own error.
 TEST_CASE("connect timeout")
 {
