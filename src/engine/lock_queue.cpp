@@ -109,7 +109,7 @@ private:
             co_return finish(give_up(asio::error::operation_aborted));
         if (cr_ec == zk_errc::no_node) {
             // The lock path does not exist yet: make it, then enter again.
-            if (auto ec = co_await ensure_path(zk_, spec_.path); ec && !is_retriable(ec))
+            if (auto ec = co_await ensure_path(zk_, spec_.path, &created_parents_); ec && !is_retriable(ec))
                 co_return finish(give_up(ec));
             co_return step::again;
         }
@@ -131,7 +131,10 @@ private:
     // it by its protected name (or go round and create anew).
     awaitable<step> recover_create()
     {
-        if (!co_await wait_connected(zk_, deadline_))
+        // (The awaited value in a variable of its own, not under `!` in the condition: a crash
+        // was traced to this line once, and g++ 12's coroutines have had such bugs.)
+        const bool connected = co_await wait_connected(zk_, deadline_);
+        if (!connected)
             co_return finish(give_up(clock::now() >= deadline_ ? error_code{}
                                                                : make_error_code(client_errc::session_expired)));
         auto [ec, found, st] = co_await find_protected(zk_, spec_.path, prefix_);
@@ -235,7 +238,8 @@ private:
     // A retriable failure: go round once connected again, or give up at the deadline.
     awaitable<step> reconnected()
     {
-        if (!co_await wait_connected(zk_, deadline_))
+        const bool connected = co_await wait_connected(zk_, deadline_);  // (see recover_create)
+        if (!connected)
             co_return finish(give_up(error_code{}));
         co_return step::again;
     }
@@ -248,7 +252,8 @@ private:
     // Ends unsuccessfully: our node (or the one our protected name may have made) is deleted.
     queue_result give_up(error_code ec)
     {
-        asio::co_spawn(ex_, abandon_node(access::share(zk_), spec_.path, prefix_, node_), asio::detached);
+        asio::co_spawn(ex_, abandon_node(access::share(zk_), spec_.path, prefix_, node_, std::move(created_parents_)),
+                       asio::detached);
         return queue_result{ec, std::nullopt};
     }
 
@@ -267,6 +272,7 @@ private:
     std::string create_path_;
     std::string node_;
     node_stat node_stat_;
+    std::vector<std::string> created_parents_;  // by this acquisition, in creation order
     std::vector<std::string> children_;
     bool have_children_ = false;
     bool list_with_watch_ = false;  // for rules that wait on the children (semaphores)

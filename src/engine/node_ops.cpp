@@ -49,7 +49,8 @@ asio::awaitable<error_code> guaranteed_delete(client zk, std::string node)
         if (!is_retriable(ec))
             co_return ec;
         last = ec;
-        if (!co_await wait_connected(zk, clock::now() + 60s))
+        const bool connected = co_await wait_connected(zk, clock::now() + 60s);
+        if (!connected)
             co_return zk.state() == session_state::closed ? error_code{} : ec;
     }
     co_return last;
@@ -82,7 +83,26 @@ asio::awaitable<std::tuple<error_code, std::string, node_stat>> find_protected(c
     co_return result{};
 }
 
-asio::awaitable<void> abandon_node(client zk, std::string parent, std::string prefix, std::string node)
+namespace {
+
+// Deletes the parents an acquisition created, deepest first, while they are empty.
+asio::awaitable<void> remove_created(client& zk, const std::vector<std::string>& created)
+{
+    for (auto it = created.rbegin(); it != created.rend(); ++it) {
+        auto [ec] = co_await zk.async_remove(*it, -1, use_tuple);
+        if (ec == zk_errc::not_empty)
+            co_return;  // someone else's node is below: this one and those above stay
+        if (ec && ec != zk_errc::no_node) {
+            access::log(zk, log_level::warn,
+                        fmt::format("lock path {}, created by an acquisition that failed, could not be deleted: {}",
+                                    *it, ec.message()));
+            co_return;
+        }
+    }
+}
+
+// The node of an unfinished acquisition (see abandon_node).
+asio::awaitable<void> abandon_own_node(client& zk, const std::string& parent, const std::string& prefix, std::string node)
 {
     if (node.empty()) {
         error_code last;
@@ -105,7 +125,16 @@ asio::awaitable<void> abandon_node(client zk, std::string parent, std::string pr
         node = path;
     }
     if (!node.empty())
-        co_await delete_or_log(std::move(zk), std::move(node), "the lock node of an unfinished acquisition");
+        co_await delete_or_log(access::share(zk), std::move(node), "the lock node of an unfinished acquisition");
+}
+
+}  // namespace
+
+asio::awaitable<void> abandon_node(client zk, std::string parent, std::string prefix, std::string node,
+                                   std::vector<std::string> created)
+{
+    co_await abandon_own_node(zk, parent, prefix, std::move(node));
+    co_await remove_created(zk, created);
 }
 
 asio::awaitable<void> delete_or_log(client zk, std::string node, std::string what)
@@ -115,13 +144,18 @@ asio::awaitable<void> delete_or_log(client zk, std::string node, std::string wha
                     fmt::format("{} {} could not be deleted: {}; it goes with its session", what, node, ec.message()));
 }
 
-asio::awaitable<error_code> ensure_path(client& zk, const std::string& path)
+asio::awaitable<error_code> ensure_path(client& zk, const std::string& path, std::vector<std::string>* created)
 {
     std::vector<std::string> chain;
     for (std::string p = path; p != "/"; p = std::string(parent_path(p)))
         chain.push_back(p);
     for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
         auto [ec, r] = co_await zk.async_create(*it, "", create_mode::container, use_tuple);
+        // A create given up on (cancelled, or its reply lost) may still have happened: counted as
+        // ours, since a later delete in this session runs after it on the server.
+        const bool maybe = ec == asio::error::operation_aborted || is_retriable(ec);
+        if (created != nullptr && (!ec || maybe))
+            created->push_back(*it);
         if (ec && ec != zk_errc::node_exists)
             co_return ec;
     }

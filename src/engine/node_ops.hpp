@@ -34,11 +34,15 @@ asio::awaitable<std::tuple<error_code, std::string, node_stat>> find_protected(c
                                                                                 const std::string& prefix);
 
 // Removes what an unfinished acquisition left: `node` when known, else the node its protected
-// name made.
-asio::awaitable<void> abandon_node(client zk, std::string parent, std::string prefix, std::string node);
+// name made; then the parents it created (`created`, in creation order), deepest first, while
+// they are empty (another participant's node keeps them).
+asio::awaitable<void> abandon_node(client zk, std::string parent, std::string prefix, std::string node,
+                                   std::vector<std::string> created = {});
 
-// Creates `path` and its missing parents as container nodes.
-asio::awaitable<error_code> ensure_path(client& zk, const std::string& path);
+// Creates `path` and its missing parents as container nodes; appends to `created` the ones this
+// call made (ZooKeeper removes an empty container only once it has had a child, so a failed
+// acquisition deletes them itself).
+asio::awaitable<error_code> ensure_path(client& zk, const std::string& path, std::vector<std::string>* created = nullptr);
 
 }  // namespace zkcoro::detail
 

@@ -249,6 +249,48 @@ TEST_CASE("cancellation leaves no node and wakes nobody")
     });
 }
 
+// Issue 20, item 11: parents made by an acquisition that then failed stayed for good (ZooKeeper
+// removes an empty container only once it has had a child). Placed by events: the client goes
+// through a proxy that holds every chunk back 150 ms; the acquisition is cancelled once an
+// observer sees the lock path on the server, before the lock node's create can get there.
+TEST_CASE("a failed acquisition leaves no parent it created")
+{
+    tcp_proxy proxy("127.0.0.1", shared_server().port());
+    run_with_clients({.name = "parents", .session_timeout = 10000ms, .connect = proxy.address()},
+                     [&](fixture& f) -> awaitable<void> {
+        auto& c = f.client();
+        client observer(co_await asio::this_coro::executor, test_config());
+        co_await observer.async_connect();
+        const std::string top = f.path + "/made", lock_path = top + "/by/us";
+        co_await c.async_create(f.path, "", create_mode::persistent);
+        proxy.set_delay(150ms);
+        mutex m(c, lock_path);
+        asio::cancellation_signal sig;
+        error_code ec;
+        bool done = false;
+        m.async_acquire(1, std::chrono::hours(1), asio::bind_cancellation_slot(sig.slot(), [&](error_code e, std::optional<guard>) {
+            ec = e;
+            done = true;
+        }));
+        const bool made = co_await eventually([&]() -> awaitable<bool> {
+            co_return (co_await observer.async_exists(lock_path)).stat.has_value();
+        });
+        REQUIRE_MESSAGE(made, "the acquisition never created the lock path");
+        CHECK_MESSAGE(!done, "the acquisition ended before the test placed its cancellation");
+        sig.emit(asio::cancellation_type::terminal);
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return done; }));
+        CHECK(ec == asio::error::operation_aborted);
+        const bool gone = co_await eventually([&]() -> awaitable<bool> {
+            co_return !(co_await observer.async_exists(top)).stat.has_value();
+        });
+        CHECK_MESSAGE(gone, top << " (made by the failed acquisition) is still there");
+        CHECK((co_await observer.async_exists(f.path)).stat.has_value());  // not ours: it stays
+        proxy.set_delay(0ms);
+        co_await c.async_remove(f.path);
+        observer.close();
+    });
+}
+
 // 50 waiters in 50 sessions: a release wakes exactly one of them.
 TEST_CASE("no herd: one release wakes one waiter")
 {

@@ -241,7 +241,7 @@ TEST_CASE("zklock killed with SIGKILL: a TERM-ignoring command dies before the n
 }
 
 // Item 4 and item 16's bad values: refused before anything is done.
-TEST_CASE("--kill-after below 1 ms, --ttl nan and a LOCKPATH too long for exec are refused with 64")
+TEST_CASE("--kill-after below 1 ms, --ttl nan, an emoji and a LOCKPATH too long for exec are refused with 64")
 {
     const auto path = unique_path("bad-values");
     for (const char* v : {"0.0005", "1e-12", "0"}) {
@@ -257,6 +257,9 @@ TEST_CASE("--kill-after below 1 ms, --ttl nan and a LOCKPATH too long for exec a
     const std::string long_path = "/" + std::string(131000, 'a');
     CHECK(run(zklock({"-c", connect()}, long_path, {"true"}), 10s, &p) == 64);
     CHECK(slurp(p.err).find("128 KiB") != std::string::npos);
+    // Item 11: a character ZooKeeper refuses (beyond U+FFFF: an emoji) is refused before anything is sent.
+    CHECK(run(zklock({"-c", connect()}, path + "/\xF0\x9F\x94\x92", {"true"}), 10s, &p) == 64);
+    CHECK_MESSAGE(slurp(p.err).find("U+FFFF") != std::string::npos, "stderr: " << slurp(p.err));
     // Nothing was created for any of them.
     with_zk([&](zkcoro::client& zk) -> asio::awaitable<void> {
         auto [ec, x] = co_await zk.async_exists(path.substr(0, path.rfind('/')), asio::as_tuple(asio::use_awaitable));
