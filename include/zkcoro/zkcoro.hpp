@@ -15,6 +15,7 @@
 #include <zkcoro/path.hpp>
 #include <zkcoro/queue_order.hpp>
 #include <zkcoro/revocation.hpp>
+#include <zkcoro/scan.hpp>
 #include <zkcoro/semaphore.hpp>
 #include <zkcoro/shared_mutex.hpp>
 #include <zkcoro/types.hpp>

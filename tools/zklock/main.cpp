@@ -41,6 +41,7 @@ namespace {
 
 constexpr std::string_view synopsis = R"(Usage: zklock [OPTIONS] LOCKPATH -- COMMAND [ARGS...]
        zklock status [--json] [-c HOSTS] [--auth-file FILE] LOCKPATH
+       zklock status -r [--json|--dot] [--cycles] [--older-than DURATION] [-c HOSTS] ROOT
        zklock revoke [-c HOSTS] [--auth-file FILE] LOCKPATH [NODE]
 )";
 
@@ -50,6 +51,8 @@ constexpr std::string_view exit_codes_text = R"(EXAMPLES
   zklock --semaphore 3 /locks/encoders -- ffmpeg -i in.mkv out.mp4
   ZK_AUTH=digest:deployer:secret zklock --acl creator /locks/prod -- ./deploy.sh
   zklock status --json /locks/nightly
+  zklock status -r --older-than 5m /locks      (every lock under /locks held or waited for 5 min+)
+  zklock status -r --cycles /locks || alert    (exit 1: sessions wait for each other)
   zklock -c redis://127.0.0.1:6379 --ttl 30 nightly -- ./nightly.sh   (a Redis lock on key "nightly")
   zklock --revocable --on-revoke term /locks/batch -- ./batch.sh
   zklock revoke /locks/batch          (asks the holder of /locks/batch to let go)
@@ -270,6 +273,13 @@ int parse(int argc, char** argv, options& o, bool& status)
                          ->type_name("HOSTS");
     st->add_option("--auth-file", auth_file, "Read credentials from FILE (default: $ZK_AUTH)")->type_name("FILE");
     st->add_flag("-v,--verbose", o.verbose, "Say what happens on stderr");
+    st->add_flag("-r,--recursive", o.recursive, "Every lock under LOCKPATH, of any recipe, and wait-for cycles");
+    st->add_flag("--cycles", o.cycles, "(with -r) Only the wait-for cycles between sessions; exit 1 if any");
+    st->add_flag("--dot", o.dot, "(with -r) Print the wait-for graph between sessions for Graphviz");
+    std::string older_than;
+    auto* older_opt = st->add_option("--older-than", older_than,
+                                     "(with -r) Only holds and waits at least this old: 30s, 5m, 1h, 250ms")
+                          ->type_name("DURATION");
 
     auto* rv = app.add_subcommand("revoke", "Ask the holder of LOCKPATH (or NODE) to let go: writes \"__REVOKE__\" into "
                                             "its node (Curator's Revoker). Only a revocable holder reacts");
@@ -296,7 +306,7 @@ int parse(int argc, char** argv, options& o, bool& status)
             return usage_error(fmt::format("revoke: {} (revoke takes LOCKPATH [NODE] and -c HOSTS, --auth-file FILE, -v)",
                                            what));
         if (st->parsed() || status_word)
-            return usage_error(fmt::format("status: {} (status takes LOCKPATH and --json, -c HOSTS, --auth-file "
+            return usage_error(fmt::format("status: {} (status takes LOCKPATH and --json, -r, --cycles, --dot, --older-than D, -c HOSTS, --auth-file "
                                            "FILE, -v)",
                                            what));
         if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr && what.find("expected: -") != std::string::npos)
@@ -324,6 +334,16 @@ int parse(int argc, char** argv, options& o, bool& status)
     }
     if (status && has_separator)
         return usage_error("status takes no command ('--' given)");
+    if (status && !o.recursive && (o.cycles || o.dot || older_opt->count() > 0))
+        return usage_error("status: --cycles, --dot and --older-than go with -r");
+    if (status && o.dot && o.json)
+        return usage_error("status: --dot and --json exclude each other");
+    if (older_opt->count() > 0) {
+        o.older_than_s = parse_duration(older_than);
+        if (!o.older_than_s)
+            return usage_error(fmt::format("status: --older-than '{}': not a duration (e.g. 30s, 5m, 1h, 250ms)",
+                                           escape(older_than)));
+    }
     if (o.revoke && has_separator)
         return usage_error("revoke takes no command ('--' given)");
     if (o.revoke && !o.revoke_node.empty() && o.revoke_node.front() == '/') {
@@ -452,6 +472,8 @@ asio::awaitable<int> status_main(zkcoro::client& zk, const options& o)
         const bool bad = ec == zkcoro::client_errc::invalid_connect_string || ec == zkcoro::client_errc::invalid_argument;
         co_return bad ? exit_code::usage : exit_code::unavailable;
     }
+    if (o.recursive)
+        co_return co_await tree_status(zk, o);
     queue_listing q;
     try {
         q = co_await list_queue(zk, o.lock_path);
