@@ -13,6 +13,7 @@
 #include <zkcoro/multi_lock.hpp>
 #include <zkcoro/mutex.hpp>
 #include <zkcoro/path.hpp>
+#include <zkcoro/prometheus.hpp>
 #include <zkcoro/queue_order.hpp>
 #include <zkcoro/revocation.hpp>
 #include <zkcoro/scan.hpp>
