@@ -6,6 +6,7 @@
 #include <zkcoro/client_config.hpp>
 #include <zkcoro/error.hpp>
 #include <zkcoro/guard.hpp>
+#include <zkcoro/holder_data.hpp>
 #include <zkcoro/leader_latch.hpp>
 #include <zkcoro/leader_selector.hpp>
 #include <zkcoro/lock_options.hpp>

@@ -3,7 +3,10 @@
 // bad roots; the bound on requests in flight.
 #include "common.hpp"
 
+#include <zkcoro/holder_data.hpp>
 #include <zkcoro/scan.hpp>
+
+#include <unistd.h>
 
 using namespace zktest;
 using namespace zkcoro;
@@ -214,5 +217,29 @@ TEST_CASE("scan keeps at most max_in_flight requests outstanding and counts them
         auto zero = co_await scan(c, f.path, {.max_in_flight = 0});  // taken as 1
         CHECK(zero.max_in_flight_seen == 1);
         CHECK(zero.locks.size() == 40);
+    });
+}
+
+TEST_CASE("the default node data says who: host, pid, program and the client's label, as the scan shows it")
+{
+    run_with_clients({.name = "scanwho", .clients = 1}, [&](fixture& f) -> awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        auto cfg = test_config(server_address(), 4000ms, nullptr);
+        cfg.holder_label = "nightly report";
+        client labelled(ex, cfg);
+        co_await labelled.async_connect(asio::use_awaitable);
+        mutex m(labelled, f.path + "/m");
+        auto g = co_await m.acquire();
+        auto r = co_await scan(f.client(0), f.path);
+        REQUIRE(r.locks.size() == 1);
+        REQUIRE(r.locks[0].holders.size() == 1);
+        auto who = parse_holder_data(r.locks[0].holders[0].data);
+        REQUIRE_MESSAGE(who, r.locks[0].holders[0].data);
+        CHECK(who->pid == ::getpid());
+        CHECK(who->program == "integration_scan");
+        CHECK(who->label == "nightly report");
+        CHECK(r.locks[0].holders[0].data.ends_with(" label=nightly%20report"));
+        co_await g.release();
+        co_await labelled.async_close(asio::use_awaitable);
     });
 }

@@ -204,7 +204,7 @@ int parse(int argc, char** argv, options& o, bool& status)
                         ->check(integer_validator(1, 1000000, "a number of leases"));
     s_opt->excludes(sem_opt);
     w_opt->excludes(sem_opt);
-    auto* data_opt = app.add_option("--data", o.data, "Stored in the lock node (default: host:pid)")->type_name("TEXT");
+    auto* data_opt = app.add_option("--data", o.data, "Stored in the lock node (default: host=H pid=P program=zklock label=COMMAND)")->type_name("TEXT");
     std::string lost = "term";
     app.add_option("--on-lost", lost,
                    "What to do to COMMAND's process tree when the lock is lost: term (SIGTERM, then SIGKILL "

@@ -184,16 +184,17 @@ std::string render_tree_json(const std::string& root, const zkcoro::scan_result&
 std::string render_dot(const zkcoro::scan_result& r, const std::vector<zkcoro::wait_edge>& edges,
                        const std::vector<zkcoro::wait_cycle>& cycles)
 {
-    auto quote = [](std::string_view s) {
-        std::string out = escape(s);
+    // Inside a DOT string: our escapes' backslashes and quotes escaped again.
+    auto inner = [](std::string_view s) {
         std::string q;
-        for (char c : out) {
+        for (char c : escape(s)) {
             if (c == '"' || c == '\\')
                 q += '\\';
             q += c;
         }
-        return "\"" + q + "\"";
+        return q;
     };
+    auto quote = [&inner](std::string_view s) { return "\"" + inner(s) + "\""; };
     std::set<std::pair<std::int64_t, std::int64_t>> red;
     for (const auto& c : cycles)
         for (const auto& e : c.edges)
@@ -201,7 +202,7 @@ std::string render_dot(const zkcoro::scan_result& r, const std::vector<zkcoro::w
     const auto data = session_data(r.locks);
     std::string out = "digraph waits_for {\n  rankdir=LR;\n  node [shape=box];\n";
     for (const auto& [s, d] : data)
-        out += fmt::format("  {} [label={}];\n", quote(session_hex(s)), quote(session_hex(s) + "\n" + d));
+        out += fmt::format("  {} [label=\"{}\\n{}\"];\n", quote(session_hex(s)), inner(session_hex(s)), inner(d));
     for (const auto& e : edges)
         out += fmt::format("  {} -> {} [label={}{}];\n", quote(session_hex(e.waiter_session)),
                            quote(session_hex(e.holder_session)), quote(e.lock),

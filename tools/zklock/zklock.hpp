@@ -46,7 +46,7 @@ struct options {
     bool nonblock = false;
     recipe kind = recipe::mutex;
     int semaphore_leases = 0;
-    std::string data;  // empty: "host:pid"
+    std::string data;  // empty: "host=H pid=P program=zklock label=COMMAND" (zkcoro/holder_data.hpp)
     on_lost lost_action = on_lost::term;
     // After the --on-lost SIGTERM (or zklock's own death), SIGKILL the command's whole process
     // tree if it is still running after this long. Zero: never.
