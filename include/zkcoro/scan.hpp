@@ -102,7 +102,8 @@ ZKCORO_API void start_scan(client& c, std::string root, scan_options opts,
 // nodes have no children). At most opts.max_in_flight requests are outstanding at once.
 // Nodes that vanish during the scan are skipped; other failures under the root are reported in
 // scan_result::problems. Errors: client_errc::invalid_path for a bad root (nothing is sent),
-// the root listing's error (e.g. zk_errc::no_node), client_errc::closed...
+// the root listing's error (e.g. zk_errc::no_node), and a lost session or connection anywhere
+// (client_errc::closed, session_expired, ZooKeeper's ZCONNECTIONLOSS...: retry the scan).
 // The listing is not a snapshot: each lock's queue is read at its own moment.
 // Handler: void(error_code, scan_result). Not cancellable (a bounded number of reads).
 template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(error_code, scan_result)) CompletionToken = detail::default_token>

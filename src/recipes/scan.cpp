@@ -95,12 +95,24 @@ private:
                            }));
     }
 
+    // The session or the connection went: the rest of the tree cannot be read either.
+    static bool fatal(error_code ec) { return is_session_lost(ec) || is_retriable(ec); }
+
+    // The scan fails with the first fatal error; nothing more is sent.
+    void fail(error_code ec)
+    {
+        if (!failed_)
+            failed_ = ec;
+        reads_.clear();
+        lists_.clear();
+    }
+
     void listed(std::string path, error_code ec, std::vector<std::string> names)
     {
         ++result_.nodes_listed;
         if (ec) {
-            if (path == root_)
-                failed_ = ec;
+            if (path == root_ || fatal(ec))
+                fail(ec);
             else if (ec != zk_errc::no_node)
                 result_.problems.push_back({path, ec});
             return;
@@ -127,8 +139,12 @@ private:
                 reads_.push_back(read_job{dir, dir->nodes.size() - 1});
             }
         }
-        if (dir && dir->remaining == 0)
+        if (failed_) {
+            reads_.clear();
+            lists_.clear();
+        } else if (dir && dir->remaining == 0) {
             complete(*dir);
+        }
     }
 
     void read(read_job job, std::string path, error_code ec, data_result d)
@@ -136,7 +152,9 @@ private:
         auto& dir = *job.dir;
         auto& slot = dir.nodes[job.slot];
         if (ec) {
-            if (ec != zk_errc::no_node)
+            if (fatal(ec))
+                fail(ec);
+            else if (ec != zk_errc::no_node)
                 result_.problems.push_back({path, ec});
             slot.reset();  // gone since the listing: no longer in the queue
         } else {

@@ -243,3 +243,25 @@ TEST_CASE("the default node data says who: host, pid, program and the client's l
         co_await labelled.async_close(asio::use_awaitable);
     });
 }
+
+TEST_CASE("scan: a client closed during the scan fails it with closed, not a partial listing")
+{
+    run_with_clients({.name = "scanclose", .clients = 1, .limit = 60s}, [&](fixture& f) -> awaitable<void> {
+        auto& c = f.client(0);
+        co_await c.async_create(f.path, "", create_mode::persistent, asio::use_awaitable);
+        for (int i = 0; i < 20; ++i)
+            co_await c.async_create(fmt::format("{}/l{:02}", f.path, i), "", create_mode::persistent, asio::use_awaitable);
+        auto ex = co_await asio::this_coro::executor;
+        client other(ex, test_config());
+        co_await other.async_connect(asio::use_awaitable);
+        bool done = false;
+        error_code got;
+        async_scan(other, f.path, [&](error_code ec, scan_result) {
+            got = ec;
+            done = true;
+        });
+        other.close();
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return done; }, 10000ms));
+        CHECK(got == client_errc::closed);
+    });
+}
