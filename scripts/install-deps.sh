@@ -29,6 +29,7 @@ test=(
   iproute2 procps
   redis-server redis-tools python3-redis
   gnuplot-nox
+  prometheus curl
 )
 case $profile in
   demo) packages=("${demo[@]}") ;;

@@ -113,6 +113,7 @@ client access::share(const client& c) { return client(c.impl_, false); }
 client access::no_client() { return client(nullptr, false); }
 
 void access::log(const client& c, log_level level, std::string_view message) { c.log(level, message); }
+std::string access::holder_label(const client& c) { return c.impl_ ? c.impl_->cfg.holder_label : std::string(); }
 
 }  // namespace detail
 

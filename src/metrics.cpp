@@ -62,6 +62,12 @@ std::chrono::nanoseconds duration_histogram::mean() const noexcept
         sum_ / count_, static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))));
 }
 
+std::chrono::nanoseconds duration_histogram::sum() const noexcept
+{
+    return std::chrono::nanoseconds(static_cast<std::int64_t>(
+        std::min<std::uint64_t>(sum_, static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))));
+}
+
 std::chrono::nanoseconds duration_histogram::percentile(double p) const noexcept
 {
     if (count_ == 0)

@@ -70,6 +70,10 @@ struct client_config {
     // verbose level of all live clients applies to it.
     log_level log_threshold = log_level::warn;
 
+    // The label in the default data of this client's lock nodes (zkcoro/holder_data.hpp:
+    // "host=... pid=... program=... label=..."), e.g. a job or service name. Empty: none.
+    std::string holder_label{};
+
     // Re-attach to an existing session instead of creating one (tests, hand-over).
     std::optional<session_credentials> resume_session{};
 };

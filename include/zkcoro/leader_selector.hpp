@@ -25,7 +25,7 @@ namespace zkcoro {
 
 struct leader_selector_options {
     // The participant id, stored as the lock node's data (Curator's LeaderSelector id). Empty:
-    // "<host>:<pid>", the mutex's default.
+    // "host=... pid=... program=...", the mutex's default.
     std::string id;
     // After a term ends (the coroutine returned, or leadership was lost), queue again (Curator's
     // autoRequeue). Off: run_as_leader returns after the first term.

@@ -23,7 +23,8 @@ enum class lost_policy {
 };
 
 struct mutex_options {
-    // Stored in the lock node. Empty: "<host>:<pid>".
+    // Stored in the lock node. Empty: "host=<host> pid=<pid> program=<program>[ label=<label>]"
+    // (zkcoro/holder_data.hpp; the label is client_config::holder_label).
     std::string data;
     lost_policy policy = lost_policy::deadline;
     // For lost_policy::deadline: how long before the possible expiry the lock counts as lost.

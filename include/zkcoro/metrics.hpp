@@ -31,6 +31,13 @@ public:
     std::chrono::nanoseconds min() const noexcept { return std::chrono::nanoseconds(count_ ? min_ : 0); }
     std::chrono::nanoseconds max() const noexcept { return std::chrono::nanoseconds(max_); }
     std::chrono::nanoseconds mean() const noexcept;
+    // The sum of the recorded values (saturates at 2^64-1 ns).
+    std::chrono::nanoseconds sum() const noexcept;
+    // How many recorded values fell in `bucket` (0 for one out of range).
+    std::uint64_t bucket_value(std::size_t bucket) const noexcept
+    {
+        return bucket < bucket_count ? buckets_[bucket] : 0;
+    }
     // Nearest rank: the smallest recorded value v with at least p% of the values <= v, to within
     // the bucket width. p is clamped to [0, 100]; zero when empty.
     std::chrono::nanoseconds percentile(double p) const noexcept;

@@ -6,6 +6,7 @@
 #include <zkcoro/client_config.hpp>
 #include <zkcoro/error.hpp>
 #include <zkcoro/guard.hpp>
+#include <zkcoro/holder_data.hpp>
 #include <zkcoro/leader_latch.hpp>
 #include <zkcoro/leader_selector.hpp>
 #include <zkcoro/lock_options.hpp>
@@ -13,8 +14,10 @@
 #include <zkcoro/multi_lock.hpp>
 #include <zkcoro/mutex.hpp>
 #include <zkcoro/path.hpp>
+#include <zkcoro/prometheus.hpp>
 #include <zkcoro/queue_order.hpp>
 #include <zkcoro/revocation.hpp>
+#include <zkcoro/scan.hpp>
 #include <zkcoro/semaphore.hpp>
 #include <zkcoro/shared_mutex.hpp>
 #include <zkcoro/types.hpp>

@@ -6,6 +6,7 @@
 #include "engine/lock_queue.hpp"
 
 #include <zkcoro/detail/access.hpp>
+#include <zkcoro/holder_data.hpp>
 #include <zkcoro/path.hpp>
 
 #include <boost/asio/as_tuple.hpp>
@@ -23,11 +24,10 @@ namespace {
 using asio::awaitable;
 using acquire_result = std::tuple<error_code, std::optional<guard>>;
 
-std::string default_data()
+// zkcoro/holder_data.hpp: host, pid, program and the client's label.
+std::string default_data(const client& c)
 {
-    char host[256] = {};
-    ::gethostname(host, sizeof host - 1);
-    return fmt::format("{}:{}", host, ::getpid());
+    return format_holder_data(this_process(access::holder_label(c)));
 }
 
 // The task of ours in ZooKeeper's queue: queue a node until it holds, or hand the role on when
@@ -140,7 +140,7 @@ lock_object::lock_object(const client& c, std::string p, mutex_options o, recipe
       opts(std::move(o)), recipe(std::move(r))
 {
     // A revocable node stores nothing (Curator's makeRevocable): its data is the request channel.
-    data = opts.revocable ? std::string() : opts.data.empty() ? default_data() : opts.data;
+    data = opts.revocable ? std::string() : opts.data.empty() ? default_data(c) : opts.data;
     if (!recipe.sort)
         recipe.sort = [](std::vector<std::string>& names) { sort_by_sequence(names, lock_marker); };
     if (!recipe.rule)

@@ -2,6 +2,8 @@
 // cancellation without orphans, fencing, participants, the lost policies, no herd.
 #include "common.hpp"
 
+#include <unistd.h>
+
 #include <tcp_proxy.hpp>
 
 #include <algorithm>
@@ -54,7 +56,11 @@ TEST_CASE("acquire and release")
         CHECK(node_name(g.node_path()).size() == 3 + 36 + 6 + 10);
         CHECK(node_name(g.node_path()).substr(39, 6) == "-lock-");
         auto d = co_await c.async_get_data(g.node_path());
-        CHECK(d.data.find(':') != std::string::npos);  // host:pid
+        auto who = parse_holder_data(d.data);  // host=... pid=... program=...
+        REQUIRE(who);
+        CHECK(who->pid == ::getpid());
+        CHECK(who->program == "integration_mutex");
+        CHECK(who->label.empty());
         auto parts = co_await m.async_participants();
         REQUIRE(parts.size() == 1);
         CHECK(parts[0].path == g.node_path());

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Compile CuratorHolder.java and CuratorElect.java against Debian's Curator jars (no network) into OUTDIR and write
+# Compile CuratorHolder.java, CuratorElect.java and CuratorTwoLocks.java against Debian's Curator jars (no network) into OUTDIR and write
 # OUTDIR/classpath.txt with the full runtime classpath (OUTDIR first).
 #
 #   tests/interop/build.sh OUTDIR
@@ -17,5 +17,5 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=curator-classpath.sh
 . "$here/curator-classpath.sh"
 
-curator_build "$1" "$here/CuratorHolder.java" "$here/CuratorElect.java" || exit 1
+curator_build "$1" "$here/CuratorHolder.java" "$here/CuratorElect.java" "$here/CuratorTwoLocks.java" || exit 1
 echo "built $curator_out/CuratorHolder.class; classpath in $curator_out/classpath.txt"

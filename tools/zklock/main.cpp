@@ -41,6 +41,7 @@ namespace {
 
 constexpr std::string_view synopsis = R"(Usage: zklock [OPTIONS] LOCKPATH -- COMMAND [ARGS...]
        zklock status [--json] [-c HOSTS] [--auth-file FILE] LOCKPATH
+       zklock status -r [--json|--dot] [--cycles] [--older-than DURATION] [-c HOSTS] ROOT
        zklock revoke [-c HOSTS] [--auth-file FILE] LOCKPATH [NODE]
 )";
 
@@ -50,6 +51,8 @@ constexpr std::string_view exit_codes_text = R"(EXAMPLES
   zklock --semaphore 3 /locks/encoders -- ffmpeg -i in.mkv out.mp4
   ZK_AUTH=digest:deployer:secret zklock --acl creator /locks/prod -- ./deploy.sh
   zklock status --json /locks/nightly
+  zklock status -r --older-than 5m /locks      (every lock under /locks held or waited for 5 min+)
+  zklock status -r --cycles /locks || alert    (exit 1: sessions wait for each other)
   zklock -c redis://127.0.0.1:6379 --ttl 30 nightly -- ./nightly.sh   (a Redis lock on key "nightly")
   zklock --revocable --on-revoke term /locks/batch -- ./batch.sh
   zklock revoke /locks/batch          (asks the holder of /locks/batch to let go)
@@ -201,7 +204,7 @@ int parse(int argc, char** argv, options& o, bool& status)
                         ->check(integer_validator(1, 1000000, "a number of leases"));
     s_opt->excludes(sem_opt);
     w_opt->excludes(sem_opt);
-    auto* data_opt = app.add_option("--data", o.data, "Stored in the lock node (default: host:pid)")->type_name("TEXT");
+    auto* data_opt = app.add_option("--data", o.data, "Stored in the lock node (default: host=H pid=P program=zklock label=COMMAND)")->type_name("TEXT");
     std::string lost = "term";
     app.add_option("--on-lost", lost,
                    "What to do to COMMAND's process tree when the lock is lost: term (SIGTERM, then SIGKILL "
@@ -270,6 +273,13 @@ int parse(int argc, char** argv, options& o, bool& status)
                          ->type_name("HOSTS");
     st->add_option("--auth-file", auth_file, "Read credentials from FILE (default: $ZK_AUTH)")->type_name("FILE");
     st->add_flag("-v,--verbose", o.verbose, "Say what happens on stderr");
+    st->add_flag("-r,--recursive", o.recursive, "Every lock under LOCKPATH, of any recipe, and wait-for cycles");
+    st->add_flag("--cycles", o.cycles, "(with -r) Only the wait-for cycles between sessions; exit 1 if any");
+    st->add_flag("--dot", o.dot, "(with -r) Print the wait-for graph between sessions for Graphviz");
+    std::string older_than;
+    auto* older_opt = st->add_option("--older-than", older_than,
+                                     "(with -r) Only holds and waits at least this old: 30s, 5m, 1h, 250ms")
+                          ->type_name("DURATION");
 
     auto* rv = app.add_subcommand("revoke", "Ask the holder of LOCKPATH (or NODE) to let go: writes \"__REVOKE__\" into "
                                             "its node (Curator's Revoker). Only a revocable holder reacts");
@@ -296,7 +306,7 @@ int parse(int argc, char** argv, options& o, bool& status)
             return usage_error(fmt::format("revoke: {} (revoke takes LOCKPATH [NODE] and -c HOSTS, --auth-file FILE, -v)",
                                            what));
         if (st->parsed() || status_word)
-            return usage_error(fmt::format("status: {} (status takes LOCKPATH and --json, -c HOSTS, --auth-file "
+            return usage_error(fmt::format("status: {} (status takes LOCKPATH and --json, -r, --cycles, --dot, --older-than D, -c HOSTS, --auth-file "
                                            "FILE, -v)",
                                            what));
         if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr && what.find("expected: -") != std::string::npos)
@@ -324,6 +334,16 @@ int parse(int argc, char** argv, options& o, bool& status)
     }
     if (status && has_separator)
         return usage_error("status takes no command ('--' given)");
+    if (status && !o.recursive && (o.cycles || o.dot || older_opt->count() > 0))
+        return usage_error("status: --cycles, --dot and --older-than go with -r");
+    if (status && o.dot && o.json)
+        return usage_error("status: --dot and --json exclude each other");
+    if (older_opt->count() > 0) {
+        o.older_than_s = parse_duration(older_than);
+        if (!o.older_than_s)
+            return usage_error(fmt::format("status: --older-than '{}': not a duration (e.g. 30s, 5m, 1h, 250ms)",
+                                           escape(older_than)));
+    }
     if (o.revoke && has_separator)
         return usage_error("revoke takes no command ('--' given)");
     if (o.revoke && !o.revoke_node.empty() && o.revoke_node.front() == '/') {
@@ -444,69 +464,7 @@ int parse(int argc, char** argv, options& o, bool& status)
     return -1;
 }
 
-asio::awaitable<int> status_main(zkcoro::client& zk, const options& o)
-{
-    auto [ec] = co_await zk.async_connect(asio::as_tuple(asio::use_awaitable));
-    if (ec) {
-        fmt::print(stderr, "zklock: {}\n", connect_failure(o, ec));
-        const bool bad = ec == zkcoro::client_errc::invalid_connect_string || ec == zkcoro::client_errc::invalid_argument;
-        co_return bad ? exit_code::usage : exit_code::unavailable;
-    }
-    queue_listing q;
-    try {
-        q = co_await list_queue(zk, o.lock_path);
-    } catch (const boost::system::system_error& e) {
-        std::string msg = fmt::format("zklock: status of {}: {}", escape(o.lock_path), escape(e.what()));
-        if (is_noauth(e.code()))
-            msg += "; " + noauth_hint(o);
-        fmt::print(stderr, "{}\n", msg);
-        co_return zkcoro::is_session_lost(e.code()) || zkcoro::is_retriable(e.code()) ? exit_code::unavailable
-                                                                                       : exit_code::zk_error;
-    }
-    std::string out = o.json ? render_json(q) : render_text(q);
-    std::fwrite(out.data(), 1, out.size(), stdout);
-    co_return 0;
-}
-
 }  // namespace
-
-int run_with_client(const options& o, std::string_view what,
-                    const std::function<asio::awaitable<int>(zkcoro::client&)>& body)
-{
-    asio::io_context ioc;
-    zkcoro::client zk(ioc.get_executor(), make_config(o));
-    int rc = 1;
-    bool done = false;
-    asio::co_spawn(ioc, body(zk), [&](std::exception_ptr e, int r) {
-        done = true;
-        rc = r;
-        if (e) {
-            try {
-                std::rethrow_exception(e);
-            } catch (const std::exception& x) {
-                fmt::print(stderr, "zklock: {} {}: {}\n", what, escape(o.lock_path), escape(x.what()));
-                rc = exit_code::zk_error;
-            }
-        }
-    });
-    while (!done && ioc.run_one() > 0) {
-    }
-    bool closed = false;
-    zk.async_close([&](zkcoro::error_code) { closed = true; });
-    ioc.restart();
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-    while (!closed && ioc.run_one_until(deadline) > 0) {
-    }
-    std::fflush(stdout);
-    if (!closed)
-        std::_Exit(rc);
-    return rc;
-}
-
-int run_status(const options& o)
-{
-    return run_with_client(o, "status of", [&o](zkcoro::client& zk) { return status_main(zk, o); });
-}
 
 }  // namespace zklock
 

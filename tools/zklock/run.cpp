@@ -4,6 +4,7 @@
 #include "zklock.hpp"
 
 #include <zkcoro/guard.hpp>
+#include <zkcoro/holder_data.hpp>
 #include <zkcoro/mutex.hpp>
 #ifdef ZKLOCK_REDIS
 #include <zkcoro/redis_mutex.hpp>
@@ -640,7 +641,11 @@ asio::awaitable<int> lock_main(zkcoro::client& zk, const options& o, const std::
 
     // 2. Acquire, within what is left of --timeout (zero with --nonblock).
     zkcoro::mutex_options mo;
-    mo.data = o.data;
+    // Default: the library's (host=... pid=... program=zklock) with the command's name as the
+    // label, so that `status` says which job waits. A revocable node stores nothing.
+    mo.data = !o.data.empty() || o.revocable || o.command.empty()
+                  ? o.data
+                  : zkcoro::format_holder_data(zkcoro::this_process(o.command.front()));
     mo.revocable = o.revocable;
     locks l;
     if (o.kind == recipe::semaphore)

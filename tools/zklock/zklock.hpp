@@ -50,7 +50,7 @@ struct options {
     bool nonblock = false;
     recipe kind = recipe::mutex;
     int semaphore_leases = 0;
-    std::string data;  // empty: "host:pid"
+    std::string data;  // empty: "host=H pid=P program=zklock label=COMMAND" (zkcoro/holder_data.hpp)
     on_lost lost_action = on_lost::term;
     // After the --on-lost SIGTERM (or zklock's own death), SIGKILL the command's whole process
     // tree if it is still running after this long. Zero: never.
@@ -71,6 +71,10 @@ struct options {
     bool revoke_term = true;
     // status subcommand
     bool json = false;
+    bool recursive = false;             // -r: every lock under LOCKPATH (tree.cpp)
+    bool cycles = false;                // --cycles: the wait-for cycles only; exit 1 if any
+    bool dot = false;                   // --dot: the wait-for graph for Graphviz
+    std::optional<double> older_than_s; // --older-than: only holds and waits at least this old
     // revoke subcommand: the node to ask (empty: the holder)
     bool revoke = false;
     std::string revoke_node;
@@ -202,6 +206,11 @@ inline std::chrono::milliseconds redis_connect_timeout(const options& o)
 // LOCKPATH: ..." and exit 76. For the subcommands that need one request or a few (status, revoke).
 int run_with_client(const options& o, std::string_view what,
                     const std::function<asio::awaitable<int>(zkcoro::client&)>& body);
+
+// `zklock status -r` (tree.cpp): connected client in, exit status out.
+asio::awaitable<int> tree_status(zkcoro::client& zk, const options& o);
+// "30s", "5m", "1h", "1.5d", "250ms", or a bare number of seconds; nullopt if malformed.
+std::optional<double> parse_duration(std::string_view text);
 
 int run_lock(const options& o);
 int run_status(const options& o);

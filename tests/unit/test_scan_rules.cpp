@@ -1,0 +1,149 @@
+// The pure part of the tree scan: recipes from names, queues ordered and decided by the lock's
+// own rule, the wait-for graph and its cycles.
+#include "recipes/scan_rules.hpp"
+
+#include <zkcoro/scan.hpp>
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+using namespace zkcoro;
+using namespace zkcoro::detail;
+
+namespace {
+
+participant node(std::string name, std::int64_t session, std::string data = "")
+{
+    participant p;
+    p.path = "/x/" + name;
+    p.name = std::move(name);
+    p.session_id = session;
+    p.data = std::move(data);
+    return p;
+}
+
+std::vector<std::string> names_of(const std::vector<participant>& v)
+{
+    std::vector<std::string> out;
+    for (const auto& p : v)
+        out.push_back(p.name);
+    return out;
+}
+
+lock_info lock(std::string path, lock_kind k, std::vector<participant> holders, std::vector<participant> waiters)
+{
+    return lock_info{std::move(path), k, std::move(holders), std::move(waiters)};
+}
+
+}  // namespace
+
+TEST_CASE("recipes are recognised from the children's names")
+{
+    CHECK(kind_of({"_c_1-lock-0000000001", "_c_2-lock-0000000002"}) == dir_kind::mutex);
+    CHECK(kind_of({"_c_1-__READ__0000000001", "_c_2-lock-0000000002"}) == dir_kind::read_write);
+    CHECK(kind_of({"_c_1-latch-0000000001"}) == dir_kind::leader_latch);
+    CHECK(kind_of({"_c_1-lease-0000000001"}) == dir_kind::leases);
+    CHECK(kind_of({"leases", "locks"}) == dir_kind::none);
+    CHECK(kind_of({}) == dir_kind::none);
+    CHECK(is_lock_node_name("_c_1-lock-0000000001"));
+    CHECK(is_lock_node_name("x-__WRIT__0000000001"));
+    CHECK(!is_lock_node_name("locks"));
+    CHECK(!is_lock_node_name("leases"));
+}
+
+TEST_CASE("a mutex queue: Curator's order by sequence, the first holds, a foreign node blocks")
+{
+    std::vector<participant> h, w;
+    order_queue(dir_kind::mutex,
+                {node("_c_b-lock-0000000003", 3), node("_c_a-lock-0000000001", 1), node("_c_c-lock-0000000002", 2)}, h, w);
+    CHECK(names_of(h) == std::vector<std::string>{"_c_a-lock-0000000001"});
+    CHECK(h[0].holds);
+    CHECK(names_of(w) == std::vector<std::string>{"_c_c-lock-0000000002", "_c_b-lock-0000000003"});
+
+    // "0" sorts before every sequence (Curator compares whole names when the marker is absent).
+    h.clear();
+    w.clear();
+    order_queue(dir_kind::mutex, {node("_c_a-lock-0000000001", 1), node("0", 0)}, h, w);
+    CHECK(h.empty());
+    REQUIRE(w.size() == 2);
+    CHECK(w[0].mode == lock_mode::foreign);
+}
+
+TEST_CASE("a read-write queue: readers before the first writer hold")
+{
+    std::vector<participant> h, w;
+    order_queue(dir_kind::read_write,
+                {node("_c_r-__READ__0000000001", 1), node("_c_s-__READ__0000000002", 2),
+                 node("_c_w-__WRIT__0000000003", 3), node("_c_t-__READ__0000000004", 4)},
+                h, w);
+    CHECK(names_of(h) == std::vector<std::string>{"_c_r-__READ__0000000001", "_c_s-__READ__0000000002"});
+    CHECK(names_of(w) == std::vector<std::string>{"_c_w-__WRIT__0000000003", "_c_t-__READ__0000000004"});
+    CHECK(w[0].mode == lock_mode::write);
+    CHECK(w[1].mode == lock_mode::read);
+}
+
+TEST_CASE("leases all count as held; latches: the first leads")
+{
+    std::vector<participant> h, w;
+    order_queue(dir_kind::leases, {node("_c_b-lease-0000000002", 2), node("_c_a-lease-0000000001", 1)}, h, w);
+    CHECK(names_of(h) == std::vector<std::string>{"_c_a-lease-0000000001", "_c_b-lease-0000000002"});
+    CHECK(w.empty());
+    h.clear();
+    order_queue(dir_kind::leader_latch, {node("_c_b-latch-0000000002", 2), node("_c_a-latch-0000000001", 1)}, h, w);
+    CHECK(names_of(h) == std::vector<std::string>{"_c_a-latch-0000000001"});
+    CHECK(names_of(w) == std::vector<std::string>{"_c_b-latch-0000000002"});
+}
+
+TEST_CASE("wait-for graph: waiter session -> holder session; no self, foreign, persistent or latch edge")
+{
+    auto foreign = node("0", 9);
+    foreign.mode = lock_mode::foreign;
+    std::vector<lock_info> locks{
+        lock("/a", lock_kind::mutex, {node("ha", 1, "one")}, {node("wa", 2, "two"), node("wa2", 1), foreign}),
+        lock("/p", lock_kind::mutex, {node("hp", 0)}, {node("wp", 2)}),
+        lock("/l", lock_kind::leader_latch, {node("hl", 1)}, {node("wl", 2)}),
+    };
+    auto edges = wait_for_graph(locks);
+    REQUIRE(edges.size() == 1);
+    CHECK(edges[0].waiter_session == 2);
+    CHECK(edges[0].holder_session == 1);
+    CHECK(edges[0].lock == "/a");
+    CHECK(edges[0].waiter_data == "two");
+    CHECK(edges[0].holder_data == "one");
+    CHECK(find_cycles(edges).empty());
+}
+
+TEST_CASE("cycles: two sessions on two locks, three on three, and none in one order")
+{
+    std::vector<lock_info> two{
+        lock("/b", lock_kind::mutex, {node("hb", 2)}, {node("wb", 1)}),
+        lock("/a", lock_kind::mutex, {node("ha", 1)}, {node("wa", 2)}),
+        lock("/c", lock_kind::mutex, {node("hc", 7)}, {node("wc", 8)}),  // not in the cycle
+    };
+    auto cycles = find_cycles(wait_for_graph(two));
+    REQUIRE(cycles.size() == 1);
+    CHECK(cycles[0].sessions == std::vector<std::int64_t>{1, 2});
+    REQUIRE(cycles[0].edges.size() == 2);
+    CHECK(cycles[0].edges[0].lock == "/a");
+    CHECK(cycles[0].edges[1].lock == "/b");
+
+    std::vector<lock_info> three{
+        lock("/a", lock_kind::mutex, {node("h", 1)}, {node("w", 2)}),
+        lock("/b", lock_kind::read_write, {node("h", 2)}, {node("w", 3)}),
+        lock("/c", lock_kind::semaphore, {node("h", 3)}, {node("w", 1)}),
+    };
+    cycles = find_cycles(wait_for_graph(three));
+    REQUIRE(cycles.size() == 1);
+    CHECK(cycles[0].sessions == std::vector<std::int64_t>{1, 2, 3});
+    CHECK(cycles[0].edges.size() == 3);
+
+    std::vector<lock_info> ordered{
+        lock("/a", lock_kind::mutex, {node("h", 1)}, {node("w", 2)}),
+        lock("/b", lock_kind::mutex, {node("h", 1)}, {node("w", 2)}),
+    };
+    CHECK(find_cycles(wait_for_graph(ordered)).empty());
+    CHECK(find_cycles({}).empty());
+    CHECK(to_string(lock_kind::read_write) == "read-write");
+}
