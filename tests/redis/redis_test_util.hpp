@@ -31,6 +31,14 @@ inline zktest::redis_server& shared_redis()
     return server;
 }
 
+// Lock options with this TTL.
+inline zkcoro::redis_mutex_options ttl(std::chrono::milliseconds t)
+{
+    zkcoro::redis_mutex_options o;
+    o.ttl = t;
+    return o;
+}
+
 inline std::string unique_key(std::string_view name)
 {
     static int n = 0;

@@ -15,13 +15,6 @@ using zkcoro::redis_errc;
 
 namespace {
 
-zkcoro::redis_mutex_options ttl(std::chrono::milliseconds t)
-{
-    zkcoro::redis_mutex_options o;
-    o.ttl = t;
-    return o;
-}
-
 // Acquires `key` through `rc` with the throwing form; returns what() (or "" when granted).
 asio::awaitable<std::string> refusal(zkcoro::redis_client& rc, const std::string& key)
 {

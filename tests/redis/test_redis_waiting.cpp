@@ -17,13 +17,6 @@ using zkcoro::redis_errc;
 
 namespace {
 
-zkcoro::redis_mutex_options ttl(std::chrono::milliseconds t)
-{
-    zkcoro::redis_mutex_options o;
-    o.ttl = t;
-    return o;
-}
-
 // A redis-py-like holder: SET NX PX with a token of its own form, released by a plain DEL.
 void foreign_hold(const zktest::redis_server& srv, const std::string& key, std::chrono::milliseconds t = 30000ms)
 {
