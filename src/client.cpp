@@ -114,6 +114,7 @@ client access::no_client() { return client(nullptr, false); }
 
 void access::log(const client& c, log_level level, std::string_view message) { c.log(level, message); }
 std::string access::holder_label(const client& c) { return c.impl_ ? c.impl_->cfg.holder_label : std::string(); }
+bool access::detect_deadlocks(const client& c) { return c.impl_ && c.impl_->cfg.detect_deadlocks; }
 
 }  // namespace detail
 

@@ -59,6 +59,10 @@ public:
         case client_errc::not_supported:
             return "not supported by this lock's backend: ZooKeeper transactions fenced by the lock "
                    "node need a ZooKeeper lock";
+        case client_errc::would_deadlock:
+            return "the acquisition would wait forever: a holder of the lock waits, directly or through other "
+                   "tasks of this process, for a lock the asking task holds (client_config::detect_deadlocks; "
+                   "the log names the tasks and the lock)";
         case client_errc::empty_guard:
             return "the guard is empty: it was released already (a second release), moved from, or never "
                    "held a lock";

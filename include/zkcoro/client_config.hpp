@@ -74,6 +74,14 @@ struct client_config {
     // "host=... pid=... program=... label=..."), e.g. a job or service name. Empty: none.
     std::string holder_label{};
 
+    // Debug: exact in-process deadlock detection for this client's mutexes. The engine records
+    // which task of this process holds which lock and which waits for which; an acquisition that
+    // would close a cycle (its task holds a lock that the holder of the asked lock waits for,
+    // directly or through other tasks) fails at once with client_errc::would_deadlock, and the
+    // tasks are logged, instead of waiting forever. Tasks of other processes are not seen (their
+    // cycles are candidates for `zklock status -r --cycles`). Off: nothing is recorded.
+    bool detect_deadlocks = false;
+
     // Re-attach to an existing session instead of creating one (tests, hand-over).
     std::optional<session_credentials> resume_session{};
 };

@@ -35,6 +35,7 @@ enum class client_errc : int {
     not_revocable,           // a revocation was awaited on a guard acquired without mutex_options::revocable
     not_supported,           // the lock's backend cannot do this (e.g. a ZooKeeper transaction on a Redis lease)
     empty_guard,             // a guard already released (a second release), moved from, or default-constructed
+    would_deadlock,          // client_config::detect_deadlocks: the wait would close a cycle of this process's tasks
 };
 
 // The category of client_errc.

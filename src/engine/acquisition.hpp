@@ -9,6 +9,7 @@
 
 #include <zkcoro/error.hpp>
 #include <zkcoro/metrics.hpp>
+#include <zkcoro/this_task.hpp>
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/error.hpp>
@@ -58,11 +59,18 @@ inline void note_outcome(lock_metrics& m, const error_code& ec, bool granted, st
 
 // Counts how an acquisition that began at `started` ended, in the metrics of `s` (a recipe's
 // state: members m, metrics, zk and path), logs the diagnostic of a failure, then completes its
-// operation.
+// operation. A state with a wait-for graph (`graph`, null when off) records there that `owner`
+// holds the lock (when granted) and no longer waits, before its task can run again.
 template <class State, class R>
 void complete_counted(State& s, op_state<std::optional<R>>& op, std::chrono::steady_clock::time_point started,
-                      error_code ec, std::optional<R> result)
+                      error_code ec, std::optional<R> result, owner_id owner = 0)
 {
+    if constexpr (requires { s.graph; })
+        if (s.graph && owner != 0) {
+            if (result.has_value())
+                s.graph->held(owner, &s);
+            s.graph->stopped_waiting(owner);
+        }
     {
         std::lock_guard lk(s.m);
         note_outcome(s.metrics, ec, result.has_value(), std::chrono::steady_clock::now() - started);
@@ -77,10 +85,12 @@ void complete_counted(State& s, op_state<std::optional<R>>& op, std::chrono::ste
 }
 
 // Runs an acquisition coroutine on the client's executor, cancellable through the operation's
-// slot, and completes the operation with its result, counted (an exception: ZSYSTEMERROR).
+// slot, and completes the operation with its result, counted (an exception: ZSYSTEMERROR), for
+// `owner` (complete_counted).
 template <class State, class R>
 void spawn_counted(const std::shared_ptr<State>& s, asio::awaitable<std::tuple<error_code, std::optional<R>>> coro,
-                   std::shared_ptr<op_state<std::optional<R>>> op, std::chrono::steady_clock::time_point started)
+                   std::shared_ptr<op_state<std::optional<R>>> op, std::chrono::steady_clock::time_point started,
+                   owner_id owner = 0)
 {
     auto slot = op->cancellation_slot();
     asio::any_io_executor ex;
@@ -89,8 +99,8 @@ void spawn_counted(const std::shared_ptr<State>& s, asio::awaitable<std::tuple<e
     else
         ex = s->zk.get_executor();
     spawn_with(ex, std::move(coro), slot,
-               [s, op = std::move(op), started](error_code ec, std::optional<R> result) {
-                   complete_counted(*s, *op, started, ec, std::move(result));
+               [s, op = std::move(op), started, owner](error_code ec, std::optional<R> result) {
+                   complete_counted(*s, *op, started, ec, std::move(result), owner);
                });
 }
 

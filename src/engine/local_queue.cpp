@@ -35,7 +35,7 @@ void give_up_local(const std::shared_ptr<lock_object>& s, const std::shared_ptr<
             return;
         abandon_local(*s, *w);
     }
-    complete_counted(*s, *w->op, w->started, ec, std::optional<guard>{});
+    complete_counted(*s, *w->op, w->started, ec, std::optional<guard>{}, w->owner);
 }
 
 void on_deadline_timer(const std::weak_ptr<lock_object>& weak_s, error_code ec);
@@ -98,7 +98,7 @@ void on_deadline_timer(const std::weak_ptr<lock_object>& weak_s, error_code ec)
         arm_deadline_timer(s);
     }
     for (auto& w : expired)
-        complete_counted(*s, *w->op, w->started, error_code{}, std::optional<guard>{});
+        complete_counted(*s, *w->op, w->started, error_code{}, std::optional<guard>{}, w->owner);
 }
 
 }  // namespace
@@ -149,7 +149,7 @@ void notify(const std::shared_ptr<lock_object>& s, const std::shared_ptr<local_w
         return;
     if (w->st == local_waiter::status::granted)
         return complete_counted(*s, *w->op, w->started, error_code{},
-                                std::optional<guard>(access::make_guard(w->grant, w->owner)));
+                                std::optional<guard>(access::make_guard(w->grant, w->owner)), w->owner);
     // Promoted: queue on the server on the caller's behalf, cancellable through its slot.
     start_active(s, w->owner, w->deadline, w->op, w->started, true);
 }

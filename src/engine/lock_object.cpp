@@ -81,7 +81,7 @@ public:
                std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started,
                bool promoted) override
     {
-        spawn_counted(s, queue_in_zk(s, owner, deadline, promoted), std::move(op), started);
+        spawn_counted(s, queue_in_zk(s, owner, deadline, promoted), std::move(op), started, owner);
     }
     void give_back(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns,
                    std::shared_ptr<op_state<>> op) override
@@ -141,6 +141,11 @@ lock_object::lock_object(const client& c, std::string p, mutex_options o, recipe
 {
     // A revocable node stores nothing (Curator's makeRevocable): its data is the request channel.
     data = opts.revocable ? std::string() : opts.data.empty() ? default_data(c) : opts.data;
+    // Exact only where every holder blocks every waiter: a mutex (Curator's rule), not a
+    // shared_mutex's sides (readers share) nor a semaphore (other leases may free up).
+    if (access::detect_deadlocks(c) && !recipe.rule && recipe.reentrant && recipe.watch_own_node &&
+        !recipe.precheck && !recipe.immediate_node)
+        graph = &process_wait_graph();
     if (!recipe.sort)
         recipe.sort = [](std::vector<std::string>& names) { sort_by_sequence(names, lock_marker); };
     if (!recipe.rule)
@@ -190,7 +195,7 @@ void lock_object::acquire(owner_id owner, steady_clock::time_point deadline,
 {
     auto self = shared_from_this();
     const auto started = steady_clock::now();
-    auto fail = [&](error_code ec) { complete_counted(*this, *op, started, ec, std::optional<guard>{}); };
+    auto fail = [&](error_code ec) { complete_counted(*this, *op, started, ec, std::optional<guard>{}, owner); };
     if (owner == 0)
         return fail(client_errc::invalid_argument);
     if (path_error)
@@ -206,12 +211,15 @@ void lock_object::acquire(owner_id owner, steady_clock::time_point deadline,
                 immediate = std::move(*name);
     }
     std::shared_ptr<zk_lease> reentered;
+    std::vector<owner_id> cycle;  // detect_deadlocks: the wait refused, the tasks it would close
     {
         std::lock_guard lk(m);
         auto it = holds.find(owner);
         if (recipe.reentrant && it != holds.end() && !it->second->released && !it->second->lost()) {
             ++it->second->count;
             reentered = it->second;
+        } else if (graph && !(cycle = graph->wait_unless_cycle(owner, this)).empty()) {
+            // Refused below, outside the lock; nothing was changed.
         } else if (immediate.empty() && !active && lingering) {
             // Our node lingers: granted at once, with no request (else it queues as usual).
             reentered = take_lingering(self, owner);
@@ -230,8 +238,19 @@ void lock_object::acquire(owner_id owner, steady_clock::time_point deadline,
             active = true;
         }
     }
+    if (!cycle.empty()) {
+        std::string tasks;
+        for (auto t : cycle)
+            tasks += fmt::format("{}{:#x}", tasks.empty() ? "" : " -> ", t);
+        access::log(zk, log_level::warn,
+                    fmt::format("lock {}: task {:#x} would deadlock: the lock's holder waits, through the tasks "
+                                "{}, for a lock task {:#x} holds; refused with would_deadlock",
+                                path, owner, tasks, owner));
+        return fail(client_errc::would_deadlock);
+    }
     if (reentered)
-        return complete_counted(*this, *op, started, error_code{}, std::optional<guard>(access::make_guard(reentered, owner)));
+        return complete_counted(*this, *op, started, error_code{}, std::optional<guard>(access::make_guard(reentered, owner)),
+                                owner);
     if (!immediate.empty())
         return spawn_counted(self, create_immediate(self, owner, std::move(immediate)), std::move(op), started);
     start_active(self, owner, deadline, std::move(op), started, false);
@@ -280,6 +299,8 @@ void zk_lease::release(any_handler<void(error_code)> handler)
     bool list_queue = false;   // learn who queues behind the node (batch bound, lingering)
     {
         std::lock_guard lk(s.m);
+        if (count > 0 && s.graph)
+            s.graph->released(owner(), &s);  // one hold of the task's (reentrant ones counted)
         if (count > 0 && --count == 0 && !released) {
             released = true;
             last = true;

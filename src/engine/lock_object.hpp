@@ -9,6 +9,7 @@
 #include "engine/lease.hpp"
 #include "engine/revocation.hpp"
 #include "engine/rules.hpp"
+#include "engine/wait_graph.hpp"
 
 #include <zkcoro/client.hpp>
 #include <zkcoro/guard.hpp>
@@ -176,6 +177,9 @@ public:
     recipe_params recipe;
     std::string data;
     error_code path_error;
+    // client_config::detect_deadlocks: process_wait_graph(), for a mutex (exclusive: whoever
+    // holds it blocks every other task); null otherwise, and nothing is recorded.
+    task_wait_graph* graph = nullptr;
 
     std::mutex m;
     // Guarded by m.

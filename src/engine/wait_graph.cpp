@@ -39,6 +39,20 @@ void task_wait_graph::stopped_waiting(owner_id owner)
 std::vector<owner_id> task_wait_graph::cycle_if_waiting(owner_id owner, lock_id lock) const
 {
     std::lock_guard lk(m_);
+    return cycle_locked(owner, lock);
+}
+
+std::vector<owner_id> task_wait_graph::wait_unless_cycle(owner_id owner, lock_id lock)
+{
+    std::lock_guard lk(m_);
+    auto cycle = cycle_locked(owner, lock);
+    if (cycle.empty())
+        waits_[owner] = lock;
+    return cycle;
+}
+
+std::vector<owner_id> task_wait_graph::cycle_locked(owner_id owner, lock_id lock) const
+{
     std::set<owner_id> visited;
     std::vector<owner_id> path{owner};
     // Depth first over "waits for a lock held by": owner -> holders of lock -> the locks they
@@ -65,6 +79,12 @@ std::vector<owner_id> task_wait_graph::cycle_if_waiting(owner_id owner, lock_id 
     if (reaches(lock))
         return path;
     return {};
+}
+
+task_wait_graph& process_wait_graph()
+{
+    static task_wait_graph graph;  // never destroyed before a lock object that records into it
+    return graph;
 }
 
 }  // namespace zkcoro::detail

@@ -2,7 +2,9 @@
 // holds which lock object and which task waits for which. A task that would wait for a lock whose
 // holder task waits, directly or through others, for a lock that the first task holds, would wait
 // forever: an acquisition can fail with a would-deadlock error instead of hanging.
-// Not yet called by the engine (issue 23, item 3): tests/unit/test_wait_graph.cpp checks it.
+// The engine records into process_wait_graph() for the locks of clients with
+// client_config::detect_deadlocks (engine/lock_object.cpp); tests/unit/test_wait_graph.cpp checks
+// the graph itself.
 #ifndef ZKCORO_SRC_ENGINE_WAIT_GRAPH_HPP
 #define ZKCORO_SRC_ENGINE_WAIT_GRAPH_HPP
 
@@ -33,11 +35,22 @@ public:
     // `owner` first, or empty when none.
     std::vector<owner_id> cycle_if_waiting(owner_id owner, lock_id lock) const;
 
+    // cycle_if_waiting and waiting in one step (two tasks on two threads cannot both pass the
+    // check and close a cycle together): records the wait only when it closes no cycle, and
+    // returns the cycle otherwise.
+    std::vector<owner_id> wait_unless_cycle(owner_id owner, lock_id lock);
+
 private:
+    std::vector<owner_id> cycle_locked(owner_id owner, lock_id lock) const;
+
     mutable std::mutex m_;
     std::map<lock_id, std::map<owner_id, int>> holders_;
     std::map<owner_id, lock_id> waits_;
 };
+
+// The one graph of this process: a task may hold a lock through one client and wait through
+// another, so the graph spans every client that detects deadlocks.
+task_wait_graph& process_wait_graph();
 
 }  // namespace zkcoro::detail
 

@@ -59,3 +59,16 @@ TEST_CASE("shared holders: any holder on the way to a cycle counts")
     CHECK(g.cycle_if_waiting(3, A) == std::vector<owner_id>{3, 2});
     CHECK(g.cycle_if_waiting(4, A).empty());
 }
+
+TEST_CASE("wait_unless_cycle records a wait only when it closes no cycle")
+{
+    task_wait_graph g;
+    g.held(1, A);
+    g.held(2, B);
+    CHECK(g.wait_unless_cycle(1, B).empty());  // recorded: 1 waits for B
+    CHECK(g.wait_unless_cycle(2, A) == std::vector<owner_id>{2, 1});
+    // 2's wait was refused, not recorded: 1 asking again for A's holder's lock finds no cycle.
+    g.stopped_waiting(1);
+    CHECK(g.cycle_if_waiting(1, B).empty());
+    CHECK(g.cycle_if_waiting(3, A).empty());
+}

@@ -40,6 +40,7 @@ struct ZKCORO_API access {
     // Logs through the client's sink.
     static void log(const client& c, log_level level, std::string_view message);
     static std::string holder_label(const client& c);
+    static bool detect_deadlocks(const client& c);
 
     static guard make_guard(std::shared_ptr<lease> l, owner_id owner);
     static const std::shared_ptr<lease>& lease_of(const guard& g) noexcept;
