@@ -122,6 +122,13 @@ bool mark_lost(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node
             s->lingering = nullptr;  // nobody holds it: nothing to tell
         h = std::move(ns->current);
         if (h) {
+            // A lost node blocks nobody: its holder no longer holds (else a waiter, who gets the
+            // lock now, could be refused for a cycle through it).
+            if (s->graph && !h->unrecorded) {
+                for (std::size_t i = 0; i < h->count; ++i)
+                    s->graph->released(h->owner(), s.get());
+                h->unrecorded = true;
+            }
             ++s->metrics.losses;
             auto it = s->holds.find(h->owner());
             if (it != s->holds.end() && it->second == h)
@@ -299,7 +306,7 @@ void zk_lease::release(any_handler<void(error_code)> handler)
     bool list_queue = false;   // learn who queues behind the node (batch bound, lingering)
     {
         std::lock_guard lk(s.m);
-        if (count > 0 && s.graph)
+        if (count > 0 && s.graph && !unrecorded)
             s.graph->released(owner(), &s);  // one hold of the task's (reentrant ones counted)
         if (count > 0 && --count == 0 && !released) {
             released = true;

@@ -106,6 +106,7 @@ public:
     // Guarded by lock_object::m.
     std::size_t count = 1;  // reentrant acquisitions not yet released
     bool released = false;
+    bool unrecorded = false;  // lost: its holds were taken out of the wait-for graph already
 
 private:
     std::shared_ptr<lock_object> obj_;

@@ -153,3 +153,33 @@ TEST_CASE("option off: B waits and times out instead")
         co_await a_holds_a->async_release(asio::use_awaitable);
     });
 }
+
+// A lost hold blocks nobody: A's node of /a deleted from outside, A waiting for /b, B asking for
+// /a is no cycle (the lock is free) and B gets it.
+TEST_CASE("a lost hold is no longer a hold: no would_deadlock through it")
+{
+    run_with_clients({.name = "deadlock-lost", .clients = 1}, [&](fixture& f) -> awaitable<void> {
+        auto& outside = f.client();
+        client c(f.executor(), detecting());
+        co_await c.async_connect();
+        mutex ma(c, f.path + "/a");
+        mutex mb(c, f.path + "/b");
+        auto a_holds_a = co_await ma.async_acquire(task_a, 10s, asio::use_awaitable);
+        auto b_holds_b = co_await mb.async_acquire(task_b, 10s, asio::use_awaitable);
+        REQUIRE((a_holds_a && b_holds_b));
+        co_await outside.async_remove(a_holds_a->node_path(), -1, asio::use_awaitable);
+        auto [lost] = co_await a_holds_a->async_wait_lost(asio::as_tuple(asio::use_awaitable));
+        CHECK(lost == client_errc::lock_lost);
+        pending a_waits_b(f.executor());
+        a_waits_b.start(mb, task_a);
+        auto [ec, g] = co_await ma.async_acquire(task_b, 10s, asio::as_tuple(asio::use_awaitable));
+        CHECK_FALSE(ec);
+        REQUIRE(g);
+        co_await g->async_release(asio::use_awaitable);
+        co_await b_holds_b->async_release(asio::use_awaitable);
+        REQUIRE(co_await a_waits_b.wait(10000ms));
+        REQUIRE(a_waits_b.g);
+        co_await a_waits_b.g->async_release(asio::use_awaitable);
+        co_await a_holds_a->async_release(asio::use_awaitable);
+    });
+}
