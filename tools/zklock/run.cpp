@@ -1034,9 +1034,12 @@ int run_lock_redis(const options& o, const std::set<int>& inherited)
     });
     while (!done && ioc.run_one() > 0) {
     }
+    // The close writes out what is queued (a cancelled acquisition's take-back of a key it may
+    // have set) and ends the connection after the replies, 1 s at most: run until then (run_for
+    // returns as soon as nothing is left to do).
     rc.close();
     ioc.restart();
-    ioc.run_for(200ms);  // the close's last callbacks (bounded)
+    ioc.run_for(1500ms);
     std::fflush(stdout);
     std::fflush(stderr);
     return rc_exit;
