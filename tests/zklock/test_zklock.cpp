@@ -256,21 +256,26 @@ TEST_CASE("INT, TERM and HUP are forwarded to the command; the lock is free at o
         // Session closed on the way out: no waiting for an expiry.
         CHECK(run(zklock({"-c", connect(), "-n"}, path, {"true"}), 10s) == 0);
     }
-    // A signal while waiting ends the wait (128+N) and leaves no node behind.
-    const auto path = unique_path("signal-waiting");
-    const auto events = file("events");
-    reaper r;
-    proc holder = start(zklock({"-c", connect()}, path, child("h", 60000, events)));
-    r.procs.push_back(&holder);
-    REQUIRE(started(events, "h"));
-    proc waiter = start(zklock({"-c", connect()}, path, {"true"}));
-    r.procs.push_back(&waiter);
-    REQUIRE(eventually([&] { return status_json(path)["participants"].size() == 2; }, 10s));
-    ::kill(waiter.pid, SIGTERM);
-    CHECK(wait_for(waiter, 10s) == 128 + SIGTERM);
-    CHECK(status_json(path)["participants"].size() == 1);
-    ::kill(holder.pid, SIGTERM);
-    CHECK(wait_for(holder, 10s) == 128 + SIGTERM);
+    // A signal while waiting (TERM, or INT as from Ctrl-C) ends the wait (128+N) and leaves no
+    // node behind.
+    for (const int sig : {SIGTERM, SIGINT}) {
+        CAPTURE(sig);
+        const auto path = unique_path("signal-waiting");
+        const auto events = file("events");
+        reaper r;
+        proc holder = start(zklock({"-c", connect()}, path, child("h", 60000, events)));
+        r.procs.push_back(&holder);
+        REQUIRE(started(events, "h"));
+        proc waiter = start(zklock({"-c", connect()}, path, {"true"}));
+        r.procs.push_back(&waiter);
+        REQUIRE(eventually([&] { return status_json(path)["participants"].size() == 2; }, 10s));
+        ::kill(waiter.pid, sig);
+        CHECK(wait_for(waiter, 10s) == 128 + sig);
+        const auto j = status_json(path);
+        CHECK_MESSAGE(j["participants"].size() == 1, "left behind: " << j.dump());
+        ::kill(holder.pid, SIGTERM);
+        CHECK(wait_for(holder, 10s) == 128 + SIGTERM);
+    }
 }
 
 TEST_CASE("zklock killed with SIGKILL: the lock is free once its session expires")

@@ -331,31 +331,6 @@ TEST_CASE("revoke without NODE finds a write-lock holder (-w)")
     CHECK(wait_for(writer, 10s) == 128 + SIGTERM);
 }
 
-// A waiting zklock ended by SIGTERM or SIGINT cancels its acquisition: its node is gone when it
-// has exited, not when its session expires.
-TEST_CASE("SIGTERM or SIGINT to a waiting zklock leaves no node behind")
-{
-    for (const int sig : {SIGTERM, SIGINT}) {
-        CAPTURE(sig);
-        const auto path = unique_path("waiter-signal");
-        const auto events = file("events");
-        reaper r;
-        proc holder = start(zklock({"-c", connect()}, path, child("h", 60000, events)));
-        r.procs.push_back(&holder);
-        REQUIRE(started(events, "h"));
-        proc waiter = start(zklock({"-c", connect(), "-v"}, path, {"true"}));
-        r.procs.push_back(&waiter);
-        REQUIRE_MESSAGE(eventually([&] { return status_json(path)["participants"].size() == 2; }, 20s),
-                        "the waiter's node never appeared");
-        ::kill(waiter.pid, sig);
-        CHECK(wait_for(waiter, 10s) == 128 + sig);
-        const auto j = status_json(path);
-        CHECK_MESSAGE(j["participants"].size() == 1, "left behind: " << j.dump());
-        ::kill(holder.pid, SIGTERM);
-        CHECK(wait_for(holder, 10s) == 128 + SIGTERM);
-    }
-}
-
 // Item 14: after a loss zklock said "released K (deleted K)".
 TEST_CASE("after a loss zklock does not say it released the lock")
 {
