@@ -36,6 +36,7 @@ enum class client_errc : int {
     not_supported,           // the lock's backend cannot do this (e.g. a ZooKeeper transaction on a Redis lease)
     empty_guard,             // a guard already released (a second release), moved from, or default-constructed
     would_deadlock,          // client_config::detect_deadlocks: the wait would close a cycle of this process's tasks
+    internal_error,          // an unexpected exception in the library's own code (a bug); the operation did not complete
 };
 
 // The category of client_errc.
@@ -102,10 +103,12 @@ inline error_code make_zk_error(int rc) noexcept
 // What an error means for the caller: the one classification every retry decision uses.
 enum class error_kind {
     none,          // no error
-    retriable,     // transient (connection loss, operation timeout, throttled): the same request
-                   // may succeed later on the same session; a create may still have happened
+    retriable,     // transient (connection loss, operation timeout, throttled; Redis: connection
+                   // failed or lost, READONLY, OOM): the same request may succeed later on the
+                   // same session; a create (or SET) may still have happened
     session_lost,  // the session is gone (expired, closed, authentication failed, lock lost):
-                   // nothing more will succeed on it; locks held through it are lost
+                   // nothing more will succeed on it; locks held through it are lost. For Redis:
+                   // the client was closed or its credentials refused
     permanent,     // anything else: retrying the same request cannot help
 };
 
