@@ -24,7 +24,8 @@ if [ "${1:-}" = --inside ]; then
   dpkg -l libzkcoro0 libzkcoro-dev zklock | tail -3
   step "zklock --version, --help"
   zklock --version
-  zklock --help | grep -q '^Usage: zklock \[OPTIONS\] LOCKPATH -- COMMAND' || { echo "FAIL: zklock --help"; exit 1; }
+  help=$(zklock --help)  # not piped into grep -q: an early exit of grep would fail the pipe
+  grep -q '^Usage: zklock \[OPTIONS\] LOCKPATH -- COMMAND' <<<"$help" || { echo "FAIL: zklock --help"; exit 1; }
   rc=0; zklock /x 2>/dev/null || rc=$?
   [ $rc = 64 ] || { echo "FAIL: zklock /x exited $rc, expected 64 (usage)"; exit 1; }
   step "man zklock"
