@@ -10,7 +10,8 @@
 #                          dpkg-architecture; without it the install goes to lib64, where CMake on
 #                          Debian does not look), redis-server and python3-redis (the Redis tests,
 #                          interop with redis-py's Lock and its benchmark; for /usr/bin/python3),
-#                          gnuplot-nox (bench/run.sh draws bench/out/compare.svg)
+#                          gnuplot-nox (bench/run.sh draws bench/out/compare.svg), doxygen (scripts/docs.sh:
+#                          the API reference, built by the test command so that its warnings fail it)
 # Skips apt-get entirely when everything is already installed.
 set -euo pipefail
 profile=${1:-test}
@@ -30,6 +31,7 @@ test=(
   redis-server redis-tools python3-redis
   gnuplot-nox
   prometheus curl
+  doxygen
 )
 case $profile in
   demo) packages=("${demo[@]}") ;;
