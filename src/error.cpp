@@ -1,7 +1,5 @@
 #include <zkcoro/error.hpp>
 
-#include "error_kinds.hpp"
-
 #include <zookeeper/zookeeper.h>
 
 #include <string>

@@ -112,6 +112,16 @@ enum class error_kind {
     permanent,     ///< anything else: retrying the same request cannot help
 };
 
+namespace detail {
+/// The base of zkcoro's error categories (client, ZooKeeper, Redis): each classifies its own
+/// codes, and classify() asks the category of the error it is given.
+class classifying_category : public boost::system::error_category {
+public:
+    /// The kind of a non-zero code of this category.
+    virtual error_kind kind(int code) const noexcept = 0;
+};
+}  // namespace detail
+
 ZKCORO_API error_kind classify(const error_code& ec) noexcept;
 
 /// classify(ec) == error_kind::session_lost.

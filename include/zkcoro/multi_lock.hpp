@@ -10,22 +10,38 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace zkcoro {
 
-class redis_mutex;
-
-/// A lock a multi_lock can take: a mutex, either side of a shared_mutex (reader() / writer()), or
-/// a semaphore_mutex. Refers to the object, which must outlive the lock_ref and its operations.
+/// A lock a multi_lock can take: a mutex, either side of a shared_mutex (reader() / writer()), a
+/// semaphore_mutex, or a redis_mutex. Refers to the object, which must outlive the lock_ref and
+/// its operations.
 class ZKCORO_API lock_ref {
 public:
-    /// A mutex, or one side of a shared_mutex (reader() or writer()).
-    lock_ref(mutex& m);
-    /// A semaphore_mutex.
-    lock_ref(semaphore_mutex& m);
-    /// A Redis lock (redis_mutex.hpp; built with the Redis backend).
-    lock_ref(redis_mutex& m);
+    /// Refers to `m`: any lock of the library with the same async_acquire and async_participants
+    /// (a mutex, one side of a shared_mutex, a semaphore_mutex, or a redis_mutex, whose key is
+    /// its path here).
+    template <class Lock>
+        requires(!std::is_same_v<std::remove_cv_t<Lock>, lock_ref> &&
+                 requires(Lock& l, owner_id o, std::chrono::steady_clock::duration t,
+                          detail::any_handler<void(error_code, std::optional<guard>)> h) {
+                     l.get_executor();
+                     l.async_acquire(o, t, std::move(h));
+                 })
+    lock_ref(Lock& m) : path_(&name_of(m)), ex_(m.get_executor())
+    {
+        if constexpr (requires { m.is_read_side(); })
+            read_side_ = m.is_read_side();
+        start_ = [&m](owner_id o, std::chrono::steady_clock::duration t,
+                      detail::any_handler<void(error_code, std::optional<guard>)> h) {
+            m.async_acquire(o, t, std::move(h));
+        };
+        participants_ = [&m](detail::any_handler<void(error_code, std::vector<participant>)> h) {
+            m.async_participants(std::move(h));
+        };
+    }
 
     /// The lock's path (a Redis lock: its key).
     const std::string& path() const noexcept { return *path_; }
@@ -56,6 +72,15 @@ public:
     }
 
 private:
+    template <class Lock>
+    static const std::string& name_of(Lock& m) noexcept
+    {
+        if constexpr (requires { m.key(); })
+            return m.key();
+        else
+            return m.path();
+    }
+
     using start_fn = std::function<void(owner_id, std::chrono::steady_clock::duration,
                                         detail::any_handler<void(error_code, std::optional<guard>)>)>;
     using participants_fn = std::function<void(detail::any_handler<void(error_code, std::vector<participant>)>)>;

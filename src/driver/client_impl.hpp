@@ -3,7 +3,10 @@
 #ifndef ZKCORO_SRC_CLIENT_IMPL_HPP
 #define ZKCORO_SRC_CLIENT_IMPL_HPP
 
-#include <zkcoro/client.hpp>
+#include <zkcoro/client_config.hpp>
+#include <zkcoro/error.hpp>
+#include <zkcoro/types.hpp>
+
 #include "session/session_fsm.hpp"
 
 #include "async/op_state.hpp"

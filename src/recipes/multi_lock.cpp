@@ -23,26 +23,6 @@ using multi_outcome = std::tuple<error_code, std::optional<multi_guard>>;
 
 }  // namespace
 
-lock_ref::lock_ref(mutex& m) : path_(&m.path()), ex_(m.get_executor()), read_side_(m.is_read_side())
-{
-    start_ = [&m](owner_id o, clock::duration t, detail::any_handler<void(error_code, std::optional<guard>)> h) {
-        m.async_acquire(o, t, std::move(h));
-    };
-    participants_ = [&m](detail::any_handler<void(error_code, std::vector<participant>)> h) {
-        m.async_participants(std::move(h));
-    };
-}
-
-lock_ref::lock_ref(semaphore_mutex& m) : path_(&m.path()), ex_(m.get_executor())
-{
-    start_ = [&m](owner_id o, clock::duration t, detail::any_handler<void(error_code, std::optional<guard>)> h) {
-        m.async_acquire(o, t, std::move(h));
-    };
-    participants_ = [&m](detail::any_handler<void(error_code, std::vector<participant>)> h) {
-        m.async_participants(std::move(h));
-    };
-}
-
 multi_guard& multi_guard::operator=(multi_guard&& o) noexcept
 {
     if (this != &o) {

@@ -1,5 +1,4 @@
 // redis_client: the facade, the URL, the error category and the subscriptions.
-#include "error_kinds.hpp"
 #include "redis/redis_impl.hpp"
 
 #include <zkcoro/detail/access.hpp>

@@ -8,7 +8,7 @@
 #include "redis/redis_impl.hpp"
 
 #include <zkcoro/detail/access.hpp>
-#include <zkcoro/multi_lock.hpp>
+#include <zkcoro/guard.hpp>
 #include <zkcoro/redis_mutex.hpp>
 
 #include <boost/asio/as_tuple.hpp>
@@ -486,15 +486,6 @@ void redis_mutex::start_participants(detail::any_handler<void(error_code, std::v
         std::vector<std::string> args{"GET", key};
         rc->exec(std::move(args), got);
     });
-}
-
-lock_ref::lock_ref(redis_mutex& m) : path_(&m.key()), ex_(m.get_executor())
-{
-    start_ = [&m](owner_id o, std::chrono::steady_clock::duration t,
-                  detail::any_handler<void(error_code, std::optional<guard>)> h) { m.async_acquire(o, t, std::move(h)); };
-    participants_ = [&m](detail::any_handler<void(error_code, std::vector<participant>)> h) {
-        m.async_participants(std::move(h));
-    };
 }
 
 }  // namespace zkcoro
