@@ -11,7 +11,8 @@
 #                          Debian does not look), redis-server and python3-redis (the Redis tests,
 #                          interop with redis-py's Lock and its benchmark; for /usr/bin/python3),
 #                          gnuplot-nox (bench/run.sh draws bench/out/compare.svg), doxygen (scripts/docs.sh:
-#                          the API reference, built by the test command so that its warnings fail it)
+#                          the API reference, built by the test command so that its warnings fail it),
+#                          groff-base (the test zklock_manpage formats zklock.1 with groff)
 # Skips apt-get entirely when everything is already installed.
 set -euo pipefail
 profile=${1:-test}
@@ -31,7 +32,7 @@ test=(
   redis-server redis-tools python3-redis
   gnuplot-nox
   prometheus curl
-  doxygen
+  doxygen groff-base
 )
 case $profile in
   demo) packages=("${demo[@]}") ;;
