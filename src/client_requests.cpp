@@ -28,15 +28,16 @@ int to_zoo_flags(create_mode m) noexcept
     return ZOO_PERSISTENT;
 }
 
-// Takes back the reference the C library held, and unlinks the op from its client's registry.
+// Takes back the request the C library held, unlinks it from its client's registry, and gives
+// its op (and, in `via`, the client it went through).
 template <class Op>
-std::shared_ptr<Op> take(const void* data)
+std::shared_ptr<Op> take(const void* data, detail::client_impl** via = nullptr)
 {
-    std::unique_ptr<std::shared_ptr<op_base>> holder(
-        static_cast<std::shared_ptr<op_base>*>(const_cast<void*>(data)));
-    if ((*holder)->owner)
-        (*holder)->owner->unlink(holder->get());
-    return std::static_pointer_cast<Op>(std::move(*holder));
+    std::unique_ptr<detail::pending_request> req(static_cast<detail::pending_request*>(const_cast<void*>(data)));
+    req->impl->unlink(req.get());
+    if (via)
+        *via = req->impl;
+    return std::static_pointer_cast<Op>(std::move(req->op));
 }
 
 template <class Op>
@@ -83,13 +84,13 @@ struct watched_state final : op_state<Result> {
 
 // Leaves a watch on the op's path if it asked for one and its caller still waits.
 template <class State>
-zkcoro::watch register_watch(State& op, bool child)
+zkcoro::watch register_watch(State& op, detail::client_impl* impl, bool child)
 {
-    if (!op.watch || op.abandoned || !op.owner)
+    if (!op.watch || op.abandoned || !impl)
         return {};
     auto w = std::make_shared<detail::watch_state>();
     w->fallback_ex = op.io_executor();
-    op.owner->add_watch(child, op.path, w);
+    impl->add_watch(child, op.path, w);
     return detail::access::make_watch(std::move(w));
 }
 
@@ -105,9 +106,10 @@ void client::start(op_create o, detail::any_handler<void(error_code, create_resu
             zh, o.path.c_str(), o.data.data(), static_cast<int>(o.data.size()), &impl_->acl_vector,
             to_zoo_flags(o.mode),
             [](int rc, const char* value, const Stat* st, const void* d) {
-                auto s = take<create_state>(d);
-                if (rc == ZOK && s->abandoned && needs_cleanup_if_abandoned(s->mode) && s->owner && value)
-                    s->owner->cleanup_node(value);
+                detail::client_impl* impl = nullptr;
+                auto s = take<create_state>(d, &impl);
+                if (rc == ZOK && s->abandoned && needs_cleanup_if_abandoned(s->mode) && value)
+                    impl->cleanup_node(value);
                 if (rc != ZOK)
                     return void(s->fail(make_zk_error(rc)));
                 s->complete({}, create_result{value ? value : "", detail::to_stat(st)});
@@ -140,14 +142,15 @@ void client::start(op_exists o, detail::any_handler<void(error_code, exists_resu
         return zoo_aexists(
             zh, o.path.c_str(), o.watch ? 1 : 0,
             [](int rc, const Stat* st, const void* d) {
-                auto s = take<state>(d);
+                detail::client_impl* impl = nullptr;
+                auto s = take<state>(d, &impl);
                 if (rc != ZOK && rc != ZNONODE)
                     return void(s->fail(make_zk_error(rc)));
                 exists_result r;
                 if (rc == ZOK)
                     r.stat = detail::to_stat(st);
                 // The server leaves an exists watch on a missing node too (it fires on create).
-                r.watch = register_watch(*s, false);
+                r.watch = register_watch(*s, impl, false);
                 s->complete({}, std::move(r));
             },
             data);
@@ -166,14 +169,15 @@ void client::start(op_get_data o, detail::any_handler<void(error_code, data_resu
         return zoo_aget(
             zh, o.path.c_str(), o.watch ? 1 : 0,
             [](int rc, const char* value, int len, const Stat* st, const void* d) {
-                auto s = take<state>(d);
+                detail::client_impl* impl = nullptr;
+                auto s = take<state>(d, &impl);
                 if (rc != ZOK)
                     return void(s->fail(make_zk_error(rc)));
                 data_result r;
                 if (value && len > 0)
                     r.data.assign(value, static_cast<std::size_t>(len));
                 r.stat = detail::to_stat(st);
-                r.watch = register_watch(*s, false);
+                r.watch = register_watch(*s, impl, false);
                 s->complete({}, std::move(r));
             },
             data);
@@ -210,7 +214,8 @@ void client::start(op_get_children o, detail::any_handler<void(error_code, child
         return zoo_aget_children2(
             zh, o.path.c_str(), o.watch ? 1 : 0,
             [](int rc, const String_vector* names, const Stat* st, const void* d) {
-                auto s = take<state>(d);
+                detail::client_impl* impl = nullptr;
+                auto s = take<state>(d, &impl);
                 if (rc != ZOK)
                     return void(s->fail(make_zk_error(rc)));
                 children_result r;
@@ -220,7 +225,7 @@ void client::start(op_get_children o, detail::any_handler<void(error_code, child
                         r.children.emplace_back(names->data[i]);
                 }
                 r.stat = detail::to_stat(st);
-                r.watch = register_watch(*s, true);
+                r.watch = register_watch(*s, impl, true);
                 s->complete({}, std::move(r));
             },
             data);
@@ -298,7 +303,8 @@ void client::start(op_multi o, detail::any_handler<void(error_code, std::vector<
         return zoo_amulti(
             zh, static_cast<int>(n), op->c_ops.data(), op->c_results.data(),
             [](int rc, const void* d) {
-                auto s = take<multi_state>(d);
+                detail::client_impl* impl = nullptr;
+                auto s = take<multi_state>(d, &impl);
                 std::vector<multi_result> results(s->ops.size());
                 error_code first;
                 for (std::size_t i = 0; i < s->ops.size(); ++i) {
@@ -308,8 +314,8 @@ void client::start(op_multi o, detail::any_handler<void(error_code, std::vector<
                         first = make_zk_error(cr.err);
                     if (rc == ZOK && std::holds_alternative<create_op>(s->ops[i])) {
                         results[i].path = s->path_buffers[i].c_str();
-                        if (s->abandoned && s->cleanup[i] && s->owner)
-                            s->owner->cleanup_node(results[i].path);
+                        if (s->abandoned && s->cleanup[i])
+                            impl->cleanup_node(results[i].path);
                     }
                     if (rc == ZOK && cr.stat)
                         results[i].stat = detail::to_stat(cr.stat);

@@ -27,10 +27,9 @@
 
 namespace zkcoro::detail {
 
-class client_impl;
-
-// A pending operation. Shared between the C library's callback (which owns one reference
-// through the request's `data` pointer), the registry, and the cancellation handler.
+// A pending operation, of any layer and backend. Shared between whoever will complete it (for a
+// ZooKeeper request: the C library's callback, through the driver's pending_request), and the
+// cancellation handler.
 struct op_base : std::enable_shared_from_this<op_base> {
     virtual ~op_base() = default;
     // Completes with an error unless already completed. Thread-safe.
@@ -39,11 +38,6 @@ struct op_base : std::enable_shared_from_this<op_base> {
     std::atomic<bool> done{false};
     // The caller gave up (cancellation): the reply is consumed, side effects are undone.
     std::atomic<bool> abandoned{false};
-    // Registry links (guarded by zk_mutex).
-    client_impl* owner = nullptr;
-    op_base* prev = nullptr;
-    op_base* next = nullptr;
-    bool linked = false;
 };
 
 // A pending operation completing with void(error_code, Args...).

@@ -62,6 +62,17 @@ private:
     client_impl* prev_;
 };
 
+// A request the C library holds, as its `data` pointer, until it calls back (it always does, with
+// ZCLOSING at the latest): the operation it completes, the client it went through, and the links
+// of that client's registry of pending requests (guarded by zk_mutex).
+struct pending_request {
+    std::shared_ptr<op_base> op;
+    client_impl* impl = nullptr;
+    pending_request* prev = nullptr;
+    pending_request* next = nullptr;
+    bool linked = false;
+};
+
 // The shared state of a watch handle.
 struct watch_state {
     std::mutex m;
@@ -94,7 +105,7 @@ public:
     void submit(const std::shared_ptr<op_base>& op, const std::function<int(zhandle_t*, void*)>& submit);
 
     // Called from C callbacks (lock held): unlinks an op from the registry.
-    void unlink(op_base* op) noexcept;
+    void unlink(pending_request* r) noexcept;
     // Registers a watch for `path` of the given kind (lock held).
     void add_watch(bool child, const std::string& path, std::shared_ptr<watch_state> w);
     // Deletes a node that an abandoned create made; retried after reconnection (lock held).
@@ -203,7 +214,7 @@ private:
     std::chrono::steady_clock::time_point timer_deadline_{};
 
     // Registry of pending operations (intrusive list).
-    op_base* ops_head_ = nullptr;
+    pending_request* ops_head_ = nullptr;
     std::unordered_map<std::string, std::vector<std::shared_ptr<watch_state>>> data_watches_;
     std::unordered_map<std::string, std::vector<std::shared_ptr<watch_state>>> child_watches_;
 

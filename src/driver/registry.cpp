@@ -57,38 +57,36 @@ void client_impl::submit(const std::shared_ptr<op_base>& op,
         return op->fail(make_zk_error(ZCONNECTIONLOSS));  // between handles (resolving after an expiry): retriable
     if (!zh_)
         return op->fail(client_errc::not_connected);
-    // The C library owns one reference until it calls back (it always does, with ZCLOSING at
-    // the latest, when the handle is closed).
-    auto* holder = new std::shared_ptr<op_base>(op);
-    int rc = fn(zh_, holder);
+    // The C library owns the request (and one reference to the op) until it calls back.
+    auto* req = new pending_request{op, this};
+    int rc = fn(zh_, req);
     if (rc != ZOK) {
-        delete holder;
+        delete req;
         return op->fail(make_zk_error(rc));
     }
     requests_sent.fetch_add(1, std::memory_order_relaxed);
-    op->owner = this;
-    op->linked = true;
-    op->next = ops_head_;
+    req->linked = true;
+    req->next = ops_head_;
     if (ops_head_)
-        ops_head_->prev = op.get();
-    ops_head_ = op.get();
+        ops_head_->prev = req;
+    ops_head_ = req;
     // A request the library could not flush at once (large, or a full socket buffer) needs
     // write readiness now, not at the next ping.
     rearm();
 }
 
-void client_impl::unlink(op_base* op) noexcept
+void client_impl::unlink(pending_request* r) noexcept
 {
-    if (!op->linked)
+    if (!r->linked)
         return;
-    if (op->prev)
-        op->prev->next = op->next;
+    if (r->prev)
+        r->prev->next = r->next;
     else
-        ops_head_ = op->next;
-    if (op->next)
-        op->next->prev = op->prev;
-    op->prev = op->next = nullptr;
-    op->linked = false;
+        ops_head_ = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    r->prev = r->next = nullptr;
+    r->linked = false;
 }
 
 void client_impl::add_watch(bool child, const std::string& path, std::shared_ptr<watch_state> w)

@@ -50,9 +50,9 @@ void client_impl::wait_state(session_state known, std::shared_ptr<op_state<sessi
 void client_impl::fail_pending(error_code ec)
 {
     while (ops_head_) {
-        op_base* op = ops_head_;
-        unlink(op);
-        op->fail(ec);
+        pending_request* r = ops_head_;
+        unlink(r);  // the C library still owns it: its callback frees it
+        r->op->fail(ec);
     }
     for (auto* m : {&data_watches_, &child_watches_}) {
         for (auto& [path, ws] : *m)
