@@ -6,6 +6,7 @@
 #include "engine/lock_object.hpp"
 #include "redis/lock_scripts.hpp"
 #include "redis/redis_impl.hpp"
+#include "redis/replicas.hpp"
 
 #include <zkcoro/detail/access.hpp>
 #include <zkcoro/multi_lock.hpp>
@@ -185,7 +186,7 @@ public:
         auto start = [this, &script, &sha, nkeys, &args](auto handler) {
             auto op = std::make_shared<reply_op>(std::move(handler), rc->strand);
             op->bind_cancellation();
-            rc->eval(script, sha, std::move(args), nkeys, std::move(op));
+            eval_acked(*rc, script, sha, std::move(args), nkeys, std::move(op));  // + WAIT when asked
         };
         if (until == steady_clock::time_point::max()) {
             auto [ec, r] = co_await asio::async_initiate<decltype(use_tuple), void(error_code, redis_reply)>(start, use_tuple);
@@ -293,6 +294,8 @@ awaitable<acquire_result> redis_backend::take(std::shared_ptr<lock_object> s, st
                 co_return fail(ec == asio::error::timed_out ? error_code{} : ec);
             }
         } else if (ec) {
+            if (ec == redis_errc::not_replicated)
+                b->take_back(s->path, value);  // set on the master, not confirmed by the replicas
             if (r.type == redis_reply::kind::error) {
                 std::lock_guard lk(b->text_m);
                 b->last_server_text = r.str;

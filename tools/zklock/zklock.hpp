@@ -175,7 +175,7 @@ inline bool is_redis_url(std::string_view connect)
                 return false;
         return true;
     };
-    return starts_nocase("redis://") || starts_nocase("rediss://");
+    return starts_nocase("redis://") || starts_nocase("rediss://") || starts_nocase("redis+sentinel://");
 }
 
 #ifdef ZKLOCK_REDIS
