@@ -1,7 +1,10 @@
 // A Redis master with replicas watched by sentinels, on free loopback ports (tests and the
 // zkcoro-with-sentinel launcher): real redis-server processes (redis-server --sentinel for the
 // sentinels), each ended by PID by its zktest::redis_server. Short sentinel timeouts
-// (down-after-milliseconds 400, failover-timeout 1000) so that a failover takes about 2 s.
+// (down-after-milliseconds 1000: a sentinel PINGs every min(1 s, down-after), so a shorter one
+// flaps on a loaded machine; failover-timeout 2000: much shorter lets a slow promotion be abandoned
+// and a second sentinel promote another replica) so that a failover takes about 3 s, and the
+// same master fails over again at the earliest 4 s later.
 #pragma once
 
 #include <redis_server.hpp>
@@ -40,8 +43,8 @@ public:
             redis_options so;
             so.config_text = fmt::format(
                 "sentinel monitor {0} 127.0.0.1 {1} {2}\n"
-                "sentinel down-after-milliseconds {0} 400\n"
-                "sentinel failover-timeout {0} 1000\n",
+                "sentinel down-after-milliseconds {0} 1000\n"
+                "sentinel failover-timeout {0} 2000\n",
                 opts_.master_name, nodes_[0]->port(), opts_.sentinels / 2 + 1);
             so.extra_args = {"--sentinel"};
             sentinels_.push_back(std::make_unique<redis_server>(so));

@@ -11,6 +11,7 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <signal.h>
@@ -65,6 +66,22 @@ asio::awaitable<std::uint16_t> new_master(zktest::sentinel_cluster& c, std::uint
         co_await pause(20ms);
     }
     co_return 0;
+}
+
+// Polls INFO replication on `node` until it has `n` replicas online; false after `limit`.
+asio::awaitable<bool> replicas_online(zktest::redis_server& node, int n, std::chrono::milliseconds limit)
+{
+    auto until = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < until) {
+        int online = 0;
+        for (const auto& [k, v] : node.info("replication"))
+            if (k.starts_with("slave") && v.find("state=online") != std::string::npos)
+                ++online;
+        if (online >= n)
+            co_return true;
+        co_await pause(20ms);
+    }
+    co_return false;
 }
 
 }  // namespace
@@ -254,9 +271,10 @@ asio::awaitable<failover_figures> hold_through_failover(zktest::sentinel_cluster
     using namespace asio::experimental::awaitable_operators;
     auto ex = co_await asio::this_coro::executor;
     failover_figures f;
-    const auto lock_ttl = 8000ms;  // renewed every 2.67 s; lost 6.4 s after the last renewal
-    zkcoro::redis_client holder_client(ex, c.url(), quick(2));
-    zkcoro::redis_client other_client(ex, c.url(), quick(2));
+    const auto lock_ttl = 10000ms;  // renewed every 3.3 s; lost 8 s after the last renewal
+    // WAIT 1: after the failover one replica is left to acknowledge the renewals.
+    zkcoro::redis_client holder_client(ex, c.url(), quick(1));
+    zkcoro::redis_client other_client(ex, c.url(), quick(1));
     zkcoro::redis_mutex holder(holder_client, key, ttl(lock_ttl));
     zkcoro::redis_mutex other(other_client, key, ttl(lock_ttl));
     auto g = co_await holder.acquire(3s);
@@ -266,13 +284,22 @@ asio::awaitable<failover_figures> hold_through_failover(zktest::sentinel_cluster
     auto none = co_await other.try_acquire();
     CHECK_FALSE(none);
     const auto old_port = c.master_port();
+    // A failover the key survives: WAIT 1 confirmed one replica; let the other catch up too, so
+    // that whichever the sentinels promote has it (bounded).
+    for (auto& n : c.nodes()) {
+        if (n->port() == old_port || !n->running())
+            continue;
+        for (int i = 0; i < 100 && n->command(cmd("EXISTS", key)) != "1"; ++i)
+            co_await pause(10ms);
+        CHECK(n->command(cmd("EXISTS", key)) == "1");
+    }
     auto& old = c.node_at(old_port);
     old.kill9();
     const auto killed = std::chrono::steady_clock::now();
     auto np = co_await new_master(c, old_port, 15s);
     REQUIRE(np != 0);
     f.new_master_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - killed).count();
-    // The key reached both replicas (WAIT 2): the promoted one has it. Wait for the holder to renew
+    // The key reached both replicas: the promoted one has it. Wait for the holder to renew
     // it there (PTTL jumps back up), bounded by a renewal period and a bit.
     auto& nm = c.node_at(np);
     CHECK(nm.command(cmd("EXISTS", key)) == "1");
@@ -288,10 +315,24 @@ asio::awaitable<failover_figures> hold_through_failover(zktest::sentinel_cluster
     f.renewed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - killed).count();
     CHECK(renewed);
     CHECK_FALSE(g->lost());
-    auto still_none = co_await other.try_acquire();  // on the new master: still held
+    auto still_none = co_await other.acquire(300ms);  // on the new master: still held
     CHECK_FALSE(still_none);
     co_await g->release();
+    for (int i = 0; i < 100 && nm.command(cmd("EXISTS", key)) != "0"; ++i)
+        co_await pause(20ms);
     CHECK(nm.command(cmd("EXISTS", key)) == "0");
+    // The remaining replica resynchronised with the new master: WAIT 1 can be met again.
+    if (!co_await replicas_online(nm, 1, 10s)) {
+        for (auto& n : c.nodes())
+            if (n->running())
+                MESSAGE(n->port() << ": " << n->command(cmd("INFO", "replication")) << " key " << n->command(cmd("GET", key)));
+        for (std::size_t i = 0; i < c.sentinel_count(); ++i) {
+            std::ifstream in(c.sentinel(i).log_path());
+            std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+            MESSAGE("sentinel " << c.sentinel(i).port() << ":\n" << all.substr(all.size() > 6000 ? all.size() - 6000 : 0));
+        }
+        FAIL("no replica online on the new master " << np);
+    }
     auto g2 = co_await other.acquire(3s);  // now the other gets it, with a higher token
     REQUIRE(g2);
     CHECK(g2->fencing_token() > last_token);
@@ -316,6 +357,7 @@ TEST_CASE("failover while holding, acknowledged grants: the holder keeps its loc
         // Both replicas back, and more than twice the failover-timeout since the last failover
         // (before that the sentinels do not start another one).
         c.wait_ready(20s, 2);
+        const auto started = std::chrono::steady_clock::now();
         asio::io_context ioc;
         zktest::run_bounded(ioc, [&]() -> asio::awaitable<void> {
             auto f = co_await hold_through_failover(c, key, last_token);
@@ -323,7 +365,8 @@ TEST_CASE("failover while holding, acknowledged grants: the holder keeps its loc
         }, 40s);
         if (figs.size() != static_cast<std::size_t>(run + 1))
             ++false_losses;
-        std::this_thread::sleep_for(1500ms);
+        // The sentinels fail the same master over again only 2 x failover-timeout (4 s) later.
+        std::this_thread::sleep_until(started + 4500ms);
     }
     CHECK(false_losses == 0);
     std::vector<std::int64_t> nm, rn;
