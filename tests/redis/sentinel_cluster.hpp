@@ -1,10 +1,10 @@
 // A Redis master with replicas watched by sentinels, on free loopback ports (tests and the
 // zkcoro-with-sentinel launcher): real redis-server processes (redis-server --sentinel for the
-// sentinels), each ended by PID by its zktest::redis_server. Short sentinel timeouts
-// (down-after-milliseconds 1000: a sentinel PINGs every min(1 s, down-after), so a shorter one
-// flaps on a loaded machine; failover-timeout 2000: much shorter lets a slow promotion be abandoned
-// and a second sentinel promote another replica) so that a failover takes about 3 s, and the
-// same master fails over again at the earliest 4 s later.
+// sentinels), each ended by PID by its zktest::redis_server. Short sentinel timeouts:
+// down-after-milliseconds 2000 (a sentinel PINGs every min(1 s, down-after) and first PINGs a new
+// master 1 s after it links to it: with down-after at or below 1 s a healthy, freshly promoted
+// master is marked down on a busy machine and failed over again); failover-timeout 2000 (the same
+// master fails over again at the earliest 4 s later). A failover then takes about 3.3 s.
 #pragma once
 
 #include <redis_server.hpp>
@@ -43,7 +43,7 @@ public:
             redis_options so;
             so.config_text = fmt::format(
                 "sentinel monitor {0} 127.0.0.1 {1} {2}\n"
-                "sentinel down-after-milliseconds {0} 1000\n"
+                "sentinel down-after-milliseconds {0} 2000\n"
                 "sentinel failover-timeout {0} 2000\n",
                 opts_.master_name, nodes_[0]->port(), opts_.sentinels / 2 + 1);
             so.extra_args = {"--sentinel"};

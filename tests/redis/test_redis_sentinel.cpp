@@ -271,7 +271,7 @@ asio::awaitable<failover_figures> hold_through_failover(zktest::sentinel_cluster
     using namespace asio::experimental::awaitable_operators;
     auto ex = co_await asio::this_coro::executor;
     failover_figures f;
-    const auto lock_ttl = 10000ms;  // renewed every 3.3 s; lost 8 s after the last renewal
+    const auto lock_ttl = 12000ms;  // renewed every 4 s; lost 9.6 s after the last renewal
     // WAIT 1: after the failover one replica is left to acknowledge the renewals.
     zkcoro::redis_client holder_client(ex, c.url(), quick(1));
     zkcoro::redis_client other_client(ex, c.url(), quick(1));
@@ -306,7 +306,7 @@ asio::awaitable<failover_figures> hold_through_failover(zktest::sentinel_cluster
     std::int64_t prev = std::stoll(nm.command(cmd("PTTL", key)));
     CHECK(prev > 0);
     bool renewed = false;
-    for (int i = 0; i < 200 && !renewed && !g->lost(); ++i) {
+    for (int i = 0; i < 320 && !renewed && !g->lost(); ++i) {
         co_await pause(25ms);
         auto now = std::stoll(nm.command(cmd("PTTL", key)));
         renewed = now > prev + 100;
