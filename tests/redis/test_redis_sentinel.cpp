@@ -1,7 +1,8 @@
 // Redis with replicas and Sentinel (issue 22), against real redis-servers and sentinels on
 // loopback: the URLs, an ACL user, discovery through sentinels and its bad inputs (a wrong master
 // name, every sentinel down, a "master" that is a replica), replica-acknowledged grants, a failover
-// while a lock is held (10 runs), and the negative control where replication is held back.
+// while a lock is held (10 runs), the negative control where replication is held back, and a
+// manual failover (SENTINEL FAILOVER) followed by a holder.
 #include "redis_test_util.hpp"
 #include "sentinel_cluster.hpp"
 
@@ -460,4 +461,36 @@ TEST_CASE("negative control: replication held back, an unacknowledged grant is f
         co_await g2->release();
     }, 60s);
     std::filesystem::remove(store);
+}
+
+TEST_CASE("a manual failover (SENTINEL FAILOVER): the holder follows the new master (+switch-master or READONLY) and keeps its lock")
+{
+    auto& c = shared_cluster();
+    c.wait_ready(20s, 2);
+    asio::io_context ioc;
+    zktest::run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        zkcoro::redis_client rc(ex, c.url(), quick(1));
+        auto key = unique_key("manual");
+        zkcoro::redis_mutex m(rc, key, ttl(3000ms));  // renewed every second
+        auto g = co_await m.acquire(3s);
+        REQUIRE(g);
+        const auto old_port = c.master_port();
+        c.sentinel(0).command(cmd("SENTINEL", "FAILOVER", c.master_name()));
+        auto np = co_await new_master(c, old_port, 15s);
+        REQUIRE(np != 0);
+        // The client is on the new master within a few renewals, the key renewed there.
+        int port = -1;
+        for (int i = 0; i < 100 && port != np; ++i) {
+            co_await pause(50ms);
+            auto [ec, r] = co_await rc.async_exec(cmd("INFO", "server"), asio::as_tuple(asio::use_awaitable));
+            if (!ec && r.str.find(fmt::format("tcp_port:{}", np)) != std::string::npos)
+                port = np;
+        }
+        CHECK(port == np);
+        co_await pause(1500ms);  // a renewal or two on the new master
+        CHECK_FALSE(g->lost());
+        CHECK(c.node_at(np).command(cmd("EXISTS", key)) == "1");
+        co_await g->release();
+    }, 40s);
 }
