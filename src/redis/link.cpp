@@ -167,23 +167,6 @@ redis_link::~redis_link()
     }
 }
 
-void redis_link::set_state(redis_state s)
-{
-    if (state_ == s)
-        return;
-    state_ = s;
-    if (hooks_.state)
-        hooks_.state(s);
-}
-
-void redis_link::start()
-{
-    if (state_ != redis_state::idle)
-        return;
-    set_state(redis_state::connecting);
-    attempt();
-}
-
 void redis_link::attempt()
 {
     ready_ = false;
@@ -246,14 +229,6 @@ void redis_link::connect_to(const redis_url::endpoint& e)
                                     l->opts_.connect_timeout.count()));
         redisAsyncFree(ac);
     });
-}
-
-void redis_link::fail_attempt(error_code ec, std::string why)
-{
-    if (attempt_code_)
-        return;  // the first reason stands
-    attempt_code_ = ec;
-    attempt_error_ = std::move(why);
 }
 
 void redis_link::attempt_context_error(const redisAsyncContext* ac)
@@ -371,18 +346,6 @@ void redis_link::ready()
         hooks_.ready();
 }
 
-void redis_link::flush()
-{
-    auto q = std::move(queue_);
-    queue_.clear();
-    for (auto& [args, op] : q)
-        dispatch_send(args, std::move(op));
-    auto pq = std::move(push_queue_);
-    push_queue_.clear();
-    for (auto& a : pq)
-        send_push(std::move(a));
-}
-
 void redis_link::dispatch_send(const std::vector<std::string>& args, std::shared_ptr<reply_op> op)
 {
     if (op->done)
@@ -428,24 +391,10 @@ void redis_link::reply_cb(redisAsyncContext* ac, void* reply, void* privdata)
     p->op->complete(ec, std::move(r));
 }
 
-void redis_link::drop(std::string why)
+void redis_link::free_context()
 {
-    if (closing_ || state_ == redis_state::closed)
-        return;
-    if (ac_) {
-        if (opts_.log)
-            opts_.log(log_level::info, fmt::format("redis {}:{}: {}: finding the master again", url_.host, url_.port, why));
-        fail_attempt(redis_errc::not_master, std::move(why));
-        backoff_ = std::chrono::milliseconds{0};
+    if (ac_)
         redisAsyncFree(ac_);  // pending replies fail with connection_lost; cleanup posts on_context_gone
-        return;
-    }
-    if (state_ == redis_state::reconnecting && !resolving_) {
-        // Waiting out a backoff: try now.
-        timer_.cancel();
-        backoff_ = std::chrono::milliseconds{0};
-        attempt();
-    }
 }
 
 void redis_link::send(const std::vector<std::string>& args, std::shared_ptr<reply_op> op)
@@ -482,54 +431,6 @@ void redis_link::push_cb(redisAsyncContext* ac, void* reply, void* privdata)
     auto* l = static_cast<redis_link*>(privdata);
     if (l->hooks_.push)
         l->hooks_.push(copy_reply(reply));
-}
-
-void redis_link::on_context_gone()
-{
-    ac_ = nullptr;
-    att_.reset();
-    ready_ = false;
-    auto keep = shared_from_this();
-    timer_.cancel();
-    if (closing_ || state_ == redis_state::closed) {
-        set_state(redis_state::closed);
-        return;
-    }
-    auto ec = attempt_code_ ? attempt_code_ : error_code(redis_errc::connect_failed);
-    auto why = attempt_error_.empty() ? std::string("the connection failed") : attempt_error_;
-    // Refused credentials do not get better by trying again: no reconnection loop.
-    if (ec == redis_errc::auth_failed)
-        return give_up(ec, std::move(why));
-    if (!ever_connected_ && !(hooks_.retry_first && hooks_.retry_first(ec, ++first_failures_)))
-        return give_up(ec, std::move(why));
-    // A drop after the link had connected: reconnect with backoff (commands sent on the old
-    // context have failed with connection_lost; queued ones wait).
-    backoff_ = backoff_.count() == 0 ? opts_.reconnect_min : std::min(backoff_ * 2, opts_.reconnect_max);
-    if (opts_.log)
-        opts_.log(log_level::warn, fmt::format("redis {}:{}: {}; reconnecting in {} ms", url_.host, url_.port,
-                                               attempt_error_.empty() ? "connection dropped" : attempt_error_,
-                                               backoff_.count()));
-    set_state(redis_state::reconnecting);
-    timer_.expires_after(backoff_);
-    timer_.async_wait([w = weak_from_this()](error_code tec) {
-        auto l = w.lock();
-        if (!tec && l && !l->closing_ && !l->ac_)
-            l->attempt();
-    });
-}
-
-void redis_link::give_up(error_code ec, std::string why)
-{
-    last_code_ = ec;
-    last_error_ = std::move(why);
-    if (opts_.log)
-        opts_.log(log_level::error, "redis: " + last_error_);
-    set_state(redis_state::closed);
-    auto q = std::move(queue_);
-    queue_.clear();
-    for (auto& item : q)
-        item.second->fail(ec);
-    push_queue_.clear();
 }
 
 void redis_link::close()

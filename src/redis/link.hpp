@@ -60,7 +60,7 @@ public:
     void close();
     // Drops the connection (its pending commands fail with connection_lost) and reconnects at once,
     // asking `resolve` again: a failover, or a READONLY reply. `why` goes to the log.
-    void drop(std::string why);
+    void drop(std::string why);  // defined in sentinel.cpp
     // Fails every queued command with `ec` and closes (the first connection failed).
     redis_state state() const noexcept { return state_; }
     const redis_url& url() const noexcept { return url_; }  // host and port: the server of the last attempt
@@ -78,6 +78,7 @@ private:
     void on_connected(int status);
     void handshake_reply(int step, const void* reply);
     void ready();  // the handshake is done
+    void free_context();  // redisAsyncFree: the context goes, its pending replies fail
     void on_context_gone();
     void set_state(redis_state s);
     void give_up(error_code ec, std::string why);  // the first connection failed

@@ -5,8 +5,7 @@
 #include "engine/acquisition.hpp"
 #include "engine/lock_object.hpp"
 #include "redis/lock_scripts.hpp"
-#include "redis/redis_impl.hpp"
-#include "redis/replicas.hpp"
+#include "redis/replicas.hpp"  // redis_impl, and WAIT after a grant or renewal
 
 #include <zkcoro/detail/access.hpp>
 #include <zkcoro/multi_lock.hpp>
@@ -294,8 +293,6 @@ awaitable<acquire_result> redis_backend::take(std::shared_ptr<lock_object> s, st
                 co_return fail(ec == asio::error::timed_out ? error_code{} : ec);
             }
         } else if (ec) {
-            if (ec == redis_errc::not_replicated)
-                b->take_back(s->path, value);  // set on the master, not confirmed by the replicas
             if (r.type == redis_reply::kind::error) {
                 std::lock_guard lk(b->text_m);
                 b->last_server_text = r.str;

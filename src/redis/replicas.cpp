@@ -35,9 +35,13 @@ void eval_acked(redis_impl& rc, const std::string& script, const std::string& sh
     const int n = replica_acks(rc);
     if (n <= 0 || (&script != &acquire_script().text && &script != &renew_script().text))
         return rc.eval(script, sha, std::move(keys_and_args), nkeys, std::move(op));
+    // An unconfirmed grant is given back: the acquire script's KEYS[1] and ARGV[1] (key, value).
+    std::vector<std::string> give_back;
+    if (&script == &acquire_script().text && keys_and_args.size() >= 3)
+        give_back = {keys_and_args[0], keys_and_args[2], keys_and_args[0] + ":released"};
     std::weak_ptr<redis_impl> weak = rc.shared_from_this();
     auto after = std::make_shared<reply_op>(
-        [weak, op, n, &script](error_code ec, redis_reply r) {
+        [weak, op, n, &script, give_back = std::move(give_back)](error_code ec, redis_reply r) {
             auto self = weak.lock();
             if (!self || ec || !wrote(script, r))
                 return void(op->complete(ec, std::move(r)));
@@ -47,7 +51,7 @@ void eval_acked(redis_impl& rc, const std::string& script, const std::string& sh
             const auto timeout = self->opts.replica_ack_timeout;
             auto script_reply = std::make_shared<redis_reply>(std::move(r));
             auto waited = std::make_shared<reply_op>(
-                [weak, op, n, conn, timeout, script_reply](error_code wec, redis_reply wr) {
+                [weak, op, n, conn, timeout, script_reply, give_back](error_code wec, redis_reply wr) {
                     auto s = weak.lock();
                     if (!s)
                         return void(op->complete(redis_errc::closed, std::move(*script_reply)));
@@ -60,6 +64,12 @@ void eval_acked(redis_impl& rc, const std::string& script, const std::string& sh
                                            wec     ? wec.message()
                                            : !same ? std::string("the connection changed before it")
                                                    : fmt::format("{} replica(s) acknowledged", wr.integer)));
+                        if (!give_back.empty()) {
+                            // Set on the master, not confirmed by the replicas: compare-and-delete
+                            // (and PUBLISH the release), on this connection, before answering.
+                            auto ignore = std::make_shared<reply_op>([](error_code, redis_reply) {}, s->strand);
+                            s->eval(release_script().text, release_script().sha, give_back, 1, std::move(ignore));
+                        }
                         return void(op->complete(redis_errc::not_replicated, std::move(*script_reply)));
                     }
                     op->complete({}, std::move(*script_reply));

@@ -158,4 +158,25 @@ std::shared_ptr<redis_link> watch_failovers(const redis_strand& strand, const re
     return l;
 }
 
+// A link of a redis+sentinel:// client, on a failover or a READONLY reply (declared in link.hpp).
+void redis_link::drop(std::string why)
+{
+    if (closing_ || state_ == redis_state::closed)
+        return;
+    if (ac_) {
+        if (opts_.log)
+            opts_.log(log_level::info, fmt::format("redis {}:{}: {}: finding the master again", url_.host, url_.port, why));
+        fail_attempt(redis_errc::not_master, std::move(why));
+        backoff_ = std::chrono::milliseconds{0};
+        free_context();
+        return;
+    }
+    if (state_ == redis_state::reconnecting && !resolving_) {
+        // Waiting out a backoff: try now.
+        timer_.cancel();
+        backoff_ = std::chrono::milliseconds{0};
+        attempt();
+    }
+}
+
 }  // namespace zkcoro::detail
