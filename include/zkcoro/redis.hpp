@@ -62,8 +62,8 @@ struct redis_url {
         std::string host;
         std::uint16_t port = 0;
     };
-    std::string host;  // the server (with sentinels: the master found last; empty before)
-    std::uint16_t port = 6379;
+    std::string host;  // the server (empty with sentinels: the master is found at each connection)
+    std::uint16_t port = 6379;  // (0 with sentinels)
     std::string user;  // an ACL user ("": AUTH with the password alone)
     std::string password;
     int db = 0;
@@ -103,6 +103,8 @@ struct redis_options {
     // `WAIT replica_acks replica_ack_timeout` has confirmed that many replicas have them (else the
     // grant is given back and fails with redis_errc::not_replicated; the renewal counts as not
     // confirmed). -1 (the default): 1 with a redis+sentinel:// URL, 0 (off) with redis://.
+    // WAIT holds the client's command connection: while replicas do not answer, every command of
+    // this client waits up to replica_ack_timeout behind a grant or renewal.
     int replica_acks = -1;
     std::chrono::milliseconds replica_ack_timeout{500};
 };
