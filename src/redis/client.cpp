@@ -135,6 +135,8 @@ void redis_impl::on_state(redis_state s)
     state = s;
     if (s == redis_state::connected && cmd_)
         connects = cmd_->connects;
+    if (s == redis_state::closed && watcher_)
+        watcher_->close();  // the first connection failed (or close()): stop following failovers
     if (s == redis_state::closed && cmd_ && !cmd_->last_error().empty()) {
         std::lock_guard lk(error_m);
         error_text = cmd_->last_error();
