@@ -12,7 +12,8 @@
 #                          interop with redis-py's Lock and its benchmark; for /usr/bin/python3),
 #                          redis-sentinel (the Sentinel tests; they run redis-server --sentinel with
 #                          their own configuration on free loopback ports, never the package's service),
-#                          gnuplot-nox (bench/run.sh draws bench/out/compare.svg)
+#                          gnuplot-nox (bench/run.sh draws bench/out/compare.svg), doxygen (scripts/docs.sh:
+#                          the API reference, built by the test command so that its warnings fail it)
 # Skips apt-get entirely when everything is already installed.
 set -euo pipefail
 profile=${1:-test}
@@ -32,6 +33,7 @@ test=(
   redis-server redis-tools python3-redis redis-sentinel
   gnuplot-nox
   prometheus curl
+  doxygen
 )
 case $profile in
   demo) packages=("${demo[@]}") ;;

@@ -58,6 +58,9 @@ run_suite() {  # build-dir, meson test options (one word), extra meson -D option
 }
 
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+stamp "API reference (scripts/docs.sh: Doxygen, warnings are errors)"
+bash scripts/docs.sh
+
 stamp "normal build"
 run_suite build "" -Dbuildtype=debugoptimized
 grep -h '^fault-suite:' build/meson-logs/testlog.txt || true  # the fault suite's summary line

@@ -1,6 +1,6 @@
 // zkcoro::client, the facade: construction, observers, and the session operations (connect,
 // close, wait for a state), which go to the session layer. The node operations are in
-// ops/requests.cpp, watches in ops/watch.cpp.
+// client_requests.cpp, watches in watch.cpp.
 #include "driver/client_impl.hpp"
 
 #include <zkcoro/client.hpp>

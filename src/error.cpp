@@ -1,5 +1,7 @@
 #include <zkcoro/error.hpp>
 
+#include "error_kinds.hpp"
+
 #include <zookeeper/zookeeper.h>
 
 #include <string>
@@ -7,7 +9,7 @@
 namespace zkcoro {
 namespace {
 
-class client_category_impl final : public boost::system::error_category {
+class client_category_impl final : public detail::classifying_category {
 public:
     const char* name() const noexcept override { return "zkcoro.client"; }
     std::string message(int v) const override
@@ -66,15 +68,30 @@ public:
         case client_errc::empty_guard:
             return "the guard is empty: it was released already (a second release), moved from, or never "
                    "held a lock";
+        case client_errc::internal_error:
+            return "internal error: an unexpected exception in zkcoro's own code (a bug: please report it with "
+                   "the log); the operation did not complete";
         case client_errc::upgrade_not_supported:
             return "read-to-write upgrade is not supported: the write lock would wait forever "
                    "behind this task's own read lock; release the read lock first";
         }
         return "unknown zkcoro client error";
     }
+    error_kind kind(int v) const noexcept override
+    {
+        switch (static_cast<client_errc>(v)) {
+        case client_errc::session_expired:
+        case client_errc::closed:
+        case client_errc::auth_failed:
+        case client_errc::lock_lost:
+            return error_kind::session_lost;
+        default:
+            return error_kind::permanent;
+        }
+    }
 };
 
-class zookeeper_category_impl final : public boost::system::error_category {
+class zookeeper_category_impl final : public detail::classifying_category {
 public:
     const char* name() const noexcept override { return "zkcoro.zookeeper"; }
     std::string message(int v) const override
@@ -119,6 +136,22 @@ public:
         // zerror() is a pure table look-up in the C library: no state, safe without the lock.
         return name + ": " + zerror(v);
     }
+    error_kind kind(int v) const noexcept override
+    {
+        switch (static_cast<zk_errc>(v)) {
+        case zk_errc::connection_loss:
+        case zk_errc::operation_timeout:
+        case zk_errc::throttled_op:
+            return error_kind::retriable;
+        case zk_errc::session_expired:
+        case zk_errc::auth_failed:
+        case zk_errc::closing:
+        case zk_errc::session_moved:
+            return error_kind::session_lost;
+        default:
+            return error_kind::permanent;
+        }
+    }
 };
 
 const client_category_impl client_cat;
@@ -133,32 +166,10 @@ error_kind classify(const error_code& ec) noexcept
 {
     if (!ec)
         return error_kind::none;
-    if (ec.category() == client_category()) {
-        switch (static_cast<client_errc>(ec.value())) {
-        case client_errc::session_expired:
-        case client_errc::closed:
-        case client_errc::auth_failed:
-        case client_errc::lock_lost:
-            return error_kind::session_lost;
-        default:
-            return error_kind::permanent;
-        }
-    }
-    if (ec.category() == zookeeper_category()) {
-        switch (static_cast<zk_errc>(ec.value())) {
-        case zk_errc::connection_loss:
-        case zk_errc::operation_timeout:
-        case zk_errc::throttled_op:
-            return error_kind::retriable;
-        case zk_errc::session_expired:
-        case zk_errc::auth_failed:
-        case zk_errc::closing:
-        case zk_errc::session_moved:
-            return error_kind::session_lost;
-        default:
-            return error_kind::permanent;
-        }
-    }
+    // Each of our categories (client, ZooKeeper, Redis) classifies its own codes; any other
+    // category's error is permanent.
+    if (const auto* c = dynamic_cast<const detail::classifying_category*>(&ec.category()))
+        return c->kind(ec.value());
     return error_kind::permanent;
 }
 

@@ -18,77 +18,78 @@
 
 namespace zkcoro {
 
-// A session's identity: enough to re-attach to it from another handle.
+/// A session's identity: enough to re-attach to it from another handle.
 struct session_credentials {
-    std::int64_t id = 0;
-    std::string password;  // 16 opaque bytes
+    std::int64_t id = 0;  ///< the session id
+    std::string password;  ///< 16 opaque bytes
 };
 
-// One authentication to send on every connection, e.g. {"digest", "user:secret"}.
+/// One authentication to send on every connection, e.g. {"digest", "user:secret"}.
 struct auth_info {
-    std::string scheme;
-    std::string credentials;
+    std::string scheme;  ///< e.g. "digest"
+    std::string credentials;  ///< e.g. "user:secret" for digest
 };
 
+/// How a client connects: the ensemble, the session timeout, liveness checks, credentials and logging.
 struct client_config {
-    // "host:port[,host:port...][/chroot]". Numeric addresses avoid the blocking name lookup the
-    // C library does when it creates a handle (at connect and after an expiry).
+    /// "host:port[,host:port...][/chroot]". Numeric addresses avoid the blocking name lookup the
+    /// C library does when it creates a handle (at connect and after an expiry).
     std::string connect_string = "127.0.0.1:2181";
 
-    // Asked of the server, which clamps it to [2, 20] x its tickTime; see negotiated value with
-    // client::session_timeout().
+    /// Asked of the server, which clamps it to [2, 20] x its tickTime; see negotiated value with
+    /// client::session_timeout().
     std::chrono::milliseconds session_timeout{10000};
 
-    // async_connect fails with client_errc::connect_timeout after this long. Zero disables.
+    /// async_connect fails with client_errc::connect_timeout after this long. Zero disables.
     std::chrono::milliseconds connect_timeout{15000};
 
-    // Our own liveness check of the server we are connected to. The C library gives a silent
-    // server 2/3 of the session timeout before it moves on; a stopped (SIGSTOP) or hung member
-    // would use most of the session. When nothing has been heard from the server for
-    // ping_interval, the client sends a request of its own (exists on "/"); when nothing at all
-    // comes back within ping_timeout, it drops that connection and moves to the next member of
-    // the connect string, keeping the session. Zero (the default): 1/6 of the negotiated session
-    // timeout each, so a frozen member costs at most about 1/3 of it. A negative ping_interval
-    // turns the check off (only the C library's own timeout is left).
+    /// Our own liveness check of the server we are connected to. The C library gives a silent
+    /// server 2/3 of the session timeout before it moves on; a stopped (SIGSTOP) or hung member
+    /// would use most of the session. When nothing has been heard from the server for
+    /// ping_interval, the client sends a request of its own (exists on "/"); when nothing at all
+    /// comes back within ping_timeout, it drops that connection and moves to the next member of
+    /// the connect string, keeping the session. Zero (the default): 1/6 of the negotiated session
+    /// timeout each, so a frozen member costs at most about 1/3 of it. A negative ping_interval
+    /// turns the check off (only the C library's own timeout is left).
     std::chrono::milliseconds ping_interval{0};
-    std::chrono::milliseconds ping_timeout{0};
+    std::chrono::milliseconds ping_timeout{0};  ///< see ping_interval; zero: 1/6 of the negotiated session timeout
 
-    // Sent on every connection (e.g. digest auth). Failure ends the client (client_errc::auth_failed).
+    /// Sent on every connection (e.g. digest auth). Failure ends the client (client_errc::auth_failed).
     std::vector<auth_info> auth{};
 
-    // ACL given to nodes this client creates. Default: world:anyone, all permissions.
+    /// ACL given to nodes this client creates. Default: world:anyone, all permissions.
     acl default_acl = open_acl_unsafe();
 
-    // Largest node data accepted before sending (the server's jute.maxbuffer is 1 MiB by default).
+    /// Largest node data accepted before sending (the server's jute.maxbuffer is 1 MiB by default).
     std::size_t max_data_size = 1024 * 1024;
 
-    // Where log lines go, the C library's own included. Called on a thread that runs the
-    // client's executor, with no zkcoro lock held. Empty: nothing is logged.
+    /// Where log lines go, the C library's own included. Called on a thread that runs the
+    /// client's executor, with no zkcoro lock held. Empty: nothing is logged.
     std::function<void(log_level, std::string_view)> log{};
 
-    // Lines above this level are not produced. The C library's level is process-wide: the most
-    // verbose level of all live clients applies to it.
+    /// Lines above this level are not produced. The C library's level is process-wide: the most
+    /// verbose level of all live clients applies to it.
     log_level log_threshold = log_level::warn;
 
-    // The label in the default data of this client's lock nodes (zkcoro/holder_data.hpp:
-    // "host=... pid=... program=... label=..."), e.g. a job or service name. Empty: none.
+    /// The label in the default data of this client's lock nodes (zkcoro/holder_data.hpp:
+    /// "host=... pid=... program=... label=..."), e.g. a job or service name. Empty: none.
     std::string holder_label{};
 
-    // Debug: exact in-process deadlock detection for this client's mutexes. The engine records
-    // which task of this process holds which lock and which waits for which; an acquisition that
-    // would close a cycle (its task holds a lock that the holder of the asked lock waits for,
-    // directly or through other tasks) fails at once with client_errc::would_deadlock, and the
-    // tasks are logged, instead of waiting forever. Tasks of other processes are not seen (their
-    // cycles are candidates for `zklock status -r --cycles`). Off: nothing is recorded.
+    /// Debug: exact in-process deadlock detection for this client's mutexes. The engine records
+    /// which task of this process holds which lock and which waits for which; an acquisition that
+    /// would close a cycle (its task holds a lock that the holder of the asked lock waits for,
+    /// directly or through other tasks) fails at once with client_errc::would_deadlock, and the
+    /// tasks are logged, instead of waiting forever. Tasks of other processes are not seen (their
+    /// cycles are candidates for `zklock status -r --cycles`). Off: nothing is recorded.
     bool detect_deadlocks = false;
 
-    // Re-attach to an existing session instead of creating one (tests, hand-over).
+    /// Re-attach to an existing session instead of creating one (tests, hand-over).
     std::optional<session_credentials> resume_session{};
 };
 
-// Checks the values of a configuration: connect string syntax (each host:port, port 1-65535,
-// chroot a valid path), durations, sizes. Returns an empty error_code when usable; otherwise
-// client_errc::invalid_connect_string or client_errc::invalid_argument, with `why` set.
+/// Checks the values of a configuration: connect string syntax (each host:port, port 1-65535,
+/// chroot a valid path), durations, sizes. Returns an empty error_code when usable; otherwise
+/// client_errc::invalid_connect_string or client_errc::invalid_argument, with `why` set.
 ZKCORO_API error_code check_config(const client_config& cfg, std::string* why = nullptr);
 
 }  // namespace zkcoro

@@ -19,22 +19,23 @@
 
 namespace zkcoro {
 
+/// Who holds a lock, as zkcoro stores it in the lock node ("host=H pid=P program=NAME label=L").
 struct holder_info {
-    std::string host;     // gethostname()
-    std::int64_t pid = 0;
-    std::string program;  // the program's name (the last component of argv[0])
-    std::string label;    // set by the application; empty: no field
-    bool operator==(const holder_info&) const = default;
+    std::string host;     ///< gethostname()
+    std::int64_t pid = 0;  ///< getpid()
+    std::string program;  ///< the program's name (the last component of argv[0])
+    std::string label;    ///< set by the application; empty: no field
+    bool operator==(const holder_info&) const = default;  ///< Member-wise equality.
 };
 
-// This process's host, pid and program, with `label`.
+/// This process's host, pid and program, with `label`.
 ZKCORO_API holder_info this_process(std::string_view label = {});
 
-// The text above for `h`.
+/// The text above for `h`.
 ZKCORO_API std::string format_holder_data(const holder_info& h);
 
-// The fields of a node's data in the format above; nullopt when it is not (no host= and pid=
-// fields, a bad pid or a bad %-escape): e.g. Curator's IP address, or an application's text.
+/// The fields of a node's data in the format above; nullopt when it is not (no host= and pid=
+/// fields, a bad pid or a bad %-escape): e.g. Curator's IP address, or an application's text.
 ZKCORO_API std::optional<holder_info> parse_holder_data(std::string_view data);
 
 }  // namespace zkcoro

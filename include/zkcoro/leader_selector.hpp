@@ -23,30 +23,31 @@
 
 namespace zkcoro {
 
+/// Options of run_as_leader (Curator's LeaderSelector).
 struct leader_selector_options {
-    // The participant id, stored as the lock node's data (Curator's LeaderSelector id). Empty:
-    // "host=... pid=... program=...", the mutex's default.
+    /// The participant id, stored as the lock node's data (Curator's LeaderSelector id). Empty:
+    /// "host=... pid=... program=...", the mutex's default.
     std::string id;
-    // After a term ends (the coroutine returned, or leadership was lost), queue again (Curator's
-    // autoRequeue). Off: run_as_leader returns after the first term.
+    /// After a term ends (the coroutine returned, or leadership was lost), queue again (Curator's
+    /// autoRequeue). Off: run_as_leader returns after the first term.
     bool requeue = false;
-    lost_policy policy = lost_policy::deadline;
-    std::chrono::milliseconds safety_margin{0};
+    lost_policy policy = lost_policy::deadline;  ///< When leadership counts as lost, as for a guard (see lost_policy).
+    std::chrono::milliseconds safety_margin{0};  ///< For lost_policy::deadline: how long before the possible expiry leadership counts as lost.
 };
 
-// Takes part in a leader selection shared with Curator's LeaderSelector on `path` (an
-// InterProcessMutex there whose holder leads; node data = the participant id) and runs
-// `lead(guard&)` each time this participant becomes leader. `lead` returns an
-// asio::awaitable<void>; it runs as a child coroutine on the caller's executor.
-//
-// When leadership is lost (the guard's lost signal), `lead` receives terminal cancellation; a
-// term ends when `lead` returns or is cancelled, and leadership is given up (the node deleted).
-// With requeue the participant then queues again, otherwise run_as_leader returns. An exception
-// out of `lead` other than the cancellation of a lost term ends run_as_leader with it, after
-// the release. Cancelling run_as_leader (per-operation cancellation of the awaiting coroutine)
-// cancels `lead` too and leaves the selection.
-//
-// Throws what mutex::acquire throws (invalid_path, closed...).
+/// Takes part in a leader selection shared with Curator's LeaderSelector on `path` (an
+/// InterProcessMutex there whose holder leads; node data = the participant id) and runs
+/// `lead(guard&)` each time this participant becomes leader. `lead` returns an
+/// asio::awaitable<void>; it runs as a child coroutine on the caller's executor.
+///
+/// When leadership is lost (the guard's lost signal), `lead` receives terminal cancellation; a
+/// term ends when `lead` returns or is cancelled, and leadership is given up (the node deleted).
+/// With requeue the participant then queues again, otherwise run_as_leader returns. An exception
+/// out of `lead` other than the cancellation of a lost term ends run_as_leader with it, after
+/// the release. Cancelling run_as_leader (per-operation cancellation of the awaiting coroutine)
+/// cancels `lead` too and leaves the selection.
+///
+/// Throws what mutex::acquire throws (invalid_path, closed...).
 template <class Lead>
 asio::awaitable<void> run_as_leader(client& c, std::string path, Lead lead, leader_selector_options opts = {})
 {
@@ -57,7 +58,7 @@ asio::awaitable<void> run_as_leader(client& c, std::string path, Lead lead, lead
     mo.local_handoff = false;
     mutex m(c, std::move(path), std::move(mo));
     auto ex = co_await asio::this_coro::executor;
-    // One round per term; each waits for the grant, then for the term's end.
+    /// One round per term; each waits for the grant, then for the term's end.
     for (;;) {
         guard g = co_await m.acquire();
         auto [order, e, lost_ec] =
@@ -67,7 +68,7 @@ asio::awaitable<void> run_as_leader(client& c, std::string path, Lead lead, lead
         (void)order;
         (void)lost_ec;
         const bool lost = g.lost();
-        co_await g.async_release(asio::as_tuple(asio::use_awaitable));  // a failure is logged and counted
+        co_await g.async_release(asio::as_tuple(asio::use_awaitable));  ///< a failure is logged and counted
         auto cs = co_await asio::this_coro::cancellation_state;
         if (cs.cancelled() != asio::cancellation_type::none)
             throw boost::system::system_error(asio::error::operation_aborted);

@@ -16,21 +16,25 @@ namespace zkcoro {
 
 class redis_mutex;
 
-// A lock a multi_lock can take: a mutex, either side of a shared_mutex (reader() / writer()), or
-// a semaphore_mutex. Refers to the object, which must outlive the lock_ref and its operations.
+/// A lock a multi_lock can take: a mutex, either side of a shared_mutex (reader() / writer()), or
+/// a semaphore_mutex. Refers to the object, which must outlive the lock_ref and its operations.
 class ZKCORO_API lock_ref {
 public:
+    /// A mutex, or one side of a shared_mutex (reader() or writer()).
     lock_ref(mutex& m);
+    /// A semaphore_mutex.
     lock_ref(semaphore_mutex& m);
-    // A Redis lock (redis_mutex.hpp; built with the Redis backend).
+    /// A Redis lock (redis_mutex.hpp; built with the Redis backend).
     lock_ref(redis_mutex& m);
 
+    /// The lock's path (a Redis lock: its key).
     const std::string& path() const noexcept { return *path_; }
+    /// The executor of the lock's client.
     asio::any_io_executor get_executor() const noexcept { return ex_; }
-    // For one path, the write side sorts before the read side (a downgrade, not an upgrade).
+    /// For one path, the write side sorts before the read side (a downgrade, not an upgrade).
     bool is_read_side() const noexcept { return read_side_; }
 
-    // The referred lock's async_acquire. Handler: void(error_code, std::optional<guard>).
+    /// The referred lock's async_acquire. Handler: void(error_code, std::optional<guard>).
     template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(error_code, std::optional<guard>))
                   CompletionToken = detail::default_token>
     auto async_acquire(owner_id owner, std::chrono::steady_clock::duration timeout, CompletionToken&& token = {}) const
@@ -42,7 +46,7 @@ public:
             token, owner, timeout);
     }
 
-    // The referred lock's async_participants. Handler: void(error_code, std::vector<participant>).
+    /// The referred lock's async_participants. Handler: void(error_code, std::vector<participant>).
     template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(error_code, std::vector<participant>))
                   CompletionToken = detail::default_token>
     auto async_participants(CompletionToken&& token = {}) const
@@ -63,22 +67,26 @@ private:
     participants_fn participants_;
 };
 
-// What a multi_lock holds: one guard per lock, in acquisition order. Released in reverse order,
-// by release() or when destroyed.
+/// What a multi_lock holds: one guard per lock, in acquisition order. Released in reverse order,
+/// by release() or when destroyed.
 class ZKCORO_API multi_guard {
 public:
     multi_guard() = default;
+    /// Takes over the guards of one acquisition by task `owner` (made by multi_lock).
     explicit multi_guard(std::vector<guard> g, owner_id owner) noexcept : guards_(std::move(g)), owner_(owner) {}
+    /// Moves the holds; the moved-from multi_guard holds nothing.
     multi_guard(multi_guard&&) noexcept = default;
+    /// Releases what this one holds (as when destroyed), then takes the other's holds.
     multi_guard& operator=(multi_guard&& o) noexcept;
     ~multi_guard();
 
+    /// The members' guards, in acquisition order.
     std::vector<guard>& guards() noexcept { return guards_; }
-    // The smallest of the members' fencing tokens is not meaningful across locks: each member's
-    // guard carries its own.
+    /// The smallest of the members' fencing tokens is not meaningful across locks: each member's
+    /// guard carries its own.
     bool lost() const noexcept;
 
-    // Releases every member, last acquired first, from the task that acquired them.
+    /// Releases every member, last acquired first, from the task that acquired them.
     asio::awaitable<void> release();
 
 private:
@@ -87,21 +95,23 @@ private:
     owner_id owner_ = 0;
 };
 
-// Takes a set of locks all or nothing within ONE deadline for the whole set. Locks are taken
-// sorted by path (so that two multi-locks over overlapping sets cannot deadlock), and on
-// failure, timeout or cancellation the ones already taken are released in reverse order.
-//
-// \par Thread safety
-// Distinct objects: safe. Shared objects: safe.
+/// Takes a set of locks all or nothing within ONE deadline for the whole set. Locks are taken
+/// sorted by path (so that two multi-locks over overlapping sets cannot deadlock), and on
+/// failure, timeout or cancellation the ones already taken are released in reverse order.
+///
+/// \par Thread safety
+/// Distinct objects: safe. Shared objects: safe.
 class ZKCORO_API multi_lock {
 public:
+    /// A multi-lock over `locks` (each must outlive it).
     explicit multi_lock(std::vector<lock_ref> locks);
 
+    /// Takes every lock, waiting as long as it takes; throws on error (nothing is kept then).
     asio::awaitable<multi_guard> acquire();
-    // An empty optional when the deadline passed before every lock was held (none is kept).
+    /// An empty optional when the deadline passed before every lock was held (none is kept).
     asio::awaitable<std::optional<multi_guard>> acquire(std::chrono::steady_clock::duration timeout);
 
-    // Handler: void(error_code, std::optional<multi_guard>). Cancellation: terminal, partial.
+    /// Handler: void(error_code, std::optional<multi_guard>). Cancellation: terminal, partial.
     template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(error_code, std::optional<multi_guard>))
                   CompletionToken = detail::default_token>
     auto async_acquire(owner_id owner, std::chrono::steady_clock::duration timeout, CompletionToken&& token = {})
@@ -114,9 +124,9 @@ public:
             token, owner, timeout);
     }
 
-    // Every member's queue, in the order the locks are taken (participant::path tells which lock
-    // a node belongs to), each member's holders first.
-    // Handler: void(error_code, std::vector<participant>).
+    /// Every member's queue, in the order the locks are taken (participant::path tells which lock
+    /// a node belongs to), each member's holders first.
+    /// Handler: void(error_code, std::vector<participant>).
     template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(error_code, std::vector<participant>))
                   CompletionToken = detail::default_token>
     auto async_participants(CompletionToken&& token = {})
@@ -126,10 +136,10 @@ public:
             token);
     }
 
-    // The locks in the order they are taken.
+    /// The locks in the order they are taken.
     std::vector<std::string> order() const;
 
-    // The first member's executor (a system executor when there is none).
+    /// The first member's executor (a system executor when there is none).
     asio::any_io_executor get_executor() const noexcept;
 
 private:

@@ -22,123 +22,129 @@
 
 namespace zkcoro {
 
-// Errors of the Redis connection and lock (category "zkcoro.redis").
+/// Errors of the Redis connection and lock (category "zkcoro.redis").
 enum class redis_errc {
-    bad_url = 1,         // not redis://[password@]host:port[/db]
-    connect_failed,      // the TCP connection could not be made (refused, unreachable, timed out)
-    auth_failed,         // AUTH was refused (wrong or missing password)
-    not_redis,           // the peer does not speak Redis' protocol
-    connection_lost,     // the connection dropped before the reply came
-    closed,              // the client was closed
-    error_reply,         // the server answered with an error (its text is in the reply)
-    unexpected_reply,    // a reply of a type the command cannot give
-    bad_key,             // a lock key that is empty or too long
-    bad_ttl,             // a lock TTL out of range
-    read_only,           // READONLY: the server is a replica (point the client at the master)
-    out_of_memory,       // OOM: the server reached maxmemory and refuses writes
-    wrong_type,          // WRONGTYPE: a key of the lock holds a value of another type
-    bad_fencing_counter, // <key>:fencing holds something that is not a fencing counter
-    // Sentinel and replicas (issue 22):
-    no_sentinel,         // no sentinel of a redis+sentinel:// URL answered (the message names them)
-    unknown_master,      // the sentinels know no master of that name
-    not_master,          // the address the sentinels gave is not (or no longer) a master (ROLE)
-    not_replicated,      // WAIT: fewer replicas than asked confirmed the write in time
+    bad_url = 1,         ///< not redis://[[user]:password@]host:port[/db] nor redis+sentinel://...
+    connect_failed,      ///< the TCP connection could not be made (refused, unreachable, timed out)
+    auth_failed,         ///< AUTH was refused (wrong or missing user or password)
+    not_redis,           ///< the peer does not speak Redis' protocol
+    connection_lost,     ///< the connection dropped before the reply came
+    closed,              ///< the client was closed
+    error_reply,         ///< the server answered with an error (its text is in the reply)
+    unexpected_reply,    ///< a reply of a type the command cannot give
+    bad_key,             ///< a lock key that is empty or too long
+    bad_ttl,             ///< a lock TTL out of range
+    read_only,           ///< READONLY: the server is a replica (point the client at the master)
+    out_of_memory,       ///< OOM: the server reached maxmemory and refuses writes
+    wrong_type,          ///< WRONGTYPE: a key of the lock holds a value of another type
+    bad_fencing_counter, ///< <key>:fencing holds something that is not a fencing counter
+    no_sentinel,         ///< no sentinel of a redis+sentinel:// URL answered (the message names them)
+    unknown_master,      ///< the sentinels know no master of that name
+    not_master,          ///< the address the sentinels gave is not (or no longer) a master (ROLE)
+    not_replicated,      ///< WAIT: fewer replicas than asked confirmed the lock's write in time
 };
-// The code of an error reply's text: read_only, out_of_memory or wrong_type by the server's
-// error prefix, else error_reply.
+/// The code of an error reply's text: read_only, out_of_memory or wrong_type by the server's
+/// error prefix, else error_reply.
 ZKCORO_API error_code redis_error_code(std::string_view error_text) noexcept;
 ZKCORO_API const boost::system::error_category& redis_category() noexcept;
 inline error_code make_error_code(redis_errc e) noexcept { return {static_cast<int>(e), redis_category()}; }
 
-// redis://[[user]:password@]host:port[/db] (host: a name, an IPv4 address or [an IPv6 address];
-// port 1-65535; db 0-15 by default). A password alone may be given as "password@" or ":password@"
-// (AUTH password); "user:password@" sends AUTH user password (an ACL user, Redis 6+).
-// redis+sentinel://[[user]:password@]host:port[,host:port...]/MASTER[/db]: the sentinels to ask for
-// the master named MASTER (port 26379 when left out); the credentials are the master's (and its
-// replicas'), the sentinels are asked without any.
-// The scheme is case-insensitive; rediss:// (TLS) is refused: Debian's hiredis 0.14 has no TLS.
+/// redis://[[user]:password@]host:port[/db] (host: a name, an IPv4 address or [an IPv6 address];
+/// port 1-65535; db 0-15 by default). A password alone may be given as "password@" or
+/// ":password@" (AUTH password); "user:password@" sends AUTH user password (an ACL user, Redis 6+).
+/// redis+sentinel://[[user]:password@]host:port[,host:port...]/MASTER[/db]: the sentinels to ask
+/// for the master named MASTER (port 26379 when left out); the credentials are the master's (and
+/// its replicas'), the sentinels are asked without any.
+/// The scheme is case-insensitive; rediss:// (TLS) is refused: Debian's hiredis 0.14 has no TLS.
 struct redis_url {
+    /// A sentinel's address.
     struct endpoint {
-        std::string host;
-        std::uint16_t port = 0;
+        std::string host;  ///< a name, an IPv4 address or an IPv6 address (without brackets)
+        std::uint16_t port = 0;  ///< 1-65535
     };
-    std::string host;  // the server (empty with sentinels: the master is found at each connection)
-    std::uint16_t port = 6379;  // (0 with sentinels)
-    std::string user;  // an ACL user ("": AUTH with the password alone)
-    std::string password;
-    int db = 0;
-    std::vector<endpoint> sentinels;  // redis+sentinel:// only
-    std::string master_name;          // redis+sentinel:// only
+    std::string host;  ///< the server (empty with sentinels: the master is found at each connection)
+    std::uint16_t port = 6379;  ///< 1-65535 (0 with sentinels)
+    std::string user;  ///< an ACL user (empty: AUTH with the password alone)
+    std::string password;  ///< empty: no AUTH
+    int db = 0;  ///< the database SELECTed after connecting
+    std::vector<endpoint> sentinels;  ///< redis+sentinel:// only: the sentinels, in the order asked
+    std::string master_name;          ///< redis+sentinel:// only: the master's name
 };
-// Parses and checks `text`. On failure, ec is redis_errc::bad_url and `why` says what is wrong.
+/// Parses and checks `text`. On failure, ec is redis_errc::bad_url and `why` says what is wrong.
 ZKCORO_API redis_url parse_redis_url(std::string_view text, error_code& ec, std::string* why = nullptr);
 
-// One reply, copied out of hiredis'.
+/// One reply, copied out of hiredis'.
 struct redis_reply {
+    /// The kind of a reply.
     enum class kind { nil, status, error, integer, string, array };
-    kind type = kind::nil;
-    std::int64_t integer = 0;
-    std::string str;  // status, error and string replies
-    std::vector<redis_reply> elements;
+    kind type = kind::nil;  ///< the kind of this reply
+    std::int64_t integer = 0;  ///< integer replies
+    std::string str;  ///< status, error and string replies
+    std::vector<redis_reply> elements;  ///< array replies
 };
 
 enum class redis_state {
-    idle,          // not connected yet (no async_connect and no command so far)
-    connecting,    // the first connection is being made
+    idle,          ///< not connected yet (no async_connect and no command so far)
+    connecting,    ///< the first connection is being made
     connected,
-    reconnecting,  // the connection dropped; reconnecting with backoff
-    closed,        // close() was called, or the first connection failed
+    reconnecting,  ///< the connection dropped; reconnecting with backoff
+    closed,        ///< close() was called, or the first connection failed
 };
 ZKCORO_API std::string_view to_string(redis_state s) noexcept;
 
+/// Options of a redis_client: timeouts, reconnection backoff, logging.
 struct redis_options {
-    // Bound on one connection attempt: TCP connect plus AUTH, SELECT and PING.
+    /// Bound on one connection attempt: TCP connect plus AUTH, SELECT and PING.
     std::chrono::milliseconds connect_timeout{5000};
-    // Reconnection backoff after a drop: from min, doubling, up to max.
+    /// Reconnection backoff after a drop: from min, doubling, up to max.
     std::chrono::milliseconds reconnect_min{50};
-    std::chrono::milliseconds reconnect_max{2000};
-    // Where the client's log lines go (none when empty).
+    std::chrono::milliseconds reconnect_max{2000};  ///< the longest backoff between attempts
+    /// Where the client's log lines go (none when empty).
     std::function<void(log_level, std::string_view)> log;
-    // Replica-acknowledged lock writes: a redis_mutex's grant and renewal complete only once
-    // `WAIT replica_acks replica_ack_timeout` has confirmed that many replicas have them (else the
-    // grant is given back and fails with redis_errc::not_replicated; the renewal counts as not
-    // confirmed). -1 (the default): 1 with a redis+sentinel:// URL, 0 (off) with redis://.
-    // WAIT holds the client's command connection: while replicas do not answer, every command of
-    // this client waits up to replica_ack_timeout behind a grant or renewal.
+    /// Replica-acknowledged lock writes: a redis_mutex's grant and renewal complete only once
+    /// `WAIT replica_acks replica_ack_timeout` has confirmed that many replicas have them (else the
+    /// grant is given back and fails with redis_errc::not_replicated; the renewal counts as not
+    /// confirmed). -1 (the default): 1 with a redis+sentinel:// URL, 0 (off) with redis://.
+    /// WAIT holds the client's command connection: while replicas do not answer, every command of
+    /// this client waits up to replica_ack_timeout behind a grant or renewal.
     int replica_acks = -1;
-    std::chrono::milliseconds replica_ack_timeout{500};
+    std::chrono::milliseconds replica_ack_timeout{500};  ///< the WAIT's timeout
 };
 
 namespace detail {
 class redis_impl;
 }  // namespace detail
 
-// One Redis connection for commands, plus one in subscribe mode (opened at the first
-// subscription) for release notifications. Reconnects with backoff after a drop once it has
-// connected; a first connection that fails closes the client with the reason.
-//
-// \par Thread safety
-// Distinct objects: safe. Shared objects: safe (operations are carried out on a strand of the
-// executor).
+/// One Redis connection for commands, plus one in subscribe mode (opened at the first
+/// subscription) for release notifications. Reconnects with backoff after a drop once it has
+/// connected; a first connection that fails closes the client with the reason.
+///
+/// \par Thread safety
+/// Distinct objects: safe. Shared objects: safe (operations are carried out on a strand of the
+/// executor).
 class ZKCORO_API redis_client {
 public:
+    /// The executor the client's operations complete on by default.
     using executor_type = asio::any_io_executor;
 
-    // `url`: redis://[password@]host:port[/db]; a bad one makes every operation fail with
-    // redis_errc::bad_url (see last_error()).
+    /// `url`: redis://[password@]host:port[/db]; a bad one makes every operation fail with
+    /// redis_errc::bad_url (see last_error()).
     redis_client(executor_type ex, std::string_view url, redis_options opts = {});
     redis_client(const redis_client&) = delete;
     redis_client& operator=(const redis_client&) = delete;
-    ~redis_client();  // closes
+    ~redis_client();  ///< closes
 
+    /// The executor the client's operations complete on by default.
     executor_type get_executor() const noexcept;
+    /// Where the connection stands.
     redis_state state() const noexcept;
-    // Why the first connection failed, or the URL was refused ("" otherwise).
+    /// Why the first connection failed, or the URL was refused ("" otherwise).
     std::string last_error() const;
+    /// The parsed URL (its password included).
     const redis_url& url() const noexcept;
 
-    // Connects (AUTH, SELECT, PING). Completes when connected, or with the first attempt's error
-    // (the client is then closed). Handler: void(error_code).
+    /// Connects (AUTH, SELECT, PING). Completes when connected, or with the first attempt's error
+    /// (the client is then closed). Handler: void(error_code).
     template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(error_code)) CompletionToken = detail::default_token>
     auto async_connect(CompletionToken&& token = {})
     {
@@ -146,12 +152,12 @@ public:
             detail::make_initiation(get_executor(), [this](auto h) { start_connect(std::move(h)); }), token);
     }
 
-    // Runs one command (arguments binary-safe). Sent once connected; a command whose reply the
-    // connection's drop swallowed fails with connection_lost (it may or may not have run). An
-    // error reply completes with redis_error_code(its text) (read_only, out_of_memory,
-    // wrong_type or error_reply) and the reply (its text in str).
-    // Per-operation cancellation (terminal, partial): completes at once with operation_aborted;
-    // the command may still run on the server. Handler: void(error_code, redis_reply).
+    /// Runs one command (arguments binary-safe). Sent once connected; a command whose reply the
+    /// connection's drop swallowed fails with connection_lost (it may or may not have run). An
+    /// error reply completes with redis_error_code(its text) (read_only, out_of_memory,
+    /// wrong_type or error_reply) and the reply (its text in str).
+    /// Per-operation cancellation (terminal, partial): completes at once with operation_aborted;
+    /// the command may still run on the server. Handler: void(error_code, redis_reply).
     template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(error_code, redis_reply)) CompletionToken = detail::default_token>
     auto async_exec(std::vector<std::string> args, CompletionToken&& token = {})
     {
@@ -161,8 +167,8 @@ public:
             token, std::move(args));
     }
 
-    // Completes when the state differs from `known` (at once if it already does), with the new
-    // state. Handler: void(error_code, redis_state).
+    /// Completes when the state differs from `known` (at once if it already does), with the new
+    /// state. Handler: void(error_code, redis_state).
     template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(error_code, redis_state)) CompletionToken = detail::default_token>
     auto async_wait_state(redis_state known, CompletionToken&& token = {})
     {
@@ -172,12 +178,13 @@ public:
             token, known);
     }
 
-    // Closes both connections; pending commands and the acquisitions of its redis_mutexes fail
-    // with redis_errc::closed at once.
+    /// Closes both connections; pending commands and the acquisitions of its redis_mutexes fail
+    /// with redis_errc::closed at once.
     void close();
 
-    // How many times the command connection was (re)established, and how many commands were sent.
+    /// How many times the command connection was (re)established, and how many commands were sent.
     std::uint64_t connects() const noexcept;
+    /// How many commands were sent.
     std::uint64_t commands_sent() const noexcept;
 
 private:
@@ -191,7 +198,10 @@ private:
 
 }  // namespace zkcoro
 
+// Boost.System traits: not part of the reference.
+/// @cond
 template <>
 struct boost::system::is_error_code_enum<zkcoro::redis_errc> : std::true_type {};
+/// @endcond
 
 #endif

@@ -15,19 +15,19 @@ namespace detail {
 ZKCORO_API void start_request_revoke(client& c, std::string node_path, any_handler<void(error_code)> handler);
 }  // namespace detail
 
-// The bytes a revocation request writes into a lock node (Curator's REVOKE_MESSAGE).
+/// The bytes a revocation request writes into a lock node (Curator's REVOKE_MESSAGE).
 inline constexpr std::string_view revoke_message = "__REVOKE__";
 
-// Asks the holder (or a waiter) of the lock node `node_path` to let go: writes "__REVOKE__" into
-// the node, any version, like Curator's Revoker.attemptRevoke. A holder that made its lock
-// revocable (zkcoro's mutex_options::revocable, Curator's makeRevocable) is told and decides;
-// any other holder is left alone (its node's data changes, nothing else). Cooperative: nothing
-// is deleted. A node that no longer exists is not an error (the holder already let go).
-// Lock nodes are listed by mutex::async_participants (the holder first).
-//
-// Handler signature: void(error_code). Errors: client_errc::invalid_path before anything is
-// sent; ZooKeeper's errors (ZNOAUTH...), connection loss. Cancellation: terminal and partial
-// (the write, once sent, may still happen).
+/// Asks the holder (or a waiter) of the lock node `node_path` to let go: writes "__REVOKE__" into
+/// the node, any version, like Curator's Revoker.attemptRevoke. A holder that made its lock
+/// revocable (zkcoro's mutex_options::revocable, Curator's makeRevocable) is told and decides;
+/// any other holder is left alone (its node's data changes, nothing else). Cooperative: nothing
+/// is deleted. A node that no longer exists is not an error (the holder already let go).
+/// Lock nodes are listed by mutex::async_participants (the holder first).
+///
+/// Handler signature: void(error_code). Errors: client_errc::invalid_path before anything is
+/// sent; ZooKeeper's errors (ZNOAUTH...), connection loss. Cancellation: terminal and partial
+/// (the write, once sent, may still happen).
 template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(error_code)) CompletionToken = detail::default_token>
 auto async_request_revoke(client& c, std::string_view node_path, CompletionToken&& token = {})
 {

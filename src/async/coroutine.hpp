@@ -27,7 +27,7 @@ inline asio::awaitable<bool> cancelled()
 }
 
 // Runs `coro` on `ex` and calls `done(ec, result)` with what it returns; an exception out of it is
-// reported as zk_errc::system_error with a default result. A connected `slot` cancels the
+// reported as client_errc::internal_error with a default result. A connected `slot` cancels the
 // coroutine (the caller's per-operation cancellation); an unconnected one leaves it alone.
 template <class R, class Done>
 void spawn_with(const asio::any_io_executor& ex, asio::awaitable<std::tuple<error_code, R>> coro,
@@ -35,7 +35,7 @@ void spawn_with(const asio::any_io_executor& ex, asio::awaitable<std::tuple<erro
 {
     auto finish = [done = std::move(done)](std::exception_ptr e, std::tuple<error_code, R> r) mutable {
         if (e)
-            return done(make_error_code(zk_errc::system_error), R{});
+            return done(make_error_code(client_errc::internal_error), R{});
         done(std::get<0>(r), std::move(std::get<1>(r)));
     };
     if (slot.is_connected())

@@ -89,7 +89,7 @@ bool start_linger(const std::shared_ptr<lock_object>& s, const std::shared_ptr<n
     return true;
 }
 
-std::shared_ptr<zk_lease> take_lingering(const std::shared_ptr<lock_object>& s, owner_id owner)
+std::shared_ptr<object_lease> take_lingering(const std::shared_ptr<lock_object>& s, owner_id owner)
 {
     // Only while connected in the session that made the node: otherwise the acquire queues, and
     // its node ends the lingering (or the lost policy has).
@@ -100,7 +100,7 @@ std::shared_ptr<zk_lease> take_lingering(const std::shared_ptr<lock_object>& s, 
     s->lingering = nullptr;
     ++ns->handoffs;
     ++s->metrics.linger_grants;
-    auto h = std::make_shared<zk_lease>(s, ns, owner);
+    auto h = std::make_shared<object_lease>(s, ns, owner);
     ns->current = h;
     s->holds[owner] = h;
     s->active = true;

@@ -114,7 +114,7 @@ bool mark_lost(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node
 {
     if (ns->lost.exchange(true) || ns->released)
         return false;  // already lost, or released (a lingering node ended): nobody to tell
-    std::shared_ptr<zk_lease> h;
+    std::shared_ptr<object_lease> h;
     std::shared_ptr<local_waiter> next;
     {
         std::lock_guard lk(s->m);
@@ -217,7 +217,7 @@ void lock_object::acquire(owner_id owner, steady_clock::time_point deadline,
             if (auto name = recipe.immediate_node(owner))
                 immediate = std::move(*name);
     }
-    std::shared_ptr<zk_lease> reentered;
+    std::shared_ptr<object_lease> reentered;
     std::vector<owner_id> cycle;  // detect_deadlocks: the wait refused, the tasks it would close
     {
         std::lock_guard lk(m);
@@ -285,18 +285,18 @@ std::size_t lock_object::held_count(owner_id owner)
     return it == holds.end() || it->second->lost() ? 0 : it->second->count;
 }
 
-zk_lease::zk_lease(std::shared_ptr<lock_object> obj, std::shared_ptr<node_state> ns, owner_id owner)
-    : lease(obj->ex, ns->czxid * token_scale + ns->handoffs, owner), obj_(std::move(obj)),
+object_lease::object_lease(std::shared_ptr<lock_object> obj, std::shared_ptr<node_state> ns, owner_id owner)
+    : lease(obj->ex, ns->fence_base * token_scale + ns->handoffs, owner), obj_(std::move(obj)),
       ns_(std::move(ns))
 {
 }
 
 // A lock on another backend (Redis) has no ZooKeeper node to check: no fenced transaction there.
-client* zk_lease::zookeeper() noexcept { return obj_->backend->zookeeper(*obj_); }
+client* object_lease::zookeeper() noexcept { return obj_->backend->zookeeper(*obj_); }
 
 // Ends one acquisition. The last release of an owner's reentrant acquisitions hands the node to
 // the next local waiter (unless the batch of handoffs is used up) or deletes it.
-void zk_lease::release(any_handler<void(error_code)> handler)
+void object_lease::release(any_handler<void(error_code)> handler)
 {
     auto& s = *obj_;
     auto op = std::make_shared<op_state<>>(std::move(handler), s.ex);
@@ -321,7 +321,7 @@ void zk_lease::release(any_handler<void(error_code)> handler)
                     if (auto w = pop_waiting(s)) {
                         ++ns_->handoffs;
                         ++s.metrics.local_handoffs;
-                        auto h2 = std::make_shared<zk_lease>(obj_, ns_, w->owner);
+                        auto h2 = std::make_shared<object_lease>(obj_, ns_, w->owner);
                         ns_->current = h2;
                         s.holds[w->owner] = h2;
                         w->grant = h2;

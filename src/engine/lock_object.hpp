@@ -68,7 +68,7 @@ class lock_object;
 struct node_state {
     std::string node;   // ZooKeeper: the node's path; Redis: the key
     std::string value;  // Redis: what the key holds while we hold it (our token)
-    std::int64_t czxid = 0;
+    std::int64_t fence_base = 0;  // ZooKeeper: the node's czxid; Redis: the fencing counter
     std::int64_t session_id = 0;
     std::uint64_t generation = 0;
     std::atomic<bool> lost{false};
@@ -79,19 +79,19 @@ struct node_state {
     // behind the node from now on; others_queued: someone did (or a listing showed one).
     std::atomic<bool> queue_watched{false};
     std::atomic<bool> others_queued{false};
-    std::shared_ptr<class zk_lease> current;  // guarded by lock_object::m
+    std::shared_ptr<class object_lease> current;  // guarded by lock_object::m
     asio::cancellation_signal monitor_stop;   // client's executor only
 };
 
 // In-process handoffs of one node before it goes back to the end of ZooKeeper's queue, so that
-// other processes get their turn. Fencing tokens are czxid * 64 + handoff number.
+// other processes get their turn. Fencing tokens are fence_base * 64 + handoff number.
 constexpr int max_handoffs = 63;
 constexpr std::int64_t token_scale = 64;
 
 // One grant of the node to one owner: the lease a guard holds.
-class zk_lease final : public lease {
+class object_lease final : public lease {
 public:
-    zk_lease(std::shared_ptr<lock_object> obj, std::shared_ptr<node_state> ns, owner_id owner);
+    object_lease(std::shared_ptr<lock_object> obj, std::shared_ptr<node_state> ns, owner_id owner);
 
     const std::string& resource() const noexcept override { return ns_->node; }
     std::int64_t session_id() const noexcept override { return ns_->session_id; }
@@ -119,7 +119,7 @@ struct local_waiter {
     enum class status { waiting, granted, promoted, abandoned };
     owner_id owner = 0;
     status st = status::waiting;        // guarded by lock_object::m
-    std::shared_ptr<zk_lease> grant;    // set with granted
+    std::shared_ptr<object_lease> grant;    // set with granted
     std::shared_ptr<op_state<std::optional<guard>>> op;
     steady_clock::time_point deadline;
     steady_clock::time_point started;
@@ -184,7 +184,7 @@ public:
 
     std::mutex m;
     // Guarded by m.
-    std::unordered_map<owner_id, std::shared_ptr<zk_lease>> holds;
+    std::unordered_map<owner_id, std::shared_ptr<object_lease>> holds;
     bool active = false;                                 // a task of ours is in ZooKeeper's queue or holds
     std::deque<std::shared_ptr<local_waiter>> queue;     // tasks waiting behind it, FIFO
     std::size_t abandoned_in_queue = 0;                  // entries of `queue` that gave up (removed lazily)
@@ -247,7 +247,7 @@ bool batch_time_over(const lock_object& s, const node_state& ns);
 // does (the caller then owes a watch_queue when queue_watched was not set). Lock held.
 bool start_linger(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns);
 // A grant of the lingering node to `owner`, if there is one (no request). Lock held.
-std::shared_ptr<zk_lease> take_lingering(const std::shared_ptr<lock_object>& s, owner_id owner);
+std::shared_ptr<object_lease> take_lingering(const std::shared_ptr<lock_object>& s, owner_id owner);
 // Deletes the lingering node now, if `ns` (any node when null) lingers. Lock not held.
 void end_linger(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns = nullptr);
 

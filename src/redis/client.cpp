@@ -1,4 +1,5 @@
 // redis_client: the facade, the URL, the error category and the subscriptions.
+#include "error_kinds.hpp"
 #include "redis/redis_impl.hpp"
 #include "redis/sentinel.hpp"
 
@@ -21,7 +22,7 @@ namespace zkcoro {
 
 namespace {
 
-class redis_category_impl final : public boost::system::error_category {
+class redis_category_impl final : public detail::classifying_category {
 public:
     const char* name() const noexcept override { return "zkcoro.redis"; }
     std::string message(int ev) const override
@@ -55,6 +56,22 @@ public:
             return "the lock's write was not confirmed by enough replicas in time (WAIT): given back";
         }
         return fmt::format("unknown zkcoro.redis error {}", ev);
+    }
+    error_kind kind(int ev) const noexcept override
+    {
+        switch (static_cast<redis_errc>(ev)) {
+        // The server may answer later: a new connection, a promoted master, freed memory.
+        case redis_errc::connect_failed:
+        case redis_errc::connection_lost:
+        case redis_errc::read_only:
+        case redis_errc::out_of_memory:
+            return error_kind::retriable;
+        case redis_errc::closed:
+        case redis_errc::auth_failed:
+            return error_kind::session_lost;
+        default:
+            return error_kind::permanent;
+        }
     }
 };
 

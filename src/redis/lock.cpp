@@ -228,8 +228,8 @@ guard hold_key(const std::shared_ptr<lock_object>& s, const std::shared_ptr<redi
     auto ns = std::make_shared<node_state>();
     ns->node = s->path;
     ns->value = std::move(value);
-    ns->czxid = fence;
-    auto h = std::make_shared<zk_lease>(s, ns, owner);
+    ns->fence_base = fence;
+    auto h = std::make_shared<object_lease>(s, ns, owner);
     {
         std::lock_guard lk(s->m);
         ns->current = h;

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The library's layering, checked on its sources (no build needed):
-#   recipes/ -> engine/ -> the client facade -> ops/ -> driver/ -> session/ (pure); async/ below all
-# - zookeeper.h (directly, or through driver/client_impl.hpp) only in driver/, ops/, the client
-#   facade (client.cpp) and error.cpp (the C library's error texts);
+#   recipes/ -> engine/ -> the client facade -> driver/ -> session/ (pure); async/ below all
+# - zookeeper.h (directly, or through driver/client_impl.hpp) only in driver/, the client facade
+#   (client.cpp, client_requests.cpp, watch.cpp: the members of zkcoro::client and zkcoro::watch)
+#   and error.cpp (the C library's error texts);
+# - no class is split across layers: the members of client_impl are defined in driver/, those of
+#   the public classes beside each other (no src/ops/ any more);
 # - session/ (the session state machine) includes no other layer;
 # - the engine, the recipes, async/ and the public headers include no driver or operations header;
 # - the recipes include no session header either, and the engine no recipe;
@@ -28,8 +31,8 @@ includers() {
 
 c_client='zookeeper/zookeeper\.h|driver/'
 for dir in src/engine src/recipes src/async include; do
-  for f in $(includers "$dir" "$c_client|ops/"); do
-    fail "$f includes the C client, a driver or an operations header"
+  for f in $(includers "$dir" "$c_client"); do
+    fail "$f includes the C client or a driver header"
   done
 done
 for f in $(includers src/recipes 'session/'); do
@@ -38,7 +41,7 @@ done
 for f in $(includers src/engine 'recipes/'); do
   fail "$f (the engine) includes a recipe"
 done
-for f in $(includers src/session 'driver/|ops/|engine/|recipes/|async/|zookeeper/'); do
+for f in $(includers src/session 'driver/|engine/|recipes/|async/|zookeeper/'); do
   fail "$f (the session machine, pure) includes another layer"
 done
 for f in $(includers src/async 'engine/|recipes/|session/'); do
@@ -46,7 +49,7 @@ for f in $(includers src/async 'engine/|recipes/|session/'); do
 done
 for f in $(grep -rlE '^[[:space:]]*#[[:space:]]*include[[:space:]]*<zookeeper/zookeeper\.h>' src include); do
   case $f in
-    src/driver/*|src/ops/*|src/client.cpp|src/error.cpp) ;;
+    src/driver/*|src/client.cpp|src/client_requests.cpp|src/watch.cpp|src/error.cpp) ;;
     *) fail "$f includes zookeeper.h" ;;
   esac
 done
@@ -56,10 +59,10 @@ for f in $(grep -rlE '^[[:space:]]*#[[:space:]]*include[[:space:]]*<hiredis/' sr
     *) fail "$f includes hiredis (only src/redis/link.cpp may)" ;;
   esac
 done
-for f in $(includers src/redis "$c_client|ops/|session/|recipes/"); do
-  fail "$f (the Redis backend) includes a ZooKeeper driver, operations, session or recipe header"
+for f in $(includers src/redis "$c_client|session/|recipes/"); do
+  fail "$f (the Redis backend) includes a ZooKeeper driver, session or recipe header"
 done
-for dir in src/engine src/recipes src/driver src/ops src/session src/async include; do
+for dir in src/engine src/recipes src/driver src/session src/async include; do
   for f in $(includers "$dir" 'redis/'); do
     fail "$f includes a header of the Redis backend"
   done

@@ -179,3 +179,22 @@ TEST_CASE("a second release of a Redis guard fails as a ZooKeeper guard's does: 
         CHECK(ec.message().find("released already") != std::string::npos);
     });
 }
+
+// Issue 21: classify() called every Redis error permanent, so a retry loop written against it
+// gave up on a dropped connection or a failover's READONLY.
+TEST_CASE("classify() knows Redis' codes: transient ones are retriable, a closed client or refused credentials end it")
+{
+    using zkcoro::error_kind;
+    for (auto e : {redis_errc::connect_failed, redis_errc::connection_lost, redis_errc::read_only,
+                   redis_errc::out_of_memory}) {
+        CAPTURE(error_code(e).message());
+        CHECK(zkcoro::classify(e) == error_kind::retriable);
+    }
+    for (auto e : {redis_errc::closed, redis_errc::auth_failed})
+        CHECK(zkcoro::classify(e) == error_kind::session_lost);
+    for (auto e : {redis_errc::bad_url, redis_errc::error_reply, redis_errc::wrong_type, redis_errc::bad_key,
+                   redis_errc::bad_fencing_counter})
+        CHECK(zkcoro::classify(e) == error_kind::permanent);
+    CHECK(zkcoro::classify(zkcoro::redis_error_code("READONLY You can't write against a read only replica.")) ==
+          error_kind::retriable);
+}

@@ -135,7 +135,7 @@ TEST_CASE("one classifier decides retriable and session-ending")
 // Issue 20: a second release said "a value is out of its documented range".
 TEST_CASE("every client error has its own message; an empty guard says why it is empty")
 {
-    for (int v = 1; v <= static_cast<int>(client_errc::would_deadlock); ++v) {
+    for (int v = 1; v <= static_cast<int>(client_errc::internal_error); ++v) {
         const error_code ec = static_cast<client_errc>(v);
         CAPTURE(v);
         CHECK(ec.message() != "unknown zkcoro client error");
@@ -143,4 +143,10 @@ TEST_CASE("every client error has its own message; an empty guard says why it is
     const error_code empty = client_errc::empty_guard;
     CHECK(empty.message().find("released already") != std::string::npos);
     CHECK(empty != client_errc::invalid_argument);
+    // Issue 21: an exception in the library's own coroutine was reported as ZooKeeper's
+    // ZSYSTEMERROR, on the Redis path too.
+    const error_code internal = client_errc::internal_error;
+    CHECK(internal.message().find("bug") != std::string::npos);
+    CHECK(internal != zk_errc::system_error);
+    CHECK(classify(internal) == error_kind::permanent);
 }

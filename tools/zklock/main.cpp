@@ -65,14 +65,15 @@ EXIT STATUS
   the command's    when it ran to the end with the lock held (128+N if it died of signal N)
   64  EX_USAGE     bad options or arguments (the message names the problem)
   69  EX_UNAVAILABLE  could not connect to ZooKeeper (within 10 s, or --timeout if shorter),
-                   a host name did not resolve, the chroot does not exist, or the session
-                   ended before the lock was held
+                   a host name did not resolve, the chroot does not exist, the session
+                   ended before the lock was held, or Redis cannot take writes for now
+                   (READONLY: a replica; OOM: maxmemory reached)
   70  EX_SOFTWARE  the lock was lost while the command ran (the command's own status is
                    overridden; --on-lost says what was done to the command; --lost-exit-code
                    changes the 70)
   75  EX_TEMPFAIL  timed out (--timeout) or the lock is held (--nonblock); -E changes it
-  76  EX_PROTOCOL  ZooKeeper refused an operation (e.g. no permission on LOCKPATH), or the
-                   release failed
+  76  EX_PROTOCOL  the server refused an operation (ZooKeeper: e.g. no permission on
+                   LOCKPATH; Redis: an error reply such as WRONGTYPE), or the release failed
   126              the command could not be run
   127              the command was not found
   128+N            zklock got signal N (INT, TERM, HUP) before the command started
@@ -478,6 +479,6 @@ int main(int argc, char** argv)
         return status ? zklock::run_status(o) : o.revoke ? zklock::run_revoke(o) : zklock::run_lock(o);
     } catch (const std::exception& e) {
         fmt::print(stderr, "zklock: error: {}\n", e.what());
-        return zklock::exit_code::zk_error;
+        return zklock::exit_code::refused;
     }
 }

@@ -61,7 +61,7 @@ asio::awaitable<int> revoke_main(zkcoro::client& zk, const options& o)
                 msg += "; " + noauth_hint(o);
             fmt::print(stderr, "{}\n", msg);
             co_return zkcoro::is_session_lost(e.code()) || zkcoro::is_retriable(e.code()) ? exit_code::unavailable
-                                                                                           : exit_code::zk_error;
+                                                                                           : exit_code::refused;
         }
         for (const auto& e : q.entries)
             if (e.holding.value_or(false)) {
@@ -125,7 +125,7 @@ asio::awaitable<int> revoke_main(zkcoro::client& zk, const options& o)
         if (is_noauth(rec))
             msg += "; " + noauth_hint(o);
         fmt::print(stderr, "{}\n", msg);
-        co_return zkcoro::is_session_lost(rec) || zkcoro::is_retriable(rec) ? exit_code::unavailable : exit_code::zk_error;
+        co_return zkcoro::is_session_lost(rec) || zkcoro::is_retriable(rec) ? exit_code::unavailable : exit_code::refused;
     }
     fmt::print("{}\n", escape(node));
     say(o, fmt::format("asked {} to let go (a revocable holder releases; others ignore it)", escape(node)));

@@ -591,6 +591,20 @@ std::string connect_failure(const options& o, const zkcoro::error_code& ec)
     return fmt::format("cannot connect to ZooKeeper at {} ({}): {}", escape(o.connect), o.connect_origin, ec.message());
 }
 
+int acquire_failure_exit(const zkcoro::error_code& ec)
+{
+    using zkcoro::client_errc;
+    if (ec == client_errc::invalid_path || ec == client_errc::invalid_argument)
+        return exit_code::usage;
+#ifdef ZKLOCK_REDIS
+    if (ec == zkcoro::redis_errc::bad_key || ec == zkcoro::redis_errc::bad_ttl || ec == zkcoro::redis_errc::bad_url)
+        return exit_code::usage;
+#endif
+    if (zkcoro::is_session_lost(ec) || zkcoro::is_retriable(ec))
+        return exit_code::unavailable;
+    return exit_code::refused;
+}
+
 namespace {
 
 asio::awaitable<int> run_holding(const options& o, const std::set<int>& inherited, std::shared_ptr<run_events> events,
@@ -673,11 +687,7 @@ asio::awaitable<int> lock_main(zkcoro::client& zk, const options& o, const std::
         if (is_noauth(got.ec))
             msg += "; " + noauth_hint(o);
         fmt::print(stderr, "{}\n", msg);
-        if (got.ec == zkcoro::client_errc::invalid_path || got.ec == zkcoro::client_errc::invalid_argument)
-            co_return exit_code::usage;
-        if (zkcoro::is_session_lost(got.ec) || zkcoro::is_retriable(got.ec))
-            co_return exit_code::unavailable;
-        co_return exit_code::zk_error;
+        co_return acquire_failure_exit(got.ec);
     }
     backend_info zkb;
     zkb.probe = [](zkcoro::guard& g) { return fenced_check(g); };
@@ -741,11 +751,7 @@ asio::awaitable<int> redis_lock_main(zkcoro::redis_client& rc, const options& o,
     acquired got = std::move(std::get<0>(a));
     if (got.ec) {
         fmt::print(stderr, "zklock: cannot acquire {}: {}\n", escape(o.lock_path), got.what);
-        if (got.ec == zkcoro::redis_errc::bad_key || got.ec == zkcoro::redis_errc::bad_ttl)
-            co_return exit_code::usage;
-        if (redis_refused(got.ec))
-            co_return exit_code::zk_error;
-        co_return exit_code::unavailable;
+        co_return acquire_failure_exit(got.ec);
     }
     backend_info rb;
     rb.probe = [&rc](zkcoro::guard&) { return redis_ping(rc); };
@@ -1002,7 +1008,7 @@ asio::awaitable<int> run_holding(const options& o, const std::set<int>& inherite
         fmt::print(stderr,
                    "zklock: cannot release {}: {} ({} exited with {}; closing the session removes the node)\n",
                    escape(o.lock_path), failed, cmd_name, child_rc);
-        co_return exit_code::zk_error;
+        co_return exit_code::refused;
     }
     co_return child_rc;
 }
@@ -1074,10 +1080,10 @@ int run_lock(const options& o)
                 std::rethrow_exception(e);
             } catch (const boost::system::system_error& x) {
                 fmt::print(stderr, "zklock: error: {}\n", x.what());
-                rc = zkcoro::is_session_lost(x.code()) ? exit_code::unavailable : exit_code::zk_error;
+                rc = zkcoro::is_session_lost(x.code()) ? exit_code::unavailable : exit_code::refused;
             } catch (const std::exception& x) {
                 fmt::print(stderr, "zklock: error: {}\n", x.what());
-                rc = exit_code::zk_error;
+                rc = exit_code::refused;
             }
         }
     });

@@ -41,7 +41,7 @@ asio::awaitable<int> status_main(zkcoro::client& zk, const options& o)
             msg += "; " + noauth_hint(o);
         fmt::print(stderr, "{}\n", msg);
         co_return zkcoro::is_session_lost(e.code()) || zkcoro::is_retriable(e.code()) ? exit_code::unavailable
-                                                                                       : exit_code::zk_error;
+                                                                                       : exit_code::refused;
     }
     std::string out = o.json ? render_json(q) : render_text(q);
     std::fwrite(out.data(), 1, out.size(), stdout);
@@ -65,7 +65,7 @@ int run_with_client(const options& o, std::string_view what,
                 std::rethrow_exception(e);
             } catch (const std::exception& x) {
                 fmt::print(stderr, "zklock: {} {}: {}\n", what, escape(o.lock_path), escape(x.what()));
-                rc = exit_code::zk_error;
+                rc = exit_code::refused;
             }
         }
     });

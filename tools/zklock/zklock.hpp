@@ -31,11 +31,16 @@ namespace exit_code {
 inline constexpr int usage = 64;        // EX_USAGE: bad options or arguments
 inline constexpr int unavailable = 69;  // EX_UNAVAILABLE: could not connect, or the session ended before the lock was held
 inline constexpr int lost = 70;         // EX_SOFTWARE: the lock was lost while the command ran (default of --lost-exit-code)
-inline constexpr int zk_error = 76;     // EX_PROTOCOL: ZooKeeper refused an operation (e.g. no permission)
+inline constexpr int refused = 76;      // EX_PROTOCOL: the server (ZooKeeper or Redis) refused an operation (e.g. no permission)
 inline constexpr int tempfail = 75;     // EX_TEMPFAIL: timed out (-t) or the lock is held (-n)
 inline constexpr int cannot_exec = 126; // the command was found but could not be run
 inline constexpr int not_found = 127;   // the command was not found
 }  // namespace exit_code
+
+// The exit status of a failed acquisition, on either backend: bad input 64; the server
+// unreachable, the session or connection ended, or the server cannot take writes for now (Redis
+// READONLY or OOM: zkcoro::classify() calls them retriable) 69; the server refused 76.
+int acquire_failure_exit(const zkcoro::error_code& ec);
 
 enum class recipe { mutex, read, write, semaphore };
 enum class on_lost { term, kill, ignore };
@@ -177,17 +182,6 @@ inline bool is_redis_url(std::string_view connect)
     };
     return starts_nocase("redis://") || starts_nocase("rediss://") || starts_nocase("redis+sentinel://");
 }
-
-#ifdef ZKLOCK_REDIS
-// Whether a Redis acquisition failed because the server refused it (an error reply: exit 76, as
-// a ZooKeeper refusal), rather than because it was unreachable (69).
-inline bool redis_refused(const zkcoro::error_code& ec)
-{
-    using e = zkcoro::redis_errc;
-    return ec == e::error_reply || ec == e::unexpected_reply || ec == e::read_only || ec == e::out_of_memory ||
-           ec == e::wrong_type || ec == e::bad_fencing_counter;
-}
-#endif
 
 // The Redis connect bound: 5 s, shortened by -t (at least 100 ms) and by -n (1 s).
 inline std::chrono::milliseconds redis_connect_timeout(const options& o)

@@ -2,7 +2,7 @@
 // Not for users: nothing here is stable API. Each public class that the implementation must build
 // or look into names detail::access as its only friend, so that no public constructor takes a
 // detail:: type and no implementation class is a friend of its own. Each function is defined
-// beside the class it opens (client.cpp, engine/lease.cpp, ops/watch.cpp, recipes/mutex.cpp).
+// beside the class it opens (client.cpp, engine/lease.cpp, watch.cpp, recipes/mutex.cpp).
 #ifndef ZKCORO_DETAIL_ACCESS_HPP
 #define ZKCORO_DETAIL_ACCESS_HPP
 

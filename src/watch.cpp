@@ -1,4 +1,4 @@
-// zkcoro::watch: waiting for a watch that the registry (ops/registry.cpp) delivers.
+// zkcoro::watch: waiting for a watch that the registry (driver/registry.cpp) delivers.
 #include "driver/client_impl.hpp"
 
 #include <zkcoro/detail/access.hpp>
