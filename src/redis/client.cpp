@@ -65,6 +65,10 @@ public:
         case redis_errc::connection_lost:
         case redis_errc::read_only:
         case redis_errc::out_of_memory:
+        // Sentinels that come back, a failover that ends, replicas that catch up.
+        case redis_errc::no_sentinel:
+        case redis_errc::not_master:
+        case redis_errc::not_replicated:
             return error_kind::retriable;
         case redis_errc::closed:
         case redis_errc::auth_failed:
