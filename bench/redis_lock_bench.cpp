@@ -94,7 +94,11 @@ struct options {
     std::string log;
     long start_at_ms = 0;
     long max_count = 10'000'000;
+    long replica_acks = 0;  // redis_options::replica_acks (WAIT n after each grant and renewal)
 };
+
+// "zkcoro_redis", or "zkcoro_redis_ackN" with --replica-acks N.
+std::string impl_name = "zkcoro_redis";
 
 bool is_loopback(const std::string& host)
 {
@@ -143,7 +147,11 @@ options parse_options(int argc, char** argv)
     add_integer(app, "--start-at-ms", o.start_at_ms, 0, 100'000'000'000'000, "EPOCH_MS",
                 "cross_process: start time, ms since the epoch; 0: at once");
     add_integer(app, "--max-count", o.max_count, 1, 100'000'000, "N", "cross_process: at most N holds");
+    add_integer(app, "--replica-acks", o.replica_acks, 0, 16, "N",
+                "Grants wait for WAIT N (replicas of the server); RESULT impl=zkcoro_redis_ackN (default 0)");
     zkbench::parse_command_line(app, argc, argv);
+    if (o.replica_acks > 0)
+        impl_name = fmt::format("zkcoro_redis_ack{}", o.replica_acks);
 
     error_code ec;
     std::string why;
@@ -215,9 +223,9 @@ private:
 
 void print_result(std::string_view workload, const series& s, std::string_view extra)
 {
-    fmt::print("RESULT impl=zkcoro_redis workload={} ops_per_s={:.1f} p50_us={:.1f} p99_us={:.1f} mean_us={:.1f} "
+    fmt::print("RESULT impl={} workload={} ops_per_s={:.1f} p50_us={:.1f} p99_us={:.1f} mean_us={:.1f} "
                "cpu_us_per_op={:.1f} requests_per_op={:.2f}{}\n",
-               workload, s.per_s(), s.percentile_us(50), s.percentile_us(99), s.mean_us(), s.cpu_per_op_us(),
+               impl_name, workload, s.per_s(), s.percentile_us(50), s.percentile_us(99), s.mean_us(), s.cpu_per_op_us(),
                s.requests_per_op(), extra);
     std::fflush(stdout);
 }
@@ -490,6 +498,7 @@ asio::awaitable<void> run(const options& o)
         std::fprintf(stderr, "zkcoro %.*s: %.*s\n", static_cast<int>(level.size()), level.data(),
                      static_cast<int>(msg.size()), msg.data());
     };
+    ro.replica_acks = static_cast<int>(o.replica_acks);
     zkcoro::redis_client rc(ex, o.url, ro);
     auto [ec] = co_await rc.async_connect(use_tuple);
     if (ec)

@@ -214,10 +214,24 @@ runner_pid=$!
 wait "$runner_pid" || status=$?
 runner_pid=""
 
+# --- replica acknowledgement (issue 22): workload a on a server with one replica, without and with
+# WAIT 1 after each grant (redis_options::replica_acks); the same pinning.
+zk_bench=$build/bench/zkcoro-redis-bench
+if [[ -x "$zk_bench" ]]; then
+    mapfile -t zk_ack_args < "$out/zk.args"
+    for acks in 0 1; do
+        echo
+        echo "== zkcoro-redis-bench --workloads uncontended --replica-acks $acks (one replica)"
+        "${pin_server[@]}" "$with_redis" --replicas 1 -- "${pin_client[@]}" "$zk_bench" --workloads uncontended \
+            --replica-acks "$acks" "${zk_ack_args[@]}" | sed "s/impl=zkcoro_redis /impl=zkcoro_redis_replica /" \
+            | tee -a "$out/ack.txt" || { (( status )) || status=$?; }
+    done
+fi
+
 # --- the table -----------------------------------------------------------------------------------
 echo
 echo "== Redis: all RESULT lines ($( (( quick )) && echo "quick run: smoke test only, not figures" || echo "full run"), $build, $pinning)"
-cat "$out"/raw.txt "$out"/py.txt "$out"/cross-py.txt "$out"/zkcoro.txt "$out"/cross-zkcoro.txt 2>/dev/null \
+cat "$out"/raw.txt "$out"/py.txt "$out"/cross-py.txt "$out"/zkcoro.txt "$out"/cross-zkcoro.txt "$out"/ack.txt 2>/dev/null \
     | grep '^RESULT ' | tee "$out/results.txt" || true
 
 echo
@@ -255,6 +269,9 @@ awk -v quick="$quick" '
             val("redis_py", "uncontended", "p99_us"), "", "")
         row("a   client CPU per cycle", "us", val("redis_raw", "uncontended", "cpu_us_per_op"),
             val("zkcoro_redis", "uncontended", "cpu_us_per_op"), val("redis_py", "uncontended", "cpu_us_per_op"), "", "")
+        row("a   1 replica, no WAIT", "p50 us", -1, val("zkcoro_redis_replica", "uncontended", "p50_us"), -1, "", "")
+        row("a   1 replica, WAIT 1 (acked)", "p50 us", -1, val("zkcoro_redis_ack1", "uncontended", "p50_us"), -1,
+            "(the cost of the ack)", "")
         zk = val("zkcoro_redis", "demo", "ops_per_s"); py = val("redis_py", "demo", "ops_per_s")
         row("b 100 tasks, one lock", "acq/s", -1, zk, py, ">= 50x redis-py", verdict(ratio(zk, py), ">=", 50))
         row("c 4 processes, one lock", "handoff/s", -1, val("zkcoro_redis", "cross_process", "ops_per_s"),

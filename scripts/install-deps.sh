@@ -10,6 +10,8 @@
 #                          dpkg-architecture; without it the install goes to lib64, where CMake on
 #                          Debian does not look), redis-server and python3-redis (the Redis tests,
 #                          interop with redis-py's Lock and its benchmark; for /usr/bin/python3),
+#                          redis-sentinel (the Sentinel tests; they run redis-server --sentinel with
+#                          their own configuration on free loopback ports, never the package's service),
 #                          gnuplot-nox (bench/run.sh draws bench/out/compare.svg), doxygen (scripts/docs.sh:
 #                          the API reference, built by the test command so that its warnings fail it),
 #                          groff-base (the test zklock_manpage formats zklock.1 with groff)
@@ -29,7 +31,7 @@ test=(
   cmake dpkg-dev
   clang libfuzzer-14-dev libclang-rt-14-dev
   iproute2 procps
-  redis-server redis-tools python3-redis
+  redis-server redis-tools python3-redis redis-sentinel
   gnuplot-nox
   prometheus curl
   doxygen groff-base

@@ -24,9 +24,9 @@ namespace zkcoro {
 
 /// Errors of the Redis connection and lock (category "zkcoro.redis").
 enum class redis_errc {
-    bad_url = 1,         ///< not redis://[password@]host:port[/db]
+    bad_url = 1,         ///< not redis://[[user]:password@]host:port[/db] nor redis+sentinel://...
     connect_failed,      ///< the TCP connection could not be made (refused, unreachable, timed out)
-    auth_failed,         ///< AUTH was refused (wrong or missing password)
+    auth_failed,         ///< AUTH was refused (wrong or missing user or password)
     not_redis,           ///< the peer does not speak Redis' protocol
     connection_lost,     ///< the connection dropped before the reply came
     closed,              ///< the client was closed
@@ -38,6 +38,10 @@ enum class redis_errc {
     out_of_memory,       ///< OOM: the server reached maxmemory and refuses writes
     wrong_type,          ///< WRONGTYPE: a key of the lock holds a value of another type
     bad_fencing_counter, ///< <key>:fencing holds something that is not a fencing counter
+    no_sentinel,         ///< no sentinel of a redis+sentinel:// URL answered (the message names them)
+    unknown_master,      ///< the sentinels know no master of that name
+    not_master,          ///< the address the sentinels gave is not (or no longer) a master (ROLE)
+    not_replicated,      ///< WAIT: fewer replicas than asked confirmed the lock's write in time
 };
 /// The code of an error reply's text: read_only, out_of_memory or wrong_type by the server's
 /// error prefix, else error_reply.
@@ -45,14 +49,26 @@ ZKCORO_API error_code redis_error_code(std::string_view error_text) noexcept;
 ZKCORO_API const boost::system::error_category& redis_category() noexcept;
 inline error_code make_error_code(redis_errc e) noexcept { return {static_cast<int>(e), redis_category()}; }
 
-/// redis://[password@]host:port[/db] (host: a name, an IPv4 address or [an IPv6 address]; port
-/// 1-65535; db 0-15 by default). A password may also be given as ":password@" (Redis' own form).
+/// redis://[[user]:password@]host:port[/db] (host: a name, an IPv4 address or [an IPv6 address];
+/// port 1-65535; db 0-15 by default). A password alone may be given as "password@" or
+/// ":password@" (AUTH password); "user:password@" sends AUTH user password (an ACL user, Redis 6+).
+/// redis+sentinel://[[user]:password@]host:port[,host:port...]/MASTER[/db]: the sentinels to ask
+/// for the master named MASTER (port 26379 when left out); the credentials are the master's (and
+/// its replicas'), the sentinels are asked without any.
 /// The scheme is case-insensitive; rediss:// (TLS) is refused: Debian's hiredis 0.14 has no TLS.
 struct redis_url {
-    std::string host;  ///< a name, an IPv4 address or an IPv6 address (without brackets)
-    std::uint16_t port = 6379;  ///< 1-65535
+    /// A sentinel's address.
+    struct endpoint {
+        std::string host;  ///< a name, an IPv4 address or an IPv6 address (without brackets)
+        std::uint16_t port = 0;  ///< 1-65535
+    };
+    std::string host;  ///< the server (empty with sentinels: the master is found at each connection)
+    std::uint16_t port = 6379;  ///< 1-65535 (0 with sentinels)
+    std::string user;  ///< an ACL user (empty: AUTH with the password alone)
     std::string password;  ///< empty: no AUTH
     int db = 0;  ///< the database SELECTed after connecting
+    std::vector<endpoint> sentinels;  ///< redis+sentinel:// only: the sentinels, in the order asked
+    std::string master_name;          ///< redis+sentinel:// only: the master's name
 };
 /// Parses and checks `text`. On failure, ec is redis_errc::bad_url and `why` says what is wrong.
 ZKCORO_API redis_url parse_redis_url(std::string_view text, error_code& ec, std::string* why = nullptr);
@@ -85,6 +101,14 @@ struct redis_options {
     std::chrono::milliseconds reconnect_max{2000};  ///< the longest backoff between attempts
     /// Where the client's log lines go (none when empty).
     std::function<void(log_level, std::string_view)> log;
+    /// Replica-acknowledged lock writes: a redis_mutex's grant and renewal complete only once
+    /// `WAIT replica_acks replica_ack_timeout` has confirmed that many replicas have them (else the
+    /// grant is given back and fails with redis_errc::not_replicated; the renewal counts as not
+    /// confirmed). -1 (the default): 1 with a redis+sentinel:// URL, 0 (off) with redis://.
+    /// WAIT holds the client's command connection: while replicas do not answer, every command of
+    /// this client waits up to replica_ack_timeout behind a grant or renewal.
+    int replica_acks = -1;
+    std::chrono::milliseconds replica_ack_timeout{500};  ///< the WAIT's timeout
 };
 
 namespace detail {

@@ -1,5 +1,6 @@
 // redis_client: the facade, the URL, the error category and the subscriptions.
 #include "redis/redis_impl.hpp"
+#include "redis/sentinel.hpp"
 
 #include <zkcoro/detail/access.hpp>
 
@@ -26,9 +27,11 @@ public:
     std::string message(int ev) const override
     {
         switch (static_cast<redis_errc>(ev)) {
-        case redis_errc::bad_url: return "not a Redis URL: redis://[password@]host:port[/db]";
+        case redis_errc::bad_url:
+            return "not a Redis URL: redis://[[user]:password@]host:port[/db] or "
+                   "redis+sentinel://[[user]:password@]host:port[,host:port...]/MASTER[/db]";
         case redis_errc::connect_failed: return "cannot connect to the Redis server";
-        case redis_errc::auth_failed: return "the Redis server refused the password";
+        case redis_errc::auth_failed: return "the Redis server refused the user name or password";
         case redis_errc::not_redis: return "the server does not speak Redis' protocol";
         case redis_errc::connection_lost: return "the Redis connection dropped before the reply came";
         case redis_errc::closed: return "the Redis client was closed";
@@ -45,6 +48,11 @@ public:
         case redis_errc::bad_fencing_counter:
             return "the lock's fencing counter <key>:fencing holds something that is not an integer: "
                    "delete it or use another key";
+        case redis_errc::no_sentinel: return "no Redis sentinel answered";
+        case redis_errc::unknown_master: return "the Redis sentinels know no master of that name";
+        case redis_errc::not_master: return "the Redis server the sentinels named is not a master (ROLE)";
+        case redis_errc::not_replicated:
+            return "the lock's write was not confirmed by enough replicas in time (WAIT): given back";
         }
         return fmt::format("unknown zkcoro.redis error {}", ev);
     }
@@ -56,6 +64,10 @@ public:
         case redis_errc::connection_lost:
         case redis_errc::read_only:
         case redis_errc::out_of_memory:
+        // Sentinels that come back, a failover that ends, replicas that catch up.
+        case redis_errc::no_sentinel:
+        case redis_errc::not_master:
+        case redis_errc::not_replicated:
             return error_kind::retriable;
         case redis_errc::closed:
         case redis_errc::auth_failed:
@@ -65,14 +77,6 @@ public:
         }
     }
 };
-
-bool parse_int(std::string_view s, long long lo, long long hi, long long& out)
-{
-    if (s.empty())
-        return false;
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-    return ec == std::errc{} && p == s.data() + s.size() && out >= lo && out <= hi;
-}
 
 }  // namespace
 
@@ -105,85 +109,6 @@ std::string_view to_string(redis_state s) noexcept
     case redis_state::closed: return "closed";
     }
     return "unknown";
-}
-
-redis_url parse_redis_url(std::string_view text, error_code& ec, std::string* why)
-{
-    redis_url u;
-    auto bad = [&](std::string reason) {
-        ec = redis_errc::bad_url;
-        if (why)
-            *why = fmt::format("bad Redis URL '{}': {}", text, reason);
-        return redis_url{};
-    };
-    ec = {};
-    // The scheme is case-insensitive (RFC 3986 3.1).
-    auto starts_nocase = [&](std::string_view prefix) {
-        if (text.size() < prefix.size())
-            return false;
-        for (std::size_t i = 0; i < prefix.size(); ++i)
-            if (std::tolower(static_cast<unsigned char>(text[i])) != prefix[i])
-                return false;
-        return true;
-    };
-    constexpr std::string_view scheme = "redis://";
-    if (starts_nocase("rediss://"))
-        return bad("TLS is not supported by Debian's hiredis 0.14: use redis:// (through a TLS tunnel if needed)");
-    if (!starts_nocase(scheme))
-        return bad("it must start with redis:// (unix sockets are not supported)");
-    auto rest = text.substr(scheme.size());
-    if (auto at = rest.rfind('@'); at != std::string_view::npos) {
-        auto cred = rest.substr(0, at);
-        rest = rest.substr(at + 1);
-        if (auto colon = cred.find(':'); colon != std::string_view::npos) {
-            if (colon != 0)
-                return bad("user names (ACL users) are not supported: give redis://password@host:port");
-            cred = cred.substr(1);
-        }
-        if (cred.empty())
-            return bad("the password before '@' is empty");
-        u.password = std::string(cred);
-    }
-    std::string_view hostport = rest;
-    if (auto slash = rest.find('/'); slash != std::string_view::npos) {
-        hostport = rest.substr(0, slash);
-        auto db = rest.substr(slash + 1);
-        long long n = 0;
-        if (!db.empty() && !parse_int(db, 0, 15, n))
-            return bad(fmt::format("the database '{}' is not a number from 0 to 15", db));
-        u.db = static_cast<int>(n);
-    }
-    std::string_view host, port;
-    if (hostport.starts_with('[')) {
-        auto close = hostport.find(']');
-        if (close == std::string_view::npos)
-            return bad("an IPv6 address opened with '[' is not closed with ']'");
-        host = hostport.substr(1, close - 1);
-        auto after = hostport.substr(close + 1);
-        if (!after.empty()) {
-            if (after[0] != ':')
-                return bad("expected ':port' after the IPv6 address");
-            port = after.substr(1);
-        }
-    } else {
-        auto colon = hostport.rfind(':');
-        host = hostport.substr(0, colon);
-        if (colon != std::string_view::npos)
-            port = hostport.substr(colon + 1);
-    }
-    if (host.empty())
-        return bad("the host is empty");
-    for (char c : host)
-        if (static_cast<unsigned char>(c) <= ' ' || c == '/' || c == '?' || c == '#' || c == '@')
-            return bad(fmt::format("the host '{}' has a character not allowed in a host name", host));
-    u.host = std::string(host);
-    if (!port.empty() || hostport.ends_with(':')) {
-        long long n = 0;
-        if (!parse_int(port, 1, 65535, n))
-            return bad(fmt::format("the port '{}' is not a number from 1 to 65535", port));
-        u.port = static_cast<std::uint16_t>(n);
-    }
-    return u;
 }
 
 namespace detail {
@@ -230,6 +155,8 @@ void redis_impl::on_state(redis_state s)
     state = s;
     if (s == redis_state::connected && cmd_)
         connects = cmd_->connects;
+    if (s == redis_state::closed && watcher_)
+        watcher_->close();  // the first connection failed (or close()): stop following failovers
     if (s == redis_state::closed && cmd_ && !cmd_->last_error().empty()) {
         std::lock_guard lk(error_m);
         error_text = cmd_->last_error();
@@ -271,6 +198,10 @@ void redis_impl::connect(std::shared_ptr<op_state<>> op)
             if (auto self = w.lock())
                 self->on_state(st);
         };
+        if (!url.sentinels.empty()) {
+            set_sentinel_hooks(h, strand, url, opts);
+            watch();
+        }
         cmd_ = std::make_shared<redis_link>(strand, url, opts, false, std::move(h));
     }
     cmd_->start();
@@ -337,6 +268,8 @@ std::shared_ptr<redis_link> redis_impl::sub_link()
                 if (!fns.empty())
                     self->sub_->send_push({"SUBSCRIBE", channel});
         };
+        if (!url.sentinels.empty())
+            set_sentinel_hooks(h, strand, url, opts);
         sub_ = std::make_shared<redis_link>(strand, url, opts, true, std::move(h));
         sub_->start();
     }
@@ -405,6 +338,27 @@ void redis_impl::on_push(const redis_reply& r)
         f(ev);
 }
 
+void redis_impl::watch()
+{
+    if (watcher_)
+        return;
+    std::weak_ptr<redis_impl> w = shared_from_this();
+    watcher_ = watch_failovers(strand, url, opts, [w](std::string announcement) {
+        auto self = w.lock();
+        if (!self || self->closing_)
+            return;
+        ++self->failovers;
+        // "<name> <old-ip> <old-port> <new-ip> <new-port>": a link already at the new master stays.
+        auto sp = announcement.rfind(' ');
+        auto sp2 = sp == std::string::npos || sp == 0 ? std::string::npos : announcement.rfind(' ', sp - 1);
+        std::string at = sp2 == std::string::npos ? std::string() : announcement.substr(sp2 + 1);
+        auto why = fmt::format("the sentinels switched the master: {}", announcement);
+        for (auto* l : {&self->cmd_, &self->sub_})
+            if (*l && fmt::format("{} {}", (*l)->url().host, (*l)->url().port) != at)
+                (*l)->drop(why);
+    });
+}
+
 void redis_impl::wait_state(redis_state known, std::shared_ptr<op_state<redis_state>> op)
 {
     auto s = state.load();
@@ -434,6 +388,8 @@ void redis_impl::close()
         cmd_->close();
     if (sub_)
         sub_->close();
+    if (watcher_)
+        watcher_->close();
     state = redis_state::closed;
     on_state(redis_state::closed);
 }

@@ -167,28 +167,35 @@ redis_link::~redis_link()
     }
 }
 
-void redis_link::set_state(redis_state s)
-{
-    if (state_ == s)
-        return;
-    state_ = s;
-    if (hooks_.state)
-        hooks_.state(s);
-}
-
-void redis_link::start()
-{
-    if (state_ != redis_state::idle)
-        return;
-    set_state(redis_state::connecting);
-    attempt();
-}
-
 void redis_link::attempt()
 {
     ready_ = false;
     attempt_error_.clear();
     attempt_code_ = {};
+    if (!hooks_.resolve)
+        return connect_to({url_.host, url_.port});
+    if (resolving_)
+        return;
+    resolving_ = true;
+    hooks_.resolve([w = weak_from_this()](error_code ec, std::string why, redis_url::endpoint e) {
+        auto l = w.lock();
+        if (!l)
+            return;
+        l->resolving_ = false;
+        if (l->closing_ || l->ac_)
+            return;
+        if (ec) {
+            l->fail_attempt(ec, std::move(why));
+            return l->on_context_gone();
+        }
+        l->connect_to(e);
+    });
+}
+
+void redis_link::connect_to(const redis_url::endpoint& e)
+{
+    url_.host = e.host;
+    url_.port = e.port;
     redisAsyncContext* ac = redisAsyncConnect(url_.host.c_str(), url_.port);
     if (!ac) {
         fail_attempt(redis_errc::connect_failed, "out of memory");
@@ -224,14 +231,6 @@ void redis_link::attempt()
     });
 }
 
-void redis_link::fail_attempt(error_code ec, std::string why)
-{
-    if (attempt_code_)
-        return;  // the first reason stands
-    attempt_code_ = ec;
-    attempt_error_ = std::move(why);
-}
-
 void redis_link::attempt_context_error(const redisAsyncContext* ac)
 {
     if (ac->err == REDIS_ERR_PROTOCOL)
@@ -255,11 +254,17 @@ void redis_link::on_connected(int status)
         return;  // hiredis frees the context: cleanup follows
     }
     // The handshake: AUTH, SELECT, then PING (which a server that is not Redis cannot answer).
-    if (!url_.password.empty())
+    if (!url_.password.empty() && !url_.user.empty())
+        send_argv(ac_, &redis_link::handshake_cb, new handshake_step{this, 0}, {"AUTH", url_.user, url_.password});
+    else if (!url_.password.empty())
         send_argv(ac_, &redis_link::handshake_cb, new handshake_step{this, 0}, {"AUTH", url_.password});
     if (url_.db != 0)
         send_argv(ac_, &redis_link::handshake_cb, new handshake_step{this, 1}, {"SELECT", std::to_string(url_.db)});
     send_argv(ac_, &redis_link::handshake_cb, new handshake_step{this, 2}, {"PING"});
+    // Found through sentinels: it must be the master (a sentinel may still name a master that was
+    // demoted, or one that is being replaced).
+    if (!url_.sentinels.empty())
+        send_argv(ac_, &redis_link::handshake_cb, new handshake_step{this, 3}, {"ROLE"});
 }
 
 void redis_link::handshake_cb(redisAsyncContext* ac, void* reply, void* privdata)
@@ -282,8 +287,13 @@ void redis_link::handshake_reply(int step, const void* reply)
         return;
     auto r = copy_reply(reply);
     if (r.type == redis_reply::kind::error) {
-        if (step == 0)
+        if (step == 0 && !url_.user.empty())
+            fail_attempt(redis_errc::auth_failed, fmt::format("AUTH as user '{}' refused by {}:{}: {}", url_.user,
+                                                              url_.host, url_.port, r.str));
+        else if (step == 0)
             fail_attempt(redis_errc::auth_failed, fmt::format("AUTH refused by {}:{}: {}", url_.host, url_.port, r.str));
+        else if (step == 3)
+            fail_attempt(redis_errc::not_master, fmt::format("ROLE refused by {}:{}: {}", url_.host, url_.port, r.str));
         else if (step == 1)
             fail_attempt(redis_errc::error_reply,
                          fmt::format("SELECT {} refused by {}:{}: {}", url_.db, url_.host, url_.port, r.str));
@@ -295,6 +305,18 @@ void redis_link::handshake_reply(int step, const void* reply)
             redisAsyncDisconnect(ac_);
         return;
     }
+    if (step == 3) {
+        if (r.type != redis_reply::kind::array || r.elements.empty() || r.elements[0].str != "master") {
+            fail_attempt(redis_errc::not_master,
+                         fmt::format("{}:{}, named by the sentinels as master '{}', says it is a {} (ROLE)", url_.host,
+                                     url_.port, url_.master_name,
+                                     r.elements.empty() ? std::string("?") : r.elements[0].str));
+            if (ac_)
+                redisAsyncDisconnect(ac_);
+            return;
+        }
+        return ready();
+    }
     if (step != 2)
         return;
     if (r.type != redis_reply::kind::status || r.str != "PONG") {
@@ -305,6 +327,12 @@ void redis_link::handshake_reply(int step, const void* reply)
             redisAsyncDisconnect(ac_);
         return;
     }
+    if (url_.sentinels.empty())
+        ready();
+}
+
+void redis_link::ready()
+{
     ready_ = true;
     ever_connected_ = true;
     backoff_ = std::chrono::milliseconds{0};
@@ -316,18 +344,6 @@ void redis_link::handshake_reply(int step, const void* reply)
     flush();
     if (hooks_.ready)
         hooks_.ready();
-}
-
-void redis_link::flush()
-{
-    auto q = std::move(queue_);
-    queue_.clear();
-    for (auto& [args, op] : q)
-        dispatch_send(args, std::move(op));
-    auto pq = std::move(push_queue_);
-    push_queue_.clear();
-    for (auto& a : pq)
-        send_push(std::move(a));
 }
 
 void redis_link::dispatch_send(const std::vector<std::string>& args, std::shared_ptr<reply_op> op)
@@ -366,7 +382,19 @@ void redis_link::reply_cb(redisAsyncContext* ac, void* reply, void* privdata)
     error_code ec;
     if (r.type == redis_reply::kind::error)
         ec = redis_error_code(r.str);
+    if (ec == redis_errc::read_only) {
+        // Found through sentinels: the master was demoted under us. Find it again.
+        auto l = p->link.lock();
+        if (l && l->hooks_.resolve)
+            asio::post(l->strand_, [l] { l->drop("READONLY: the server became a replica"); });
+    }
     p->op->complete(ec, std::move(r));
+}
+
+void redis_link::free_context()
+{
+    if (ac_)
+        redisAsyncFree(ac_);  // pending replies fail with connection_lost; cleanup posts on_context_gone
 }
 
 void redis_link::send(const std::vector<std::string>& args, std::shared_ptr<reply_op> op)
@@ -403,52 +431,6 @@ void redis_link::push_cb(redisAsyncContext* ac, void* reply, void* privdata)
     auto* l = static_cast<redis_link*>(privdata);
     if (l->hooks_.push)
         l->hooks_.push(copy_reply(reply));
-}
-
-void redis_link::on_context_gone()
-{
-    ac_ = nullptr;
-    att_.reset();
-    ready_ = false;
-    auto keep = shared_from_this();
-    timer_.cancel();
-    if (closing_ || state_ == redis_state::closed) {
-        set_state(redis_state::closed);
-        return;
-    }
-    if (!ever_connected_) {
-        auto ec = attempt_code_ ? attempt_code_ : error_code(redis_errc::connect_failed);
-        auto why = attempt_error_.empty() ? std::string("the connection failed") : attempt_error_;
-        return give_up(ec, std::move(why));
-    }
-    // A drop after the link had connected: reconnect with backoff (commands sent on the old
-    // context have failed with connection_lost; queued ones wait).
-    backoff_ = backoff_.count() == 0 ? opts_.reconnect_min : std::min(backoff_ * 2, opts_.reconnect_max);
-    if (opts_.log)
-        opts_.log(log_level::warn, fmt::format("redis {}:{}: {}; reconnecting in {} ms", url_.host, url_.port,
-                                               attempt_error_.empty() ? "connection dropped" : attempt_error_,
-                                               backoff_.count()));
-    set_state(redis_state::reconnecting);
-    timer_.expires_after(backoff_);
-    timer_.async_wait([w = weak_from_this()](error_code ec) {
-        auto l = w.lock();
-        if (!ec && l && !l->closing_ && !l->ac_)
-            l->attempt();
-    });
-}
-
-void redis_link::give_up(error_code ec, std::string why)
-{
-    last_code_ = ec;
-    last_error_ = std::move(why);
-    if (opts_.log)
-        opts_.log(log_level::error, "redis: " + last_error_);
-    set_state(redis_state::closed);
-    auto q = std::move(queue_);
-    queue_.clear();
-    for (auto& item : q)
-        item.second->fail(ec);
-    push_queue_.clear();
 }
 
 void redis_link::close()

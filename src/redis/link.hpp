@@ -36,6 +36,13 @@ public:
         std::function<void()> ready;                 // connected (after the handshake)
         std::function<void(redis_state)> state;      // any state change
         std::function<void(const redis_reply&)> push;  // subscribe mode: every message
+        // Sentinel mode: called before each connection attempt to find the server to connect to;
+        // it calls back (on the strand) with the endpoint or an error and its text.
+        using resolved = std::function<void(error_code, std::string, redis_url::endpoint)>;
+        std::function<void(resolved)> resolve;
+        // Whether a first connection that failed with this code is tried again (with backoff)
+        // rather than given up; `tries` counts the failed ones so far.
+        std::function<bool(error_code, int tries)> retry_first;
     };
 
     redis_link(redis_strand strand, redis_url url, redis_options opts, bool subscriber, hooks h);
@@ -51,8 +58,12 @@ public:
     // Subscribe mode: SUBSCRIBE/UNSUBSCRIBE with replies through hooks.push.
     void send_push(std::vector<std::string> args);
     void close();
+    // Drops the connection (its pending commands fail with connection_lost) and reconnects at once,
+    // asking `resolve` again: a failover, or a READONLY reply. `why` goes to the log.
+    void drop(std::string why);  // defined in sentinel.cpp
     // Fails every queued command with `ec` and closes (the first connection failed).
     redis_state state() const noexcept { return state_; }
+    const redis_url& url() const noexcept { return url_; }  // host and port: the server of the last attempt
     const std::string& last_error() const noexcept { return last_error_; }
     error_code last_code() const noexcept { return last_code_; }
     std::uint64_t connects = 0;
@@ -63,8 +74,11 @@ public:
 private:
     void attempt_context_error(const redisAsyncContext* ac);
     void attempt();
+    void connect_to(const redis_url::endpoint& e);
     void on_connected(int status);
     void handshake_reply(int step, const void* reply);
+    void ready();  // the handshake is done
+    void free_context();  // redisAsyncFree: the context goes, its pending replies fail
     void on_context_gone();
     void set_state(redis_state s);
     void give_up(error_code ec, std::string why);  // the first connection failed
@@ -97,6 +111,8 @@ private:
     std::vector<std::vector<std::string>> push_queue_;
     asio::steady_timer timer_;  // connect timeout, then reconnection backoff
     std::chrono::milliseconds backoff_{0};
+    bool resolving_ = false;
+    int first_failures_ = 0;
     std::string last_error_;
     error_code last_code_;
     std::string attempt_error_;

@@ -5,7 +5,7 @@
 #include "engine/acquisition.hpp"
 #include "engine/lock_object.hpp"
 #include "redis/lock_scripts.hpp"
-#include "redis/redis_impl.hpp"
+#include "redis/replicas.hpp"  // redis_impl, and WAIT after a grant or renewal
 
 #include <zkcoro/detail/access.hpp>
 #include <zkcoro/guard.hpp>
@@ -185,7 +185,7 @@ public:
         auto start = [this, &script, &sha, nkeys, &args](auto handler) {
             auto op = std::make_shared<reply_op>(std::move(handler), rc->strand);
             op->bind_cancellation();
-            rc->eval(script, sha, std::move(args), nkeys, std::move(op));
+            eval_acked(*rc, script, sha, std::move(args), nkeys, std::move(op));  // + WAIT when asked
         };
         if (until == steady_clock::time_point::max()) {
             auto [ec, r] = co_await asio::async_initiate<decltype(use_tuple), void(error_code, redis_reply)>(start, use_tuple);

@@ -50,6 +50,7 @@ public:
     redis_options opts;
     std::atomic<redis_state> state{redis_state::idle};
     std::atomic<std::uint64_t> connects{0}, sent{0};
+    std::atomic<std::uint64_t> failovers{0};  // +switch-master announcements followed
     std::mutex error_m;
     std::string error_text;  // why the client closed (bad URL, first connection failed); guarded by error_m
 
@@ -59,7 +60,9 @@ private:
     error_code closed_reason() const;
     void on_push(const redis_reply& r);
     std::shared_ptr<redis_link> sub_link();
+    void watch();  // redis+sentinel://: follow +switch-master
 
+    std::shared_ptr<redis_link> watcher_;
     std::shared_ptr<redis_link> cmd_;
     std::shared_ptr<redis_link> sub_;
     std::vector<std::shared_ptr<op_state<>>> connect_waiters_;

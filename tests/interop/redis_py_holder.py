@@ -61,7 +61,14 @@ def main(argv):
     dog.start()
 
     end = time.monotonic() + o.time_limit
-    r = redis.Redis.from_url(o.url, socket_timeout=10, socket_connect_timeout=5)
+    if o.url.lower().startswith("redis+sentinel://"):
+        # redis+sentinel://host:port[,host:port...]/MASTER: the master as redis.sentinel finds it.
+        from redis.sentinel import Sentinel
+        hosts, _, name = o.url[len("redis+sentinel://"):].partition("/")
+        addrs = [(h.rpartition(":")[0], int(h.rpartition(":")[2])) for h in hosts.split(",")]
+        r = Sentinel(addrs, socket_timeout=10).master_for(name.split("/")[0], socket_timeout=10)
+    else:
+        r = redis.Redis.from_url(o.url, socket_timeout=10, socket_connect_timeout=5)
     lock = r.lock(o.key, timeout=o.ttl_ms / 1000.0, sleep=o.sleep)
     acquired = 0
     status = 0

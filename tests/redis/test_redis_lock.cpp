@@ -121,9 +121,13 @@ TEST_CASE("redis URLs are parsed and checked, with the reason")
     u = zkcoro::parse_redis_url("redis://localhost", ec, &why);
     CHECK_FALSE(ec);
     CHECK(u.port == 6379);
+    u = zkcoro::parse_redis_url("redis://user:pw@127.0.0.1:6379", ec, &why);  // an ACL user (issue 22)
+    CHECK_FALSE(ec);
+    CHECK(u.user == "user");
+    CHECK(u.password == "pw");
     for (const char* bad : {"http://127.0.0.1:6379", "redis://", "redis://127.0.0.1:0", "redis://127.0.0.1:70000",
                             "redis://127.0.0.1:12ab", "redis://127.0.0.1:6379/16", "redis://@127.0.0.1:6379",
-                            "redis://user:pw@127.0.0.1:6379", "redis://[::1:6379", "redis://127.0.0.1:6379/x"}) {
+                            "redis://[::1:6379", "redis://127.0.0.1:6379/x"}) {
         CAPTURE(bad);
         why.clear();
         zkcoro::parse_redis_url(bad, ec, &why);

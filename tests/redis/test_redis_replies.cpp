@@ -186,14 +186,15 @@ TEST_CASE("classify() knows Redis' codes: transient ones are retriable, a closed
 {
     using zkcoro::error_kind;
     for (auto e : {redis_errc::connect_failed, redis_errc::connection_lost, redis_errc::read_only,
-                   redis_errc::out_of_memory}) {
+                   redis_errc::out_of_memory, redis_errc::no_sentinel, redis_errc::not_master,
+                   redis_errc::not_replicated}) {
         CAPTURE(error_code(e).message());
         CHECK(zkcoro::classify(e) == error_kind::retriable);
     }
     for (auto e : {redis_errc::closed, redis_errc::auth_failed})
         CHECK(zkcoro::classify(e) == error_kind::session_lost);
     for (auto e : {redis_errc::bad_url, redis_errc::error_reply, redis_errc::wrong_type, redis_errc::bad_key,
-                   redis_errc::bad_fencing_counter})
+                   redis_errc::bad_fencing_counter, redis_errc::unknown_master})
         CHECK(zkcoro::classify(e) == error_kind::permanent);
     CHECK(zkcoro::classify(zkcoro::redis_error_code("READONLY You can't write against a read only replica.")) ==
           error_kind::retriable);

@@ -256,12 +256,21 @@ void redis_server::start()
         return;
     // Everything the child needs is prepared here: after fork() in a multithreaded process only
     // async-signal-safe calls are allowed.
-    std::vector<std::string> args{program_,
-                                  "--port", std::to_string(port_),
-                                  "--bind", "127.0.0.1",
-                                  "--dir", dir_,
-                                  "--daemonize", "no",
-                                  "--save", ""};
+    std::vector<std::string> args{program_};
+    if (!opts_.config_text.empty()) {
+        // Written once, before the first fork: a sentinel rewrites it, and a restart keeps its state.
+        const auto conf = (fs::path(dir_) / "redis.conf").string();
+        if (!fs::exists(conf)) {
+            std::ofstream f(conf);
+            f << opts_.config_text << '\n';
+            if (!f)
+                throw std::runtime_error(fmt::format("zktest: cannot write {}", conf));
+        }
+        args.push_back(conf);
+    }
+    const std::vector<std::string> common{"--port", std::to_string(port_), "--bind", "127.0.0.1", "--dir", dir_,
+                                          "--daemonize", "no", "--save", ""};
+    args.insert(args.end(), common.begin(), common.end());
     if (opts_.persist == redis_options::persistence::aof) {
         for (const char* a : {"--appendonly", "yes", "--appendfsync", "always"})
             args.emplace_back(a);

@@ -35,6 +35,9 @@ struct redis_options {
     std::chrono::seconds stop_timeout{10};
     // More command-line arguments, appended as given (e.g. {"--maxclients", "100"}).
     std::vector<std::string> extra_args{};
+    // A configuration file's text, written to <dir>/redis.conf and given as the first argument
+    // (a sentinel needs one it can rewrite: with extra_args {"--sentinel"}). Empty: none.
+    std::string config_text{};
 };
 
 // The redis-server program: $ZKTEST_REDIS_SERVER if set, else `redis-server` found on PATH, else

@@ -1,5 +1,7 @@
-// zkcoro-with-redis [--aof] [--password PW] -- CMD ARGS...
+// zkcoro-with-redis [--aof] [--password PW] [--replicas N] -- CMD ARGS...
 //
+// --replicas N: N more servers, replicas of the first (online before CMD starts), for the
+// replica-acknowledged grants' benchmark.
 // Starts a throwaway redis-server on a free loopback port (no persistence, or AOF with
 // appendfsync always), runs CMD with
 //   ZKCORO_TEST_REDIS       redis://[PW@]127.0.0.1:PORT
@@ -32,7 +34,7 @@ namespace {
 
 void usage()
 {
-    std::fputs("usage: zkcoro-with-redis [--aof] [--password PW] -- CMD [ARGS...]\n", stderr);
+    std::fputs("usage: zkcoro-with-redis [--aof] [--password PW] [--replicas N] -- CMD [ARGS...]\n", stderr);
 }
 
 
@@ -42,6 +44,7 @@ int main(int argc, char** argv)
 {
     zktest::redis_options opts;
     std::vector<std::string> cmd;
+    int replicas = 0;
     for (int i = 1; i < argc; ++i) {
         std::string_view a = argv[i];
         if (a == "--") {
@@ -51,6 +54,12 @@ int main(int argc, char** argv)
         }
         if (a == "--aof") {
             opts.persist = zktest::redis_options::persistence::aof;
+        } else if (a == "--replicas" && i + 1 < argc) {
+            replicas = std::atoi(argv[++i]);
+            if (replicas < 0 || replicas > 4) {
+                std::fputs("zkcoro-with-redis: --replicas must be 0 to 4\n", stderr);
+                return 2;
+            }
         } else if (a == "--password" && i + 1 < argc) {
             opts.password = argv[++i];
         } else if (a == "-h" || a == "--help") {
@@ -84,11 +93,41 @@ int main(int argc, char** argv)
         return 125;
     }
 
+    std::vector<std::unique_ptr<zktest::redis_server>> replica_servers;
+    try {
+        if (replicas > 0)  // a full sync at once (the default waits 5 s for more replicas)
+            server->command({"CONFIG", "SET", "repl-diskless-sync-delay", "0"});
+        for (int r = 0; r < replicas; ++r) {
+            zktest::redis_options ro = opts;
+            ro.extra_args = {"--replicaof", "127.0.0.1", std::to_string(server->port())};
+            if (!opts.password.empty())
+                ro.extra_args.insert(ro.extra_args.end(), {"--masterauth", opts.password});
+            replica_servers.push_back(std::make_unique<zktest::redis_server>(ro));
+        }
+        // Online (past the full sync), else WAIT counts them out. Bounded: 20 s.
+        for (int t = 0; replicas > 0; ++t) {
+            int online = 0;
+            for (const auto& [k, v] : server->info("replication"))
+                if (k.starts_with("slave") && v.find("state=online") != std::string::npos)
+                    ++online;
+            if (online >= replicas)
+                break;
+            if (t == 1000)
+                throw std::runtime_error(fmt::format("{} of {} replicas online after 20 s", online, replicas));
+            usleep(20'000);
+        }
+        if (replicas > 0)
+            fmt::print(stderr, "zkcoro-with-redis: {} replica(s) online\n", replicas);
+    } catch (const std::exception& e) {
+        fmt::print(stderr, "zkcoro-with-redis: replicas: {}\n", e.what());
+        return 125;
+    }
     setenv("ZKCORO_TEST_REDIS", server->url().c_str(), 1);
     setenv("ZKCORO_TEST_REDIS_PORT", std::to_string(server->port()).c_str(), 1);
     setenv("ZKCORO_TEST_REDIS_PID", std::to_string(server->pid()).c_str(), 1);
     const int code = zktest::run_child(cmd, "zkcoro-with-redis");
     // Stop the server before exiting (the destructor: SIGTERM by PID, reap, rm -r).
+    replica_servers.clear();
     server.reset();
     return code;
 }

@@ -1,0 +1,94 @@
+// One Redis connection's states (beside link.cpp, without hiredis): the first connection,
+// failed attempts, reconnection with backoff, giving up, and flushing the queue once connected.
+#include "redis/link.hpp"
+
+#include <fmt/format.h>
+
+namespace zkcoro::detail {
+
+void redis_link::set_state(redis_state s)
+{
+    if (state_ == s)
+        return;
+    state_ = s;
+    if (hooks_.state)
+        hooks_.state(s);
+}
+
+void redis_link::start()
+{
+    if (state_ != redis_state::idle)
+        return;
+    set_state(redis_state::connecting);
+    attempt();
+}
+
+void redis_link::fail_attempt(error_code ec, std::string why)
+{
+    if (attempt_code_)
+        return;  // the first reason stands
+    attempt_code_ = ec;
+    attempt_error_ = std::move(why);
+}
+
+void redis_link::flush()
+{
+    auto q = std::move(queue_);
+    queue_.clear();
+    for (auto& [args, op] : q)
+        dispatch_send(args, std::move(op));
+    auto pq = std::move(push_queue_);
+    push_queue_.clear();
+    for (auto& a : pq)
+        send_push(std::move(a));
+}
+
+void redis_link::on_context_gone()
+{
+    ac_ = nullptr;
+    att_.reset();
+    ready_ = false;
+    auto keep = shared_from_this();
+    timer_.cancel();
+    if (closing_ || state_ == redis_state::closed) {
+        set_state(redis_state::closed);
+        return;
+    }
+    auto ec = attempt_code_ ? attempt_code_ : error_code(redis_errc::connect_failed);
+    auto why = attempt_error_.empty() ? std::string("the connection failed") : attempt_error_;
+    // Refused credentials do not get better by trying again: no reconnection loop.
+    if (ec == redis_errc::auth_failed)
+        return give_up(ec, std::move(why));
+    if (!ever_connected_ && !(hooks_.retry_first && hooks_.retry_first(ec, ++first_failures_)))
+        return give_up(ec, std::move(why));
+    // A drop after the link had connected: reconnect with backoff (commands sent on the old
+    // context have failed with connection_lost; queued ones wait).
+    backoff_ = backoff_.count() == 0 ? opts_.reconnect_min : std::min(backoff_ * 2, opts_.reconnect_max);
+    if (opts_.log)
+        opts_.log(log_level::warn, fmt::format("redis {}:{}: {}; reconnecting in {} ms", url_.host, url_.port,
+                                               attempt_error_.empty() ? "connection dropped" : attempt_error_,
+                                               backoff_.count()));
+    set_state(redis_state::reconnecting);
+    timer_.expires_after(backoff_);
+    timer_.async_wait([w = weak_from_this()](error_code tec) {
+        auto l = w.lock();
+        if (!tec && l && !l->closing_ && !l->ac_)
+            l->attempt();
+    });
+}
+
+void redis_link::give_up(error_code ec, std::string why)
+{
+    last_code_ = ec;
+    last_error_ = std::move(why);
+    if (opts_.log)
+        opts_.log(log_level::error, "redis: " + last_error_);
+    set_state(redis_state::closed);
+    auto q = std::move(queue_);
+    queue_.clear();
+    for (auto& item : q)
+        item.second->fail(ec);
+    push_queue_.clear();
+}
+
+}  // namespace zkcoro::detail

@@ -1,0 +1,85 @@
+// WAIT after the lock's writes.
+#include "redis/replicas.hpp"
+
+#include "redis/lock_scripts.hpp"
+
+#include <fmt/format.h>
+
+namespace zkcoro::detail {
+
+int replica_acks(const redis_impl& rc) noexcept
+{
+    if (rc.opts.replica_acks >= 0)
+        return rc.opts.replica_acks;
+    return rc.url.sentinels.empty() ? 0 : 1;
+}
+
+namespace {
+
+// Whether the reply of the acquire or renew script says it wrote.
+bool wrote(const std::string& script, const redis_reply& r)
+{
+    if (&script == &acquire_script().text)
+        return r.type == redis_reply::kind::array && !r.elements.empty() &&
+               r.elements[0].type == redis_reply::kind::integer && r.elements[0].integer == 1;
+    if (&script == &renew_script().text)
+        return r.type == redis_reply::kind::integer && r.integer == 1;
+    return false;
+}
+
+}  // namespace
+
+void eval_acked(redis_impl& rc, const std::string& script, const std::string& sha,
+                std::vector<std::string> keys_and_args, int nkeys, std::shared_ptr<reply_op> op)
+{
+    const int n = replica_acks(rc);
+    if (n <= 0 || (&script != &acquire_script().text && &script != &renew_script().text))
+        return rc.eval(script, sha, std::move(keys_and_args), nkeys, std::move(op));
+    // An unconfirmed grant is given back: the acquire script's KEYS[1] and ARGV[1] (key, value).
+    std::vector<std::string> give_back;
+    if (&script == &acquire_script().text && keys_and_args.size() >= 3)
+        give_back = {keys_and_args[0], keys_and_args[2], keys_and_args[0] + ":released"};
+    std::weak_ptr<redis_impl> weak = rc.shared_from_this();
+    auto after = std::make_shared<reply_op>(
+        [weak, op, n, &script, give_back = std::move(give_back)](error_code ec, redis_reply r) {
+            auto self = weak.lock();
+            if (!self || ec || !wrote(script, r))
+                return void(op->complete(ec, std::move(r)));
+            // Here, on the strand, the command connection is the one the script ran on unless it
+            // has reconnected since: WAIT now counts the script's write.
+            const auto conn = self->connects.load();
+            const auto timeout = self->opts.replica_ack_timeout;
+            auto script_reply = std::make_shared<redis_reply>(std::move(r));
+            auto waited = std::make_shared<reply_op>(
+                [weak, op, n, conn, timeout, script_reply, give_back](error_code wec, redis_reply wr) {
+                    auto s = weak.lock();
+                    if (!s)
+                        return void(op->complete(redis_errc::closed, std::move(*script_reply)));
+                    if (wec == redis_errc::connection_lost || wec == redis_errc::closed)
+                        return void(op->complete(wec, std::move(*script_reply)));
+                    const bool same = s->connects.load() == conn;
+                    if (wec || wr.type != redis_reply::kind::integer || wr.integer < n || !same) {
+                        s->log(log_level::warn,
+                               fmt::format("redis: WAIT {} {}: {}", n, timeout.count(),
+                                           wec     ? wec.message()
+                                           : !same ? std::string("the connection changed before it")
+                                                   : fmt::format("{} replica(s) acknowledged", wr.integer)));
+                        if (!give_back.empty()) {
+                            // Set on the master, not confirmed by the replicas: compare-and-delete
+                            // (and PUBLISH the release), on this connection, before answering.
+                            auto ignore = std::make_shared<reply_op>([](error_code, redis_reply) {}, s->strand);
+                            s->eval(release_script().text, release_script().sha, give_back, 1, std::move(ignore));
+                        }
+                        return void(op->complete(redis_errc::not_replicated, std::move(*script_reply)));
+                    }
+                    op->complete({}, std::move(*script_reply));
+                },
+                self->strand);
+            std::vector<std::string> args{"WAIT", std::to_string(n), std::to_string(timeout.count())};
+            self->exec(args, std::move(waited));
+        },
+        rc.strand);
+    rc.eval(script, sha, std::move(keys_and_args), nkeys, std::move(after));
+}
+
+}  // namespace zkcoro::detail

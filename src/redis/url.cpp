@@ -1,0 +1,136 @@
+// parse_redis_url: redis:// (one server) and redis+sentinel:// (the sentinels of a master).
+#include <zkcoro/redis.hpp>
+
+#include <fmt/format.h>
+
+#include <cctype>
+#include <charconv>
+
+namespace zkcoro {
+
+namespace {
+
+bool parse_int(std::string_view s, long long lo, long long hi, long long& out)
+{
+    if (s.empty())
+        return false;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+    return ec == std::errc{} && p == s.data() + s.size() && out >= lo && out <= hi;
+}
+
+// host[:port] or [v6][:port]; "" on success, else why not.
+std::string parse_hostport(std::string_view hostport, std::string& host_out, std::uint16_t& port_out)
+{
+    std::string_view host, port;
+    if (hostport.starts_with('[')) {
+        auto close = hostport.find(']');
+        if (close == std::string_view::npos)
+            return "an IPv6 address opened with '[' is not closed with ']'";
+        host = hostport.substr(1, close - 1);
+        auto after = hostport.substr(close + 1);
+        if (!after.empty()) {
+            if (after[0] != ':')
+                return "expected ':port' after the IPv6 address";
+            port = after.substr(1);
+        }
+    } else {
+        auto colon = hostport.rfind(':');
+        host = hostport.substr(0, colon);
+        if (colon != std::string_view::npos)
+            port = hostport.substr(colon + 1);
+    }
+    if (host.empty())
+        return "the host is empty";
+    for (char c : host)
+        if (static_cast<unsigned char>(c) <= ' ' || c == '/' || c == '?' || c == '#' || c == '@' || c == ',')
+            return fmt::format("the host '{}' has a character not allowed in a host name", host);
+    host_out = std::string(host);
+    if (!port.empty() || hostport.ends_with(':')) {
+        long long n = 0;
+        if (!parse_int(port, 1, 65535, n))
+            return fmt::format("the port '{}' is not a number from 1 to 65535", port);
+        port_out = static_cast<std::uint16_t>(n);
+    }
+    return {};
+}
+
+}  // namespace
+
+redis_url parse_redis_url(std::string_view text, error_code& ec, std::string* why)
+{
+    redis_url u;
+    auto bad = [&](std::string reason) {
+        ec = redis_errc::bad_url;
+        if (why)
+            *why = fmt::format("bad Redis URL '{}': {}", text, reason);
+        return redis_url{};
+    };
+    ec = {};
+    // The scheme is case-insensitive (RFC 3986 3.1).
+    auto starts_nocase = [&](std::string_view prefix) {
+        if (text.size() < prefix.size())
+            return false;
+        for (std::size_t i = 0; i < prefix.size(); ++i)
+            if (std::tolower(static_cast<unsigned char>(text[i])) != prefix[i])
+                return false;
+        return true;
+    };
+    constexpr std::string_view scheme = "redis://";
+    constexpr std::string_view sentinel_scheme = "redis+sentinel://";
+    if (starts_nocase("rediss://"))
+        return bad("TLS is not supported by Debian's hiredis 0.14: use redis:// (through a TLS tunnel if needed)");
+    const bool sentinel = starts_nocase(sentinel_scheme);
+    if (!sentinel && !starts_nocase(scheme))
+        return bad("it must start with redis:// or redis+sentinel:// (unix sockets are not supported)");
+    auto rest = text.substr(sentinel ? sentinel_scheme.size() : scheme.size());
+    if (auto at = rest.rfind('@'); at != std::string_view::npos) {
+        auto cred = rest.substr(0, at);
+        rest = rest.substr(at + 1);
+        if (auto colon = cred.find(':'); colon != std::string_view::npos) {
+            u.user = std::string(cred.substr(0, colon));
+            cred = cred.substr(colon + 1);
+        }
+        if (cred.empty())
+            return bad(u.user.empty() ? "the password before '@' is empty"
+                                      : fmt::format("the password of user '{}' is empty", u.user));
+        u.password = std::string(cred);
+    }
+    auto slash = rest.find('/');
+    std::string_view hosts = rest.substr(0, slash);
+    std::string_view path = slash == std::string_view::npos ? std::string_view{} : rest.substr(slash + 1);
+    if (sentinel) {
+        // /MASTER[/db]
+        auto s2 = path.find('/');
+        u.master_name = std::string(path.substr(0, s2));
+        if (u.master_name.empty())
+            return bad("the master's name is missing: redis+sentinel://host:port[,host:port...]/MASTER[/db]");
+        path = s2 == std::string_view::npos ? std::string_view{} : path.substr(s2 + 1);
+        if (hosts.empty())
+            return bad("no sentinel is given before the master's name");
+        while (true) {
+            auto comma = hosts.find(',');
+            redis_url::endpoint e;
+            e.port = 26379;
+            auto one = hosts.substr(0, comma);
+            if (auto err = parse_hostport(one, e.host, e.port); !err.empty())
+                return bad(fmt::format("sentinel {}: {}", u.sentinels.size() + 1, err));
+            u.sentinels.push_back(std::move(e));
+            if (comma == std::string_view::npos)
+                break;
+            hosts = hosts.substr(comma + 1);
+        }
+        u.host.clear();
+        u.port = 0;
+    } else if (auto err = parse_hostport(hosts, u.host, u.port); !err.empty()) {
+        return bad(err);
+    }
+    if (!path.empty()) {
+        long long n = 0;
+        if (!parse_int(path, 0, 15, n))
+            return bad(fmt::format("the database '{}' is not a number from 0 to 15", path));
+        u.db = static_cast<int>(n);
+    }
+    return u;
+}
+
+}  // namespace zkcoro
