@@ -10,9 +10,11 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/this_coro.hpp>
 
 #include <exception>
+#include <memory>
 #include <tuple>
 #include <utility>
 
@@ -38,10 +40,23 @@ void spawn_with(const asio::any_io_executor& ex, asio::awaitable<std::tuple<erro
             return done(make_error_code(client_errc::internal_error), R{});
         done(std::get<0>(r), std::move(std::get<1>(r)));
     };
-    if (slot.is_connected())
-        asio::co_spawn(ex, std::move(coro), asio::bind_cancellation_slot(slot, std::move(finish)));
-    else
-        asio::co_spawn(ex, std::move(coro), std::move(finish));
+    if (!slot.is_connected())
+        return asio::co_spawn(ex, std::move(coro), std::move(finish));
+    // The caller's cancellation reaches the coroutine through a signal of ours that lives as long
+    // as the coroutine's completion or a cancellation on its way to `ex`, whichever is later. (Asio
+    // 1.26's co_spawn, given the caller's slot itself, posts the emission to `ex` with a raw pointer
+    // to a signal that the coroutine's completion frees: when the caller cancels from outside
+    // `ex`, as zklock's signal handling does on a Redis lock's strand, just as the grant
+    // completes, the posted emission used freed memory.)
+    auto signal = std::make_shared<asio::cancellation_signal>();
+    slot.assign([signal, ex](asio::cancellation_type type) {
+        asio::dispatch(ex, [signal, type] { signal->emit(type); });
+    });
+    asio::co_spawn(ex, std::move(coro),
+                   asio::bind_cancellation_slot(signal->slot(), [signal, finish = std::move(finish)](
+                                                                    std::exception_ptr e, std::tuple<error_code, R> r) mutable {
+                       finish(std::move(e), std::move(r));
+                   }));
 }
 
 }  // namespace zkcoro::detail
