@@ -237,21 +237,21 @@ lock_action lock_machine::cancelled(waiter_id id)
 lock_action lock_machine::lost(machine_owner holder)
 {
     lock_action a;
-    if (cfg_.local_handoff) {
-        if (lingering_ && holder == 0) {
-            lingering_ = false;  // nobody holds it: nothing to tell, nothing to give back
+    if (holder == 0) {
+        if (lingering_) {  // nobody holds it: nothing to tell, nothing to give back
+            lingering_ = false;
             node_ = false;
-            return a;
         }
+        return a;
+    }
+    if (cfg_.reentrant)
+        erase_hold(holder);
+    if (cfg_.local_handoff) {
         if (!node_ || node_lost_)
             return a;
         node_lost_ = true;
         node_ = false;
     }
-    if (holder == 0)
-        return a;
-    if (cfg_.reentrant)
-        erase_hold(holder);
     promote_next(a);
     return a;
 }
@@ -283,6 +283,17 @@ lock_action lock_machine::linger_fired(time_point now)
     lingering_ = false;
     node_ = false;
     a.end_linger = true;
+    return a;
+}
+
+lock_action lock_machine::end_linger()
+{
+    lock_action a;
+    if (lingering_) {
+        lingering_ = false;
+        node_ = false;
+        a.end_linger = true;
+    }
     return a;
 }
 

@@ -94,6 +94,8 @@ public:
     lock_action others_queued();
     // The linger timer fired.
     lock_action linger_fired(time_point now);
+    // The lingering node goes now (its mutex is destroyed).
+    lock_action end_linger();
 
     // Observers.
     std::size_t hold_count(machine_owner owner) const noexcept;

@@ -208,6 +208,12 @@ TEST_CASE("linger ends when its window is over; never while others queue")
     auto a = m.linger_fired(t0 + 100ms);
     CHECK(a.end_linger);
     CHECK_FALSE(m.lingering());
+    m.acquire(1, 3, never, t0 + 200ms);
+    m.granted(1, t0 + 200ms, false);
+    m.released(1, t0 + 200ms);
+    CHECK(m.lingering());
+    CHECK(m.end_linger().end_linger);  // the mutex is destroyed
+    CHECK_FALSE(m.end_linger().end_linger);
 }
 
 TEST_CASE("a loss: the holder no longer holds, the next waiter queues anew, its release is ignored")
