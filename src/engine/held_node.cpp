@@ -189,7 +189,6 @@ guard hold_node(const std::shared_ptr<lock_object>& s, owner_id owner, const std
     ns->session_id = st.ephemeral_owner;
     ns->generation = s->zk.session_generation();
     ns->granted_at = steady_clock::now();
-    ns->others_queued = others_queued;
     ns->queue_watched = queue_watch.valid() && s->recipe.watch_own_node;
     auto h = std::make_shared<object_lease>(s, ns, owner);
     h->set_revocation(std::move(revocation));

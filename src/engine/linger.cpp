@@ -80,11 +80,10 @@ void watch_queue(const std::shared_ptr<lock_object>& s, const std::shared_ptr<no
 
 void queue_changed(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns)
 {
-    ns->others_queued = true;
     std::shared_ptr<node_state> gone;
     {
         std::lock_guard lk(s->m);
-        if (s->handoff_node != ns)
+        if (s->handoff_node.lock() != ns)
             return;  // not the node the handoff is about (any more)
         gone = ended(*s, s->machine(lk).others_queued());
     }

@@ -238,6 +238,7 @@ void lock_object::acquire(owner_id owner, steady_clock::time_point deadline,
     }
     std::shared_ptr<object_lease> reentered;
     std::vector<owner_id> cycle;  // detect_deadlocks: the wait refused, the tasks it would close
+    bool unrecorded_hold = false;
     {
         std::lock_guard lk(m);
         auto& fsm = machine(lk);
@@ -252,6 +253,10 @@ void lock_object::acquire(owner_id owner, steady_clock::time_point deadline,
             auto a = fsm.acquire(owner, id, deadline, started, linger_usable(*this));
             switch (a.what) {
             case lock_action::kind::reenter:
+                if (it == holds.end()) {  // the machine and holds agree: not reached
+                    unrecorded_hold = true;
+                    break;
+                }
                 ++it->second->count;
                 reentered = it->second;
                 break;
@@ -276,6 +281,8 @@ void lock_object::acquire(owner_id owner, steady_clock::time_point deadline,
             }
         }
     }
+    if (unrecorded_hold)
+        return fail(client_errc::invalid_argument);
     if (!cycle.empty()) {
         std::string tasks;
         for (auto t : cycle)

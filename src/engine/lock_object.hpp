@@ -77,9 +77,8 @@ struct node_state {
     int handoffs = 0;                   // guarded by lock_object::m
     steady_clock::time_point granted_at;  // when ZooKeeper granted it: a handoff batch's start
     // A children watch on the lock path (or the listing that sets one) covers whoever queues
-    // behind the node from now on; others_queued: someone did (or a listing showed one).
+    // behind the node from now on (someone doing so is the lock machine's others_queued event).
     std::atomic<bool> queue_watched{false};
-    std::atomic<bool> others_queued{false};
     std::shared_ptr<class object_lease> current;  // guarded by lock_object::m
     asio::cancellation_signal monitor_stop;   // client's executor only
 };
@@ -191,7 +190,7 @@ public:
     std::shared_ptr<node_state> lingering;
     std::unique_ptr<asio::steady_timer> linger_timer;
     // The node the machine's handoff is about (local_handoff): the last one granted by the backend.
-    std::shared_ptr<node_state> handoff_node;
+    std::weak_ptr<node_state> handoff_node;
 
     // The decisions (engine/lock_machine.hpp), with m held.
     lock_machine& machine(const std::lock_guard<std::mutex>&) noexcept { return machine_; }
@@ -240,7 +239,7 @@ void delete_released_node(const std::shared_ptr<lock_object>& s, const std::shar
 
 // --- who queues behind our node, and lingering (engine/linger.cpp) ----------------------------
 
-// Lists the lock path with a children watch, so that ns->others_queued tells whether another
+// Lists the lock path with a children watch, so that the lock machine learns whether another
 // participant is (or was since) queued behind our node. Call with queue_watched just set.
 void watch_queue(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns);
 // Someone queued behind the node (or the queue changed): ends its lingering, if it lingers.
