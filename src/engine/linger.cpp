@@ -15,9 +15,10 @@ namespace {
 
 void on_linger_timer(const std::weak_ptr<lock_object>& weak_s, error_code ec);
 
-// Sets the linger timer as the machine asks: it arms it only when it is not armed already (to an
-// earlier moment: it then re-arms itself when it fires), so that a burst of re-grants costs no
-// timer operation. Lock held.
+}  // namespace
+
+// The machine arms the linger timer only when it is not armed already (to an earlier moment: it
+// then re-arms itself when it fires), so that a burst of re-grants costs no timer operation.
 void arm_linger_timer(const std::shared_ptr<lock_object>& s, const lock_action& a)
 {
     if (!a.arm_linger)
@@ -29,18 +30,19 @@ void arm_linger_timer(const std::shared_ptr<lock_object>& s, const lock_action& 
     s->linger_timer->async_wait([weak_s](error_code ec) { on_linger_timer(weak_s, ec); });
 }
 
-// Deletes a node that nobody holds any more; a failure is logged and counted.
-void delete_unheld(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns)
-{
-    delete_released_node(s, ns, std::make_shared<op_state<>>([](error_code) {}, s->ex));
-}
-
-// The lingering node, when the machine ended its lingering. Lock held.
-std::shared_ptr<node_state> ended(lock_object& s, const lock_action& a)
+std::shared_ptr<node_state> ended_linger(lock_object& s, const lock_action& a)
 {
     if (!a.end_linger)
         return nullptr;
     return std::exchange(s.lingering, nullptr);
+}
+
+namespace {
+
+// Deletes a node that nobody holds any more; a failure is logged and counted.
+void delete_unheld(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns)
+{
+    delete_released_node(s, ns, std::make_shared<op_state<>>([](error_code) {}, s->ex));
 }
 
 void on_linger_timer(const std::weak_ptr<lock_object>& weak_s, error_code ec)
@@ -55,7 +57,7 @@ void on_linger_timer(const std::weak_ptr<lock_object>& weak_s, error_code ec)
         std::lock_guard lk(s->m);
         auto a = s->machine(lk).linger_fired(steady_clock::now());
         arm_linger_timer(s, a);  // re-granted and lingering again since: a later end
-        gone = ended(*s, a);
+        gone = ended_linger(*s, a);
     }
     if (gone)
         delete_unheld(s, gone);
@@ -85,7 +87,7 @@ void queue_changed(const std::shared_ptr<lock_object>& s, const std::shared_ptr<
         std::lock_guard lk(s->m);
         if (s->handoff_node.lock() != ns)
             return;  // not the node the handoff is about (any more)
-        gone = ended(*s, s->machine(lk).others_queued());
+        gone = ended_linger(*s, s->machine(lk).others_queued());
     }
     if (gone)
         delete_unheld(s, gone);
@@ -124,7 +126,7 @@ void end_linger(const std::shared_ptr<lock_object>& s, const std::shared_ptr<nod
         std::lock_guard lk(s->m);
         if (!s->lingering || (ns && s->lingering != ns))
             return;
-        gone = ended(*s, s->machine(lk).end_linger());
+        gone = ended_linger(*s, s->machine(lk).end_linger());
     }
     if (gone)
         delete_unheld(s, gone);
@@ -143,7 +145,7 @@ bool record_grant(const std::shared_ptr<lock_object>& s, const std::shared_ptr<n
         auto a = s->machine(lk).granted(h->owner(), ns->granted_at, others_queued);
         if (s->opts.local_handoff)
             s->handoff_node = ns;
-        gone = ended(*s, a);
+        gone = ended_linger(*s, a);
         waiters = a.watch_queue;
     }
     if (gone)

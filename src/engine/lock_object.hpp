@@ -178,19 +178,7 @@ public:
     task_wait_graph* graph = nullptr;
 
     std::mutex m;
-    // Guarded by m. Who holds the node through which lease (the machine counts the holds).
-    std::unordered_map<owner_id, std::shared_ptr<object_lease>> holds;
-    // The waiters the machine has queued, by id.
-    std::unordered_map<waiter_id, std::shared_ptr<local_waiter>> waiters;
-    waiter_id last_waiter = 0;
-    std::unique_ptr<asio::steady_timer> deadline_timer;  // set to the machine's earliest deadline
-    lock_metrics metrics;
-    // Lingering (mutex_options::linger): our node, kept after the last release while nobody else
-    // queues (the machine decides how long). One timer, re-armed only when it fires early.
-    std::shared_ptr<node_state> lingering;
-    std::unique_ptr<asio::steady_timer> linger_timer;
-    // The node the machine's handoff is about (local_handoff): the last one granted by the backend.
-    std::weak_ptr<node_state> handoff_node;
+    lock_metrics metrics;  // guarded by m
 
     // The decisions (engine/lock_machine.hpp), with m held.
     lock_machine& machine(const std::lock_guard<std::mutex>&) noexcept { return machine_; }
@@ -201,9 +189,40 @@ public:
     std::atomic<bool> alone{false};
 
 private:
+    // The engine's functions that carry out the machine's decisions (with m held).
+    friend class object_lease;
+    friend bool mark_lost(const std::shared_ptr<lock_object>&, const std::shared_ptr<node_state>&);
+    friend void enqueue_local(const std::shared_ptr<lock_object>&, const std::shared_ptr<local_waiter>&,
+                              const lock_action&);
+    friend std::shared_ptr<local_waiter> take_waiter(lock_object&, waiter_id, local_waiter::status);
+    friend void arm_deadline_timer(const std::shared_ptr<lock_object>&, const lock_action&);
+    friend bool record_grant(const std::shared_ptr<lock_object>&, const std::shared_ptr<node_state>&,
+                             const std::shared_ptr<object_lease>&, bool);
+    friend void start_linger(const std::shared_ptr<lock_object>&, const std::shared_ptr<node_state>&,
+                             const lock_action&);
+    friend std::shared_ptr<object_lease> take_lingering(const std::shared_ptr<lock_object>&, owner_id);
+    friend bool linger_usable(const lock_object&);
+    friend void end_linger(const std::shared_ptr<lock_object>&, const std::shared_ptr<node_state>&);
+    friend void queue_changed(const std::shared_ptr<lock_object>&, const std::shared_ptr<node_state>&);
+    friend void arm_linger_timer(const std::shared_ptr<lock_object>&, const lock_action&);
+    friend std::shared_ptr<node_state> ended_linger(lock_object&, const lock_action&);
+
     void configure_machine();
 
-    lock_machine machine_;  // guarded by m
+    // Guarded by m.
+    lock_machine machine_;
+    // Who holds the node through which lease (the machine counts the holds).
+    std::unordered_map<owner_id, std::shared_ptr<object_lease>> holds;
+    // The waiters the machine has queued, by id.
+    std::unordered_map<waiter_id, std::shared_ptr<local_waiter>> waiters;
+    waiter_id last_waiter = 0;
+    std::unique_ptr<asio::steady_timer> deadline_timer;  // set to the machine's earliest deadline
+    // Lingering (mutex_options::linger): our node, kept after the last release while nobody else
+    // queues (the machine decides how long). One timer, re-armed only when it fires early.
+    std::shared_ptr<node_state> lingering;
+    std::unique_ptr<asio::steady_timer> linger_timer;
+    // The node the machine's handoff is about (local_handoff): the last one granted by the backend.
+    std::weak_ptr<node_state> handoff_node;
 };
 
 // --- local handoff (engine/local_queue.cpp) ---------------------------------------------------
@@ -254,6 +273,10 @@ void start_linger(const std::shared_ptr<lock_object>& s, const std::shared_ptr<n
 std::shared_ptr<object_lease> take_lingering(const std::shared_ptr<lock_object>& s, owner_id owner);
 // Whether the lingering node may be granted: our session is the node's and connected. Lock held.
 bool linger_usable(const lock_object& s);
+// Arms the linger timer as the machine asks (`a`). Lock held.
+void arm_linger_timer(const std::shared_ptr<lock_object>& s, const lock_action& a);
+// The lingering node, taken, when the machine ended its lingering (`a`). Lock held.
+std::shared_ptr<node_state> ended_linger(lock_object& s, const lock_action& a);
 // Deletes the lingering node now, if `ns` (any node when null) lingers. Lock not held.
 void end_linger(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns = nullptr);
 
