@@ -1,7 +1,8 @@
 // A lock object (internal): what a mutex, either side of a shared_mutex and a semaphore's queues
-// are built on. It keeps the reentrancy map, the tasks of this process waiting in memory behind
-// the one in ZooKeeper's queue (the local handoff), their deadlines, and the node this process
-// holds, whose grants are leases.
+// are built on. Its decisions (reentrancy, the tasks of this process waiting in memory behind the
+// one in the backend's queue, their deadlines, the batch bound, lingering, losses) are made by a
+// lock_machine (engine/lock_machine.hpp, no I/O); it carries them out: the leases granted on the
+// node this process holds, the waiters' completions, the timers.
 #ifndef ZKCORO_SRC_ENGINE_LOCK_OBJECT_HPP
 #define ZKCORO_SRC_ENGINE_LOCK_OBJECT_HPP
 
@@ -134,7 +135,7 @@ class lock_backend {
 public:
     virtual ~lock_backend() = default;
     // Takes the lock on the server for `owner` by `deadline`, completing `op` (counted) with the
-    // guard of a lease on `s`, or hands the active role on (promote_next) when that fails.
+    // guard of a lease on `s`, or hands the active role on (hand_on) when that fails.
     virtual void start(const std::shared_ptr<lock_object>& s, owner_id owner, steady_clock::time_point deadline,
                        std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started,
                        bool promoted) = 0;
