@@ -189,21 +189,14 @@ guard hold_node(const std::shared_ptr<lock_object>& s, owner_id owner, const std
     ns->session_id = st.ephemeral_owner;
     ns->generation = s->zk.session_generation();
     ns->granted_at = steady_clock::now();
-    ns->others_queued = others_queued;
     ns->queue_watched = queue_watch.valid() && s->recipe.watch_own_node;
     auto h = std::make_shared<object_lease>(s, ns, owner);
     h->set_revocation(std::move(revocation));
-    bool list_queue = false;
-    {
-        std::lock_guard lk(s->m);
-        ns->current = h;
-        if (s->recipe.reentrant)
-            s->holds[owner] = h;
-        // Tasks of ours wait to be handed the node: learn now whether anyone else queues, for
-        // the time bound of the batch.
-        list_queue = s->opts.local_handoff && s->recipe.watch_own_node && s->queue.size() > s->abandoned_in_queue &&
-                     !ns->queue_watched.exchange(true);
-    }
+    // Tasks of ours wait to be handed the node: learn now whether anyone else queues, for the time
+    // bound of the batch.
+    const bool waiters = record_grant(s, ns, h, others_queued);
+    const bool list_queue = s->opts.local_handoff && s->recipe.watch_own_node && waiters &&
+                            !ns->queue_watched.exchange(true);
     watch_session(s, ns);
     if (list_queue)
         watch_queue(s, ns);

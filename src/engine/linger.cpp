@@ -7,46 +7,60 @@
 
 #include <boost/asio/post.hpp>
 
+#include <utility>
+
 namespace zkcoro::detail {
 
 namespace {
 
 void on_linger_timer(const std::weak_ptr<lock_object>& weak_s, error_code ec);
 
-// Sets the linger timer to linger_until unless it is already set (to an earlier moment: it then
-// re-arms itself when it fires). So a burst of re-grants costs no timer operation. Lock held.
-void arm_linger_timer(const std::shared_ptr<lock_object>& s)
+}  // namespace
+
+// The machine arms the linger timer only when it is not armed already (to an earlier moment: it
+// then re-arms itself when it fires), so that a burst of re-grants costs no timer operation.
+void arm_linger_timer(const std::shared_ptr<lock_object>& s, const lock_action& a)
 {
-    if (s->linger_timer_armed)
+    if (!a.arm_linger)
         return;
     if (!s->linger_timer)
-        s->linger_timer = std::make_unique<asio::steady_timer>(s->zk.get_executor());
-    s->linger_timer_armed = true;
-    s->linger_timer->expires_at(s->linger_until);
+        s->linger_timer = std::make_unique<asio::steady_timer>(s->ex);
+    s->linger_timer->expires_at(*a.arm_linger);
     std::weak_ptr<lock_object> weak_s = s;
     s->linger_timer->async_wait([weak_s](error_code ec) { on_linger_timer(weak_s, ec); });
 }
 
-void on_linger_timer(const std::weak_ptr<lock_object>& weak_s, error_code ec)
+std::shared_ptr<node_state> ended_linger(lock_object& s, const lock_action& a)
 {
-    auto s = weak_s.lock();
-    if (!s)
-        return;
-    {
-        std::lock_guard lk(s->m);
-        s->linger_timer_armed = false;
-        if (ec || !s->lingering)
-            return;
-        if (steady_clock::now() < s->linger_until)
-            return arm_linger_timer(s);  // re-granted and lingering again since: a later end
-    }
-    end_linger(s);
+    if (!a.end_linger)
+        return nullptr;
+    return std::exchange(s.lingering, nullptr);
 }
+
+namespace {
 
 // Deletes a node that nobody holds any more; a failure is logged and counted.
 void delete_unheld(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns)
 {
-    delete_released_node(s, ns, std::make_shared<op_state<>>([](error_code) {}, s->zk.get_executor()));
+    delete_released_node(s, ns, std::make_shared<op_state<>>([](error_code) {}, s->ex));
+}
+
+void on_linger_timer(const std::weak_ptr<lock_object>& weak_s, error_code ec)
+{
+    if (ec)
+        return;  // the object is being destroyed (the timer is only set while not armed)
+    auto s = weak_s.lock();
+    if (!s)
+        return;
+    std::shared_ptr<node_state> gone;
+    {
+        std::lock_guard lk(s->m);
+        auto a = s->machine(lk).linger_fired(steady_clock::now());
+        arm_linger_timer(s, a);  // re-granted and lingering again since: a later end
+        gone = ended_linger(*s, a);
+    }
+    if (gone)
+        delete_unheld(s, gone);
 }
 
 }  // namespace
@@ -68,42 +82,40 @@ void watch_queue(const std::shared_ptr<lock_object>& s, const std::shared_ptr<no
 
 void queue_changed(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns)
 {
-    ns->others_queued = true;
-    end_linger(s, ns);
+    std::shared_ptr<node_state> gone;
+    {
+        std::lock_guard lk(s->m);
+        if (s->handoff_node.lock() != ns)
+            return;  // not the node the handoff is about (any more)
+        gone = ended_linger(*s, s->machine(lk).others_queued());
+    }
+    if (gone)
+        delete_unheld(s, gone);
 }
 
-bool batch_time_over(const lock_object& s, const node_state& ns)
+void start_linger(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns, const lock_action& a)
 {
-    return s.opts.handoff_batch_time.count() > 0 && ns.others_queued &&
-           steady_clock::now() - ns.granted_at >= s.opts.handoff_batch_time;
-}
-
-bool start_linger(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns)
-{
-    if (s->opts.linger.count() <= 0 || !s->opts.local_handoff || ns->others_queued || ns->lost ||
-        ns->handoffs >= max_handoffs || s->lingering)
-        return false;
     s->lingering = ns;
-    s->linger_until = steady_clock::now() + s->opts.linger;
-    arm_linger_timer(s);
-    return true;
+    arm_linger_timer(s, a);
+}
+
+bool linger_usable(const lock_object& s)
+{
+    // Only while connected in the session that made the node: otherwise the acquire queues, and
+    // its node ends the lingering (or the lost policy has).
+    auto& ns = s.lingering;
+    return ns && !ns->lost && s.zk.session_generation() == ns->generation &&
+           s.zk.state() == session_state::connected;
 }
 
 std::shared_ptr<object_lease> take_lingering(const std::shared_ptr<lock_object>& s, owner_id owner)
 {
-    // Only while connected in the session that made the node: otherwise the acquire queues, and
-    // its node ends the lingering (or the lost policy has).
-    auto ns = s->lingering;
-    if (!ns || ns->lost || ns->others_queued || ns->handoffs >= max_handoffs ||
-        s->zk.session_generation() != ns->generation || s->zk.state() != session_state::connected)
-        return nullptr;
-    s->lingering = nullptr;
+    auto ns = std::exchange(s->lingering, nullptr);
     ++ns->handoffs;
     ++s->metrics.linger_grants;
     auto h = std::make_shared<object_lease>(s, ns, owner);
     ns->current = h;
     s->holds[owner] = h;
-    s->active = true;
     return h;
 }
 
@@ -114,10 +126,31 @@ void end_linger(const std::shared_ptr<lock_object>& s, const std::shared_ptr<nod
         std::lock_guard lk(s->m);
         if (!s->lingering || (ns && s->lingering != ns))
             return;
-        gone = std::move(s->lingering);
-        s->lingering = nullptr;
+        gone = ended_linger(*s, s->machine(lk).end_linger());
     }
-    delete_unheld(s, gone);
+    if (gone)
+        delete_unheld(s, gone);
+}
+
+bool record_grant(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns,
+                  const std::shared_ptr<object_lease>& h, bool others_queued)
+{
+    std::shared_ptr<node_state> gone;
+    bool waiters = false;
+    {
+        std::lock_guard lk(s->m);
+        ns->current = h;
+        if (s->recipe.reentrant)
+            s->holds[h->owner()] = h;
+        auto a = s->machine(lk).granted(h->owner(), ns->granted_at, others_queued);
+        if (s->opts.local_handoff)
+            s->handoff_node = ns;
+        gone = ended_linger(*s, a);
+        waiters = a.watch_queue;
+    }
+    if (gone)
+        delete_unheld(s, gone);
+    return waiters;
 }
 
 }  // namespace zkcoro::detail

@@ -11,64 +11,19 @@ namespace zkcoro::detail {
 
 namespace {
 
-// A waiting local waiter gives up (timeout or cancellation). Lock held. The queue is compacted
-// once most of it has given up, so that removal stays O(1) amortised.
-void abandon_local(lock_object& s, local_waiter& w)
+// The waiter gave up (cancellation) if it is still waiting. Any thread.
+void give_up_local(const std::shared_ptr<lock_object>& s, waiter_id id, error_code ec)
 {
-    w.st = local_waiter::status::abandoned;
-    if (!s.queue.empty() && s.queue.back().get() == &w) {
-        s.queue.pop_back();
-        return;
-    }
-    if (++s.abandoned_in_queue > 16 && s.abandoned_in_queue > s.queue.size() / 2) {
-        std::erase_if(s.queue, [](const auto& q) { return q->st != local_waiter::status::waiting; });
-        s.abandoned_in_queue = 0;
-    }
-}
-
-// The waiter gave up (timeout or cancellation) if it is still waiting. Any thread.
-void give_up_local(const std::shared_ptr<lock_object>& s, const std::shared_ptr<local_waiter>& w, error_code ec)
-{
+    std::shared_ptr<local_waiter> w;
     {
         std::lock_guard lk(s->m);
-        if (w->st != local_waiter::status::waiting)
+        auto a = s->machine(lk).cancelled(id);
+        if (a.what != lock_action::kind::cancelled)
             return;
-        abandon_local(*s, *w);
+        w = take_waiter(*s, id, local_waiter::status::waiting);
     }
-    complete_counted(*s, *w->op, w->started, ec, std::optional<guard>{}, w->owner);
-}
-
-void on_deadline_timer(const std::weak_ptr<lock_object>& weak_s, error_code ec);
-
-// Sets the deadline timer to the earliest deadline. Lock held.
-void arm_deadline_timer(const std::shared_ptr<lock_object>& s)
-{
-    if (s->deadlines.empty() || s->deadlines.front().at >= s->timer_at)
-        return;
-    if (!s->deadline_timer)
-        s->deadline_timer = std::make_unique<asio::steady_timer>(s->ex);
-    s->timer_at = s->deadlines.front().at;
-    s->deadline_timer->expires_at(s->timer_at);  // a wait still pending completes as aborted
-    std::weak_ptr<lock_object> weak_s = s;
-    s->deadline_timer->async_wait([weak_s](error_code ec) { on_deadline_timer(weak_s, ec); });
-}
-
-// Records a waiter's deadline. Lock held. Entries of waiters that are done are dropped once they
-// make up most of the heap, so it stays within twice the waiters (amortised O(log n)).
-void add_deadline(const std::shared_ptr<lock_object>& s, const std::shared_ptr<local_waiter>& w)
-{
-    auto& d = s->deadlines;
-    std::size_t waiting = s->queue.size() - std::min(s->queue.size(), s->abandoned_in_queue);
-    if (d.size() > 64 && d.size() > 2 * waiting) {
-        std::erase_if(d, [](const deadline_entry& e) {
-            auto ew = e.w.lock();
-            return !ew || ew->st != local_waiter::status::waiting;
-        });
-        std::make_heap(d.begin(), d.end());
-    }
-    d.push_back({w->deadline, w});
-    std::push_heap(d.begin(), d.end());
-    arm_deadline_timer(s);
+    if (w)
+        complete_counted(*s, *w->op, w->started, ec, std::optional<guard>{}, w->owner);
 }
 
 // Times out every waiter whose deadline has come, then sets the timer for the next one.
@@ -82,20 +37,11 @@ void on_deadline_timer(const std::weak_ptr<lock_object>& weak_s, error_code ec)
     std::vector<std::shared_ptr<local_waiter>> expired;
     {
         std::lock_guard lk(s->m);
-        s->timer_at = steady_clock::time_point::max();
-        auto now = steady_clock::now();
-        auto& d = s->deadlines;
-        // Bounded by the heap's size, which only shrinks here.
-        while (!d.empty() && d.front().at <= now) {
-            std::pop_heap(d.begin(), d.end());
-            auto w = d.back().w.lock();
-            d.pop_back();
-            if (w && w->st == local_waiter::status::waiting) {
-                abandon_local(*s, *w);
+        auto a = s->machine(lk).deadline_fired(steady_clock::now());
+        for (auto id : a.timed_out)
+            if (auto w = take_waiter(*s, id, local_waiter::status::waiting))
                 expired.push_back(std::move(w));
-            }
-        }
-        arm_deadline_timer(s);
+        arm_deadline_timer(s, a);
     }
     for (auto& w : expired)
         complete_counted(*s, *w->op, w->started, error_code{}, std::optional<guard>{}, w->owner);
@@ -103,44 +49,41 @@ void on_deadline_timer(const std::weak_ptr<lock_object>& weak_s, error_code ec)
 
 }  // namespace
 
-void enqueue_local(const std::shared_ptr<lock_object>& s, const std::shared_ptr<local_waiter>& w)
+void arm_deadline_timer(const std::shared_ptr<lock_object>& s, const lock_action& a)
 {
-    s->queue.push_back(w);
-    if (w->deadline != steady_clock::time_point::max())
-        add_deadline(s, w);
-    std::weak_ptr<local_waiter> weak_w = w;
+    if (!a.arm_deadline)
+        return;
+    if (!s->deadline_timer)
+        s->deadline_timer = std::make_unique<asio::steady_timer>(s->ex);
+    s->deadline_timer->expires_at(*a.arm_deadline);  // a wait still pending completes as aborted
     std::weak_ptr<lock_object> weak_s = s;
-    w->op->bind_cancellation_with([weak_s, weak_w](asio::cancellation_type t) {
+    s->deadline_timer->async_wait([weak_s](error_code ec) { on_deadline_timer(weak_s, ec); });
+}
+
+void enqueue_local(const std::shared_ptr<lock_object>& s, const std::shared_ptr<local_waiter>& w,
+                   const lock_action& a)
+{
+    s->waiters[w->id] = w;
+    arm_deadline_timer(s, a);
+    std::weak_ptr<lock_object> weak_s = s;
+    const waiter_id id = w->id;
+    w->op->bind_cancellation_with([weak_s, id](asio::cancellation_type t) {
         if ((t & (asio::cancellation_type::terminal | asio::cancellation_type::partial)) == asio::cancellation_type::none)
             return;
-        auto ws = weak_s.lock();
-        auto ww = weak_w.lock();
-        if (ws && ww)
-            give_up_local(ws, ww, asio::error::operation_aborted);
+        if (auto ws = weak_s.lock())
+            give_up_local(ws, id, asio::error::operation_aborted);
     });
 }
 
-std::shared_ptr<local_waiter> pop_waiting(lock_object& s)
+std::shared_ptr<local_waiter> take_waiter(lock_object& s, waiter_id id, local_waiter::status st)
 {
-    while (!s.queue.empty()) {
-        auto w = std::move(s.queue.front());
-        s.queue.pop_front();
-        if (w->st == local_waiter::status::waiting)
-            return w;
-        if (s.abandoned_in_queue > 0)
-            --s.abandoned_in_queue;
-    }
-    return nullptr;
-}
-
-std::shared_ptr<local_waiter> promote_next(lock_object& s)
-{
-    if (auto w = pop_waiting(s)) {
-        w->st = local_waiter::status::promoted;
-        return w;
-    }
-    s.active = false;
-    return nullptr;
+    auto it = s.waiters.find(id);
+    if (it == s.waiters.end())
+        return nullptr;
+    auto w = std::move(it->second);
+    s.waiters.erase(it);
+    w->st = st;
+    return w;
 }
 
 void notify(const std::shared_ptr<lock_object>& s, const std::shared_ptr<local_waiter>& w)

@@ -105,7 +105,9 @@ void hand_on(const std::shared_ptr<lock_object>& s)
     std::shared_ptr<local_waiter> next;
     {
         std::lock_guard lk(s->m);
-        next = promote_next(*s);
+        auto a = s->machine(lk).failed();
+        if (a.what == lock_action::kind::promote)
+            next = take_waiter(*s, a.waiter, local_waiter::status::promoted);
     }
     notify(s, next);
 }
@@ -118,8 +120,10 @@ bool mark_lost(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node
     std::shared_ptr<local_waiter> next;
     {
         std::lock_guard lk(s->m);
-        if (s->lingering == ns)
+        if (s->lingering == ns) {
             s->lingering = nullptr;  // nobody holds it: nothing to tell
+            s->machine(lk).lost(0);
+        }
         h = std::move(ns->current);
         if (h) {
             // A lost node blocks nobody: its holder no longer holds (else a waiter, who gets the
@@ -133,13 +137,26 @@ bool mark_lost(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node
             auto it = s->holds.find(h->owner());
             if (it != s->holds.end() && it->second == h)
                 s->holds.erase(it);
-            next = promote_next(*s);
+            auto a = s->machine(lk).lost(h->owner());
+            if (a.what == lock_action::kind::promote)
+                next = take_waiter(*s, a.waiter, local_waiter::status::promoted);
         }
     }
     if (h)
         h->set_lost();
     notify(s, next);
     return true;
+}
+
+void lock_object::configure_machine()
+{
+    lock_machine_config c;
+    c.reentrant = recipe.reentrant;
+    c.local_handoff = opts.local_handoff;
+    c.max_handoffs = max_handoffs;
+    c.handoff_batch_time = opts.handoff_batch_time;
+    c.linger = opts.linger;
+    machine_ = lock_machine(c);
 }
 
 lock_object::lock_object(const client& c, std::string p, mutex_options o, recipe_params r)
@@ -186,6 +203,7 @@ lock_object::lock_object(const client& c, std::string p, mutex_options o, recipe
                                                      "carries revocation requests): leave mutex_options::data empty",
                                                      path));
     }
+    configure_machine();
 }
 
 lock_object::lock_object(std::shared_ptr<lock_backend> b, asio::any_io_executor e, std::string resource,
@@ -195,6 +213,7 @@ lock_object::lock_object(std::shared_ptr<lock_backend> b, asio::any_io_executor 
     data = opts.data;
     if (!recipe.reentrant)
         opts.local_handoff = false;
+    configure_machine();
 }
 
 void lock_object::acquire(owner_id owner, steady_clock::time_point deadline,
@@ -219,32 +238,51 @@ void lock_object::acquire(owner_id owner, steady_clock::time_point deadline,
     }
     std::shared_ptr<object_lease> reentered;
     std::vector<owner_id> cycle;  // detect_deadlocks: the wait refused, the tasks it would close
+    bool unrecorded_hold = false;
     {
         std::lock_guard lk(m);
+        auto& fsm = machine(lk);
         auto it = holds.find(owner);
-        if (recipe.reentrant && it != holds.end() && !it->second->released && !it->second->lost()) {
-            ++it->second->count;
-            reentered = it->second;
-        } else if (graph && !(cycle = graph->wait_unless_cycle(owner, this)).empty()) {
+        const bool holding = recipe.reentrant && fsm.hold_count(owner) > 0 && it != holds.end();
+        if (!holding && graph && !(cycle = graph->wait_unless_cycle(owner, this)).empty()) {
             // Refused below, outside the lock; nothing was changed.
-        } else if (immediate.empty() && !active && lingering) {
-            // Our node lingers: granted at once, with no request (else it queues as usual).
-            reentered = take_lingering(self, owner);
-            active = true;
-        } else if (immediate.empty() && active && opts.local_handoff) {
-            // Behind another task of ours: wait for it to hand the node over in memory, with no
-            // coroutine (which keeps a waiting task small).
-            auto w = std::make_shared<local_waiter>();
-            w->owner = owner;
-            w->op = op;
-            w->deadline = deadline;
-            w->started = started;
-            enqueue_local(self, w);
-            return;
-        } else if (immediate.empty()) {
-            active = true;
+        } else if (!holding && !immediate.empty()) {
+            // A downgrade: granted with a node of its own, outside the machine's queue.
+        } else {
+            const waiter_id id = ++last_waiter;
+            auto a = fsm.acquire(owner, id, deadline, started, linger_usable(*this));
+            switch (a.what) {
+            case lock_action::kind::reenter:
+                if (it == holds.end()) {  // the machine and holds agree: not reached
+                    unrecorded_hold = true;
+                    break;
+                }
+                ++it->second->count;
+                reentered = it->second;
+                break;
+            case lock_action::kind::grant_lingering:
+                // Our node lingers: granted at once, with no request.
+                reentered = take_lingering(self, owner);
+                break;
+            case lock_action::kind::wait: {
+                // Behind another task of ours: wait for it to hand the node over in memory, with
+                // no coroutine (which keeps a waiting task small).
+                auto w = std::make_shared<local_waiter>();
+                w->id = id;
+                w->owner = owner;
+                w->op = op;
+                w->deadline = deadline;
+                w->started = started;
+                enqueue_local(self, w, a);
+                return;
+            }
+            default:  // start_active
+                break;
+            }
         }
     }
+    if (unrecorded_hold)
+        return fail(client_errc::invalid_argument);
     if (!cycle.empty()) {
         std::string tasks;
         for (auto t : cycle)
@@ -308,33 +346,40 @@ void object_lease::release(any_handler<void(error_code)> handler)
         std::lock_guard lk(s.m);
         if (count > 0 && s.graph && !unrecorded)
             s.graph->released(owner(), &s);  // one hold of the task's (reentrant ones counted)
+        // The machine counts the holds of a lease that is still the node's (not lost).
+        const bool counted = count > 0 && !released && !lost() && ns_->current.get() == this;
+        auto a = counted ? s.machine(lk).released(owner(), steady_clock::now()) : lock_action{};
         if (count > 0 && --count == 0 && !released) {
             released = true;
             last = true;
             auto it = s.holds.find(owner());
             if (it != s.holds.end() && it->second.get() == this)
                 s.holds.erase(it);
-            if (!lost() && ns_->current.get() == this) {
+            if (counted) {
                 ns_->current = nullptr;
-                bool over_by_time = batch_time_over(s, *ns_);
-                if (ns_->handoffs < max_handoffs && !over_by_time)
-                    if (auto w = pop_waiting(s)) {
-                        ++ns_->handoffs;
-                        ++s.metrics.local_handoffs;
-                        auto h2 = std::make_shared<object_lease>(obj_, ns_, w->owner);
-                        ns_->current = h2;
-                        s.holds[w->owner] = h2;
-                        w->grant = h2;
-                        w->st = local_waiter::status::granted;
-                        next = w;
-                    }
-                kept = ns_->current != nullptr;
-                if (!kept) {
-                    next = promote_next(s);
-                    if (over_by_time && next)
+                switch (a.what) {
+                case lock_action::kind::grant: {
+                    ++ns_->handoffs;
+                    ++s.metrics.local_handoffs;
+                    next = take_waiter(s, a.waiter, local_waiter::status::granted);
+                    auto h2 = std::make_shared<object_lease>(obj_, ns_, a.owner);
+                    ns_->current = h2;
+                    s.holds[a.owner] = h2;
+                    next->grant = h2;
+                    kept = true;
+                    break;
+                }
+                case lock_action::kind::promote:
+                    next = take_waiter(s, a.waiter, local_waiter::status::promoted);
+                    if (a.batch_time_ended)
                         ++s.metrics.batch_time_ends;
-                    if (!next)
-                        kept = start_linger(obj_, ns_);
+                    break;
+                case lock_action::kind::linger:
+                    start_linger(obj_, ns_, a);
+                    kept = true;
+                    break;
+                default:  // give_back
+                    break;
                 }
                 // Listing the queue is for ZooKeeper's mutexes (watch_own_node), not for parts
                 // that are held one round trip, nor for a lock whose queue is elsewhere.

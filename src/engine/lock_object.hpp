@@ -1,12 +1,14 @@
 // A lock object (internal): what a mutex, either side of a shared_mutex and a semaphore's queues
-// are built on. It keeps the reentrancy map, the tasks of this process waiting in memory behind
-// the one in ZooKeeper's queue (the local handoff), their deadlines, and the node this process
-// holds, whose grants are leases.
+// are built on. Its decisions (reentrancy, the tasks of this process waiting in memory behind the
+// one in the backend's queue, their deadlines, the batch bound, lingering, losses) are made by a
+// lock_machine (engine/lock_machine.hpp, no I/O); it carries them out: the leases granted on the
+// node this process holds, the waiters' completions, the timers.
 #ifndef ZKCORO_SRC_ENGINE_LOCK_OBJECT_HPP
 #define ZKCORO_SRC_ENGINE_LOCK_OBJECT_HPP
 
 #include "async/op_state.hpp"
 #include "engine/lease.hpp"
+#include "engine/lock_machine.hpp"
 #include "engine/revocation.hpp"
 #include "engine/rules.hpp"
 #include "engine/wait_graph.hpp"
@@ -76,9 +78,8 @@ struct node_state {
     int handoffs = 0;                   // guarded by lock_object::m
     steady_clock::time_point granted_at;  // when ZooKeeper granted it: a handoff batch's start
     // A children watch on the lock path (or the listing that sets one) covers whoever queues
-    // behind the node from now on; others_queued: someone did (or a listing showed one).
+    // behind the node from now on (someone doing so is the lock machine's others_queued event).
     std::atomic<bool> queue_watched{false};
-    std::atomic<bool> others_queued{false};
     std::shared_ptr<class object_lease> current;  // guarded by lock_object::m
     asio::cancellation_signal monitor_stop;   // client's executor only
 };
@@ -114,22 +115,17 @@ private:
 };
 
 // A task of this process waiting for the in-process handoff, with no coroutine: it is completed
-// through `op` when it is granted the node, or started on ZooKeeper's queue when promoted.
+// through `op` when it is granted the node, or started on ZooKeeper's queue when promoted. The
+// lock machine knows it by `id`; lock_object::waiters maps the id back.
 struct local_waiter {
-    enum class status { waiting, granted, promoted, abandoned };
+    enum class status { waiting, granted, promoted };
+    waiter_id id = 0;
     owner_id owner = 0;
     status st = status::waiting;        // guarded by lock_object::m
     std::shared_ptr<object_lease> grant;    // set with granted
     std::shared_ptr<op_state<std::optional<guard>>> op;
     steady_clock::time_point deadline;
     steady_clock::time_point started;
-};
-
-// The waiters' deadlines, for one timer per lock object instead of one per waiter.
-struct deadline_entry {
-    steady_clock::time_point at;
-    std::weak_ptr<local_waiter> w;
-    bool operator<(const deadline_entry& o) const noexcept { return at > o.at; }  // min-heap
 };
 
 // Where the task of ours with the "active" role queues, and where a node nobody here needs any
@@ -139,7 +135,7 @@ class lock_backend {
 public:
     virtual ~lock_backend() = default;
     // Takes the lock on the server for `owner` by `deadline`, completing `op` (counted) with the
-    // guard of a lease on `s`, or hands the active role on (promote_next) when that fails.
+    // guard of a lease on `s`, or hands the active role on (hand_on) when that fails.
     virtual void start(const std::shared_ptr<lock_object>& s, owner_id owner, steady_clock::time_point deadline,
                        std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started,
                        bool promoted) = 0;
@@ -183,35 +179,62 @@ public:
     task_wait_graph* graph = nullptr;
 
     std::mutex m;
-    // Guarded by m.
-    std::unordered_map<owner_id, std::shared_ptr<object_lease>> holds;
-    bool active = false;                                 // a task of ours is in ZooKeeper's queue or holds
-    std::deque<std::shared_ptr<local_waiter>> queue;     // tasks waiting behind it, FIFO
-    std::size_t abandoned_in_queue = 0;                  // entries of `queue` that gave up (removed lazily)
-    std::vector<deadline_entry> deadlines;               // heap; entries of finished waiters dropped lazily
-    std::unique_ptr<asio::steady_timer> deadline_timer;  // set to the earliest deadline
-    steady_clock::time_point timer_at = steady_clock::time_point::max();
-    lock_metrics metrics;
-    // Lingering (mutex_options::linger): our node, kept after the last release while nobody else
-    // queues; until linger_until. One timer, re-armed only when it fires early.
-    std::shared_ptr<node_state> lingering;
-    steady_clock::time_point linger_until;
-    std::unique_ptr<asio::steady_timer> linger_timer;
-    bool linger_timer_armed = false;
+    lock_metrics metrics;  // guarded by m
+
+    // The decisions (engine/lock_machine.hpp), with m held.
+    lock_machine& machine(const std::lock_guard<std::mutex>&) noexcept { return machine_; }
+    const lock_machine& machine(const std::lock_guard<std::mutex>&) const noexcept { return machine_; }
+
     // The queue was empty at this object's last listing (see queue_acquire). Starts false: a
     // first acquire watches its node with one request rather than risk a stray event.
     std::atomic<bool> alone{false};
+
+private:
+    // The engine's functions that carry out the machine's decisions (with m held).
+    friend class object_lease;
+    friend bool mark_lost(const std::shared_ptr<lock_object>&, const std::shared_ptr<node_state>&);
+    friend void enqueue_local(const std::shared_ptr<lock_object>&, const std::shared_ptr<local_waiter>&,
+                              const lock_action&);
+    friend std::shared_ptr<local_waiter> take_waiter(lock_object&, waiter_id, local_waiter::status);
+    friend void arm_deadline_timer(const std::shared_ptr<lock_object>&, const lock_action&);
+    friend bool record_grant(const std::shared_ptr<lock_object>&, const std::shared_ptr<node_state>&,
+                             const std::shared_ptr<object_lease>&, bool);
+    friend void start_linger(const std::shared_ptr<lock_object>&, const std::shared_ptr<node_state>&,
+                             const lock_action&);
+    friend std::shared_ptr<object_lease> take_lingering(const std::shared_ptr<lock_object>&, owner_id);
+    friend bool linger_usable(const lock_object&);
+    friend void end_linger(const std::shared_ptr<lock_object>&, const std::shared_ptr<node_state>&);
+    friend void queue_changed(const std::shared_ptr<lock_object>&, const std::shared_ptr<node_state>&);
+    friend void arm_linger_timer(const std::shared_ptr<lock_object>&, const lock_action&);
+    friend std::shared_ptr<node_state> ended_linger(lock_object&, const lock_action&);
+
+    void configure_machine();
+
+    // Guarded by m.
+    lock_machine machine_;
+    // Who holds the node through which lease (the machine counts the holds).
+    std::unordered_map<owner_id, std::shared_ptr<object_lease>> holds;
+    // The waiters the machine has queued, by id.
+    std::unordered_map<waiter_id, std::shared_ptr<local_waiter>> waiters;
+    waiter_id last_waiter = 0;
+    std::unique_ptr<asio::steady_timer> deadline_timer;  // set to the machine's earliest deadline
+    // Lingering (mutex_options::linger): our node, kept after the last release while nobody else
+    // queues (the machine decides how long). One timer, re-armed only when it fires early.
+    std::shared_ptr<node_state> lingering;
+    std::unique_ptr<asio::steady_timer> linger_timer;
+    // The node the machine's handoff is about (local_handoff): the last one granted by the backend.
+    std::weak_ptr<node_state> handoff_node;
 };
 
 // --- local handoff (engine/local_queue.cpp) ---------------------------------------------------
 
-// Queues a waiter behind the task of ours that is active. Lock held.
-void enqueue_local(const std::shared_ptr<lock_object>& s, const std::shared_ptr<local_waiter>& w);
-// Passes the "in ZooKeeper's queue" role to the first local waiter, or clears it. Returns the
-// waiter to notify outside the lock. Lock held.
-std::shared_ptr<local_waiter> promote_next(lock_object& s);
-// The first local waiter still waiting, taken off the queue (null if none). Lock held.
-std::shared_ptr<local_waiter> pop_waiting(lock_object& s);
+// Records a waiter the machine queued (`a`: its decision, with the deadline timer to arm). Lock held.
+void enqueue_local(const std::shared_ptr<lock_object>& s, const std::shared_ptr<local_waiter>& w,
+                   const lock_action& a);
+// The waiter the machine named, taken off lock_object::waiters with its new status. Lock held.
+std::shared_ptr<local_waiter> take_waiter(lock_object& s, waiter_id id, local_waiter::status st);
+// Arms the deadline timer as the machine asks. Lock held.
+void arm_deadline_timer(const std::shared_ptr<lock_object>& s, const lock_action& a);
 // Tells a waiter whose status changed (granted or promoted) about it. Lock not held.
 void notify(const std::shared_ptr<lock_object>& s, const std::shared_ptr<local_waiter>& w);
 
@@ -236,18 +259,25 @@ void delete_released_node(const std::shared_ptr<lock_object>& s, const std::shar
 
 // --- who queues behind our node, and lingering (engine/linger.cpp) ----------------------------
 
-// Lists the lock path with a children watch, so that ns->others_queued tells whether another
+// Lists the lock path with a children watch, so that the lock machine learns whether another
 // participant is (or was since) queued behind our node. Call with queue_watched just set.
 void watch_queue(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns);
 // Someone queued behind the node (or the queue changed): ends its lingering, if it lingers.
 void queue_changed(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns);
-// Whether the batch of in-process handoffs of `ns` is over by time. Lock held.
-bool batch_time_over(const lock_object& s, const node_state& ns);
-// Keeps `ns` after its last release if the options allow and nobody else queues; true if it
-// does (the caller then owes a watch_queue when queue_watched was not set). Lock held.
-bool start_linger(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns);
-// A grant of the lingering node to `owner`, if there is one (no request). Lock held.
+// The backend granted `ns` to h's owner: records it in the machine. Returns whether tasks of ours
+// wait behind it (learn whether others queue, for the batch's time bound). Lock not held.
+bool record_grant(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns,
+                  const std::shared_ptr<object_lease>& h, bool others_queued);
+// Keeps `ns` lingering as the machine decided (`a`: with the timer to arm). Lock held.
+void start_linger(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns, const lock_action& a);
+// A grant of the lingering node to `owner`, decided by the machine (no request). Lock held.
 std::shared_ptr<object_lease> take_lingering(const std::shared_ptr<lock_object>& s, owner_id owner);
+// Whether the lingering node may be granted: our session is the node's and connected. Lock held.
+bool linger_usable(const lock_object& s);
+// Arms the linger timer as the machine asks (`a`). Lock held.
+void arm_linger_timer(const std::shared_ptr<lock_object>& s, const lock_action& a);
+// The lingering node, taken, when the machine ended its lingering (`a`). Lock held.
+std::shared_ptr<node_state> ended_linger(lock_object& s, const lock_action& a);
 // Deletes the lingering node now, if `ns` (any node when null) lingers. Lock not held.
 void end_linger(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns = nullptr);
 

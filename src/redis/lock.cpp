@@ -230,11 +230,7 @@ guard hold_key(const std::shared_ptr<lock_object>& s, const std::shared_ptr<redi
     ns->value = std::move(value);
     ns->fence_base = fence;
     auto h = std::make_shared<object_lease>(s, ns, owner);
-    {
-        std::lock_guard lk(s->m);
-        ns->current = h;
-        s->holds[owner] = h;
-    }
+    record_grant(s, ns, h, false);
     asio::co_spawn(s->ex, redis_backend::watchdog(s, b, ns, sent),
                    asio::bind_cancellation_slot(ns->monitor_stop.slot(), asio::detached));
     return access::make_guard(std::move(h), owner);

@@ -1,0 +1,300 @@
+// The lock object's decisions (see lock_machine.hpp): pure, no I/O, the clock passed in.
+#include "engine/lock_machine.hpp"
+
+#include <algorithm>
+
+namespace zkcoro::detail {
+
+std::size_t lock_machine::hold_count(machine_owner owner) const noexcept
+{
+    auto it = holds_.find(owner);
+    return it == holds_.end() ? 0 : it->second;
+}
+
+void lock_machine::erase_hold(machine_owner owner)
+{
+    holds_.erase(owner);
+}
+
+bool lock_machine::batch_time_over(time_point now) const noexcept
+{
+    return cfg_.handoff_batch_time.count() > 0 && others_queued_ && now - granted_at_ >= cfg_.handoff_batch_time;
+}
+
+// The first waiter still waiting, taken off the queue. Bounded by the queue's length.
+bool lock_machine::pop_waiting(waiter_id& id, waiter_rec& rec)
+{
+    while (!queue_.empty()) {
+        id = queue_.front();
+        queue_.pop_front();
+        auto it = waiting_.find(id);
+        if (it != waiting_.end()) {
+            rec = it->second;
+            waiting_.erase(it);
+            return true;
+        }
+        if (abandoned_ > 0)
+            --abandoned_;
+    }
+    return false;
+}
+
+// Passes the active role to the first waiter, or clears it.
+void lock_machine::promote_next(lock_action& a)
+{
+    waiter_id id = 0;
+    waiter_rec rec{};
+    if (pop_waiting(id, rec)) {
+        a.what = lock_action::kind::promote;
+        a.waiter = id;
+        a.owner = rec.owner;
+        return;
+    }
+    active_ = false;
+}
+
+// A waiter gives up. The queue is compacted once most of it has given up (O(1) amortised).
+void lock_machine::abandon(waiter_id id)
+{
+    waiting_.erase(id);
+    if (!queue_.empty() && queue_.back() == id) {
+        queue_.pop_back();
+        return;
+    }
+    if (++abandoned_ > 16 && abandoned_ > queue_.size() / 2) {
+        std::erase_if(queue_, [this](waiter_id q) { return waiting_.count(q) == 0; });
+        abandoned_ = 0;
+    }
+}
+
+void lock_machine::rearm(lock_action& a)
+{
+    if (deadlines_.empty() || deadlines_.front().at >= timer_at_)
+        return;
+    timer_at_ = deadlines_.front().at;
+    a.arm_deadline = timer_at_;
+}
+
+// Entries of waiters that are done are dropped once they make up most of the heap.
+void lock_machine::add_deadline(waiter_id id, time_point at, lock_action& a)
+{
+    if (deadlines_.size() > 64 && deadlines_.size() > 2 * waiting_.size()) {
+        std::erase_if(deadlines_, [this](const deadline_entry& e) { return waiting_.count(e.id) == 0; });
+        std::make_heap(deadlines_.begin(), deadlines_.end());
+    }
+    deadlines_.push_back({at, id});
+    std::push_heap(deadlines_.begin(), deadlines_.end());
+    rearm(a);
+}
+
+lock_action lock_machine::acquire(machine_owner owner, waiter_id id, time_point deadline, time_point now,
+                                  bool linger_usable)
+{
+    (void)now;
+    lock_action a;
+    if (cfg_.reentrant) {
+        auto it = holds_.find(owner);
+        if (it != holds_.end() && it->second > 0) {
+            ++it->second;
+            a.what = lock_action::kind::reenter;
+            return a;
+        }
+    }
+    if (!active_ && lingering_ && linger_usable && !node_lost_ && !others_queued_ &&
+        handoffs_ < cfg_.max_handoffs) {
+        lingering_ = false;
+        ++handoffs_;
+        active_ = true;
+        if (cfg_.reentrant)
+            holds_[owner] = 1;
+        a.what = lock_action::kind::grant_lingering;
+        return a;
+    }
+    if (active_ && cfg_.local_handoff) {
+        queue_.push_back(id);
+        waiting_[id] = waiter_rec{owner, deadline};
+        if (deadline != never)
+            add_deadline(id, deadline, a);
+        a.what = lock_action::kind::wait;
+        return a;
+    }
+    active_ = true;
+    a.what = lock_action::kind::start_active;
+    return a;
+}
+
+lock_action lock_machine::granted(machine_owner owner, time_point now, bool others_queued)
+{
+    lock_action a;
+    if (cfg_.reentrant)
+        holds_[owner] = 1;
+    if (!cfg_.local_handoff)
+        return a;
+    if (lingering_) {  // another node of ours lingered: it goes (ours queued behind it)
+        lingering_ = false;
+        a.end_linger = true;
+    }
+    node_ = true;
+    node_lost_ = false;
+    handoffs_ = 0;
+    granted_at_ = now;
+    others_queued_ = others_queued;
+    a.watch_queue = !waiting_.empty();
+    return a;
+}
+
+lock_action lock_machine::failed()
+{
+    lock_action a;
+    promote_next(a);
+    return a;
+}
+
+lock_action lock_machine::released(machine_owner owner, time_point now)
+{
+    lock_action a;
+    if (cfg_.reentrant) {
+        auto it = holds_.find(owner);
+        if (it == holds_.end() || it->second == 0)
+            return a;
+        if (--it->second > 0)
+            return a;
+        holds_.erase(it);
+    }
+    if (!cfg_.local_handoff) {
+        promote_next(a);
+        a.give_back = true;
+        if (a.what == lock_action::kind::none)
+            a.what = lock_action::kind::give_back;
+        return a;
+    }
+    if (!node_ || node_lost_)
+        return a;  // lost: the loss handed the role on already
+    const bool over = batch_time_over(now);
+    waiter_id id = 0;
+    waiter_rec rec{};
+    if (handoffs_ < cfg_.max_handoffs && !over && pop_waiting(id, rec)) {
+        ++handoffs_;
+        if (cfg_.reentrant)
+            holds_[rec.owner] = 1;
+        a.what = lock_action::kind::grant;
+        a.waiter = id;
+        a.owner = rec.owner;
+        return a;
+    }
+    promote_next(a);
+    if (a.what == lock_action::kind::promote) {
+        a.batch_time_ended = over;
+        a.give_back = true;
+        node_ = false;
+        return a;
+    }
+    if (cfg_.linger.count() > 0 && !others_queued_ && handoffs_ < cfg_.max_handoffs && !lingering_) {
+        lingering_ = true;
+        linger_until_ = now + cfg_.linger;
+        if (!linger_armed_) {
+            linger_armed_ = true;
+            a.arm_linger = linger_until_;
+        }
+        a.what = lock_action::kind::linger;
+        return a;
+    }
+    node_ = false;
+    a.what = lock_action::kind::give_back;
+    a.give_back = true;
+    return a;
+}
+
+lock_action lock_machine::deadline_fired(time_point now)
+{
+    lock_action a;
+    timer_at_ = never;
+    // Bounded by the heap's size, which only shrinks here.
+    while (!deadlines_.empty() && deadlines_.front().at <= now) {
+        std::pop_heap(deadlines_.begin(), deadlines_.end());
+        waiter_id id = deadlines_.back().id;
+        deadlines_.pop_back();
+        if (waiting_.count(id) != 0) {
+            abandon(id);
+            a.timed_out.push_back(id);
+        }
+    }
+    rearm(a);
+    return a;
+}
+
+lock_action lock_machine::cancelled(waiter_id id)
+{
+    lock_action a;
+    if (waiting_.count(id) == 0)
+        return a;
+    abandon(id);
+    a.what = lock_action::kind::cancelled;
+    a.waiter = id;
+    return a;
+}
+
+lock_action lock_machine::lost(machine_owner holder)
+{
+    lock_action a;
+    if (holder == 0) {
+        if (lingering_) {  // nobody holds it: nothing to tell, nothing to give back
+            lingering_ = false;
+            node_ = false;
+        }
+        return a;
+    }
+    if (cfg_.reentrant)
+        erase_hold(holder);
+    if (cfg_.local_handoff) {
+        if (!node_ || node_lost_)
+            return a;
+        node_lost_ = true;
+        node_ = false;
+    }
+    promote_next(a);
+    return a;
+}
+
+lock_action lock_machine::others_queued()
+{
+    lock_action a;
+    if (node_)
+        others_queued_ = true;
+    if (lingering_) {
+        lingering_ = false;
+        node_ = false;
+        a.end_linger = true;
+    }
+    return a;
+}
+
+lock_action lock_machine::linger_fired(time_point now)
+{
+    lock_action a;
+    linger_armed_ = false;
+    if (!lingering_)
+        return a;
+    if (now < linger_until_) {  // re-granted and lingering again since: a later end
+        linger_armed_ = true;
+        a.arm_linger = linger_until_;
+        return a;
+    }
+    lingering_ = false;
+    node_ = false;
+    a.end_linger = true;
+    return a;
+}
+
+lock_action lock_machine::end_linger()
+{
+    lock_action a;
+    if (lingering_) {
+        lingering_ = false;
+        node_ = false;
+        a.end_linger = true;
+    }
+    return a;
+}
+
+}  // namespace zkcoro::detail
