@@ -628,7 +628,22 @@ asio::awaitable<zkcoro::error_code> fenced_check(zkcoro::guard& g)
     co_return ec;
 }
 
-asio::awaitable<int> lock_main(zkcoro::client& zk, const options& o, const std::set<int>& inherited)
+// What a run needs of its backend (ZooKeeper or Redis): the connection, the acquisition (with
+// whatever it shows while it waits), and what run_holding needs to know. The run itself, the
+// signals, the messages' frame and the exit statuses are the same for both (lock_run).
+struct run_backend {
+    std::function<asio::awaitable<zkcoro::error_code>()> connect;
+    // The message and the exit status of a failed connection.
+    std::function<std::pair<std::string, int>(const zkcoro::error_code&)> connect_failed;
+    std::function<void()> connected;  // says where to (and, ZooKeeper, writes the session file)
+    std::function<asio::awaitable<acquired>(clock::duration wait, bool tty)> acquire;
+    // Why the acquisition failed, after "cannot acquire LOCKPATH: ".
+    std::function<std::string(const acquired&)> acquire_failed;
+    backend_info info;
+};
+
+// Connect, acquire within what is left of --timeout (zero with --nonblock), then run_holding.
+asio::awaitable<int> lock_run(run_backend& b, const options& o, const std::set<int>& inherited)
 {
     auto ex = co_await asio::this_coro::executor;
     const auto start = clock::now();
@@ -641,19 +656,50 @@ asio::awaitable<int> lock_main(zkcoro::client& zk, const options& o, const std::
     const bool tty = ::isatty(STDERR_FILENO) == 1;
 
     // 1. Connect.
-    auto c = co_await (connect(zk) || queued_signal(events));
+    auto c = co_await (b.connect() || queued_signal(events));
     if (c.index() == 1)
         co_return 128 + std::get<1>(c);
     if (auto ec = std::get<0>(c)) {
-        fmt::print(stderr, "zklock: {}\n", connect_failure(o, ec));
-        const bool bad = ec == zkcoro::client_errc::invalid_connect_string || ec == zkcoro::client_errc::invalid_argument;
-        co_return bad ? exit_code::usage : exit_code::unavailable;
+        auto failed = b.connect_failed(ec);
+        fmt::print(stderr, "zklock: {}\n", failed.first);
+        co_return failed.second;
     }
-    say(o, fmt::format("connected to {} (session {}, timeout {} ms)", zk.connected_server(),
-                       session_hex(zk.session().id), zk.session_timeout().count()));
-    write_session_file(o, zk.session());
+    b.connected();
 
-    // 2. Acquire, within what is left of --timeout (zero with --nonblock).
+    // 2. Acquire.
+    auto a = co_await (b.acquire(acquire_wait(o, start), tty) || queued_signal(events));
+    if (tty) {
+        fmt::print(stderr, "\r\033[K");  // the waiting line, if one was shown
+        std::fflush(stderr);
+    }
+    if (a.index() == 1) {
+        say(o, fmt::format("{} while waiting: giving up", signal_name(std::get<1>(a))));
+        co_return 128 + std::get<1>(a);
+    }
+    acquired got = std::move(std::get<0>(a));
+    if (got.ec) {
+        fmt::print(stderr, "zklock: cannot acquire {}: {}\n", escape(o.lock_path), b.acquire_failed(got));
+        co_return acquire_failure_exit(got.ec);
+    }
+    co_return co_await run_holding(o, inherited, events, std::move(got), b.info);
+}
+
+// ZooKeeper: the acquisition, with the waiting line on a terminal.
+asio::awaitable<acquired> acquire_showing(locks& l, bool write_side, clock::duration wait, zkcoro::client& zk,
+                                          const options& o, bool tty)
+{
+    auto r = co_await (acquire(l, write_side, wait) || show_waiting(zk, o, tty));
+    if (r.index() != 0) {  // unreachable: the waiting line never completes by itself
+        acquired out;
+        out.ec = zkcoro::client_errc::internal_error;
+        out.what = out.ec.message();
+        co_return out;
+    }
+    co_return std::move(std::get<0>(r));
+}
+
+asio::awaitable<int> lock_main(zkcoro::client& zk, const options& o, const std::set<int>& inherited)
+{
     zkcoro::mutex_options mo;
     // Default: the library's (host=... pid=... program=zklock) with the command's name as the
     // label, so that `status` says which job waits. A revocable node stores nothing.
@@ -668,37 +714,37 @@ asio::awaitable<int> lock_main(zkcoro::client& zk, const options& o, const std::
         l.rw = std::make_unique<zkcoro::shared_mutex>(zk, o.lock_path, mo);
     else
         l.mtx = std::make_unique<zkcoro::mutex>(zk, o.lock_path, mo);
-    const clock::duration wait = acquire_wait(o, start);
-    auto a = co_await (acquire(l, o.kind == recipe::write, wait) || queued_signal(events) || show_waiting(zk, o, tty));
-    if (tty) {
-        fmt::print(stderr, "\r\033[K");
-        std::fflush(stderr);
-    }
-    if (a.index() == 1) {
-        say(o, fmt::format("{} while waiting: giving up", signal_name(std::get<1>(a))));
-        co_return 128 + std::get<1>(a);
-    }
-    if (a.index() != 0)
-        co_return 1;  // unreachable: the waiting line never completes by itself
-    acquired got = std::move(std::get<0>(a));
-    if (got.ec) {
-        std::string msg = fmt::format("zklock: cannot acquire {}: {}", escape(o.lock_path),
-                                      got.ec == zkcoro::client_errc::auth_failed ? connect_failure(o, got.ec) : got.what);
+
+    run_backend b;
+    b.connect = [&zk] { return connect(zk); };
+    b.connect_failed = [&o](const zkcoro::error_code& ec) {
+        const bool bad = ec == zkcoro::client_errc::invalid_connect_string || ec == zkcoro::client_errc::invalid_argument;
+        return std::pair{connect_failure(o, ec), bad ? exit_code::usage : exit_code::unavailable};
+    };
+    b.connected = [&b, &zk, &o] {
+        say(o, fmt::format("connected to {} (session {}, timeout {} ms)", zk.connected_server(),
+                           session_hex(zk.session().id), zk.session_timeout().count()));
+        write_session_file(o, zk.session());
+        // The lease is the negotiated session timeout.
+        b.info.lease = std::chrono::duration_cast<std::chrono::milliseconds>(zk.session_timeout());
+    };
+    b.acquire = [&l, &zk, &o](clock::duration wait, bool tty) {
+        return acquire_showing(l, o.kind == recipe::write, wait, zk, o, tty);
+    };
+    b.acquire_failed = [&o](const acquired& got) {
+        std::string msg = got.ec == zkcoro::client_errc::auth_failed ? connect_failure(o, got.ec) : got.what;
         if (is_noauth(got.ec))
             msg += "; " + noauth_hint(o);
-        fmt::print(stderr, "{}\n", msg);
-        co_return acquire_failure_exit(got.ec);
-    }
-    backend_info zkb;
-    zkb.probe = [](zkcoro::guard& g) { return fenced_check(g); };
-    zkb.lease = std::chrono::duration_cast<std::chrono::milliseconds>(zk.session_timeout());
-    zkb.lost_why = "the session may have expired, or the node was deleted";
-    co_return co_await run_holding(o, inherited, events, std::move(got), zkb);
+        return msg;
+    };
+    b.info.probe = [](zkcoro::guard& g) { return fenced_check(g); };
+    b.info.lost_why = "the session may have expired, or the node was deleted";
+    co_return co_await lock_run(b, o, inherited);
 }
 
 #ifdef ZKLOCK_REDIS
-// zklock -c redis://...: the same run on a Redis key (redis_mutex): connect, acquire, then
-// run_holding. Redis keeps no queue: there is no waiting line to show.
+// zklock -c redis://... (or redis+sentinel://...): the same run on a Redis key (redis_mutex).
+// Redis keeps no queue: there is no waiting line to show.
 asio::awaitable<zkcoro::error_code> redis_ping(zkcoro::redis_client& rc)
 {
     std::vector<std::string> args{"PING"};
@@ -706,59 +752,45 @@ asio::awaitable<zkcoro::error_code> redis_ping(zkcoro::redis_client& rc)
     co_return ec;
 }
 
+asio::awaitable<zkcoro::error_code> redis_connect(zkcoro::redis_client& rc)
+{
+    auto [ec] = co_await rc.async_connect(asio::as_tuple(asio::use_awaitable));
+    co_return ec;
+}
+
+asio::awaitable<acquired> redis_acquire(zkcoro::redis_mutex& m, clock::duration wait)
+{
+    acquired out;
+    auto me = co_await zkcoro::this_task::id();
+    auto [ec, g] = co_await m.async_acquire(me, wait, asio::as_tuple(asio::use_awaitable));
+    out.ec = ec;
+    out.what = ec.message();
+    if (g)
+        out.guards.push_back(std::move(*g));
+    co_return out;
+}
+
 asio::awaitable<int> redis_lock_main(zkcoro::redis_client& rc, const options& o, const std::set<int>& inherited)
 {
-    auto ex = co_await asio::this_coro::executor;
-    const auto start = clock::now();
-    auto events = std::make_shared<run_events>(ex);
-    stop_events stopper{events};
-    asio::co_spawn(ex, pump_signals(events, &events->sigs, event_kind::signal), asio::detached);
-    asio::co_spawn(ex, pump_signals(events, &events->sigchld, event_kind::child), asio::detached);
-
-    auto connect_redis = [&]() -> asio::awaitable<zkcoro::error_code> {
-        auto [ec] = co_await rc.async_connect(asio::as_tuple(asio::use_awaitable));
-        co_return ec;
-    };
-    auto c = co_await (connect_redis() || queued_signal(events));
-    if (c.index() == 1)
-        co_return 128 + std::get<1>(c);
-    if (auto ec = std::get<0>(c)) {
-        fmt::print(stderr, "zklock: cannot connect to Redis ({}): {}\n", o.connect_origin,
-                   escape(rc.last_error().empty() ? ec.message() : rc.last_error()));
-        co_return ec == zkcoro::redis_errc::bad_url ? exit_code::usage : exit_code::unavailable;
-    }
-    say(o, fmt::format("connected to Redis at {}:{}", escape(rc.url().host), rc.url().port));
-
     zkcoro::redis_mutex_options ro;
     ro.ttl = o.redis_ttl;
     zkcoro::redis_mutex m(rc, o.lock_path, ro);
-    const clock::duration wait = acquire_wait(o, start);
-    auto take = [&]() -> asio::awaitable<acquired> {
-        acquired out;
-        auto me = co_await zkcoro::this_task::id();
-        auto [ec, g] = co_await m.async_acquire(me, wait, asio::as_tuple(asio::use_awaitable));
-        out.ec = ec;
-        out.what = ec.message();
-        if (g)
-            out.guards.push_back(std::move(*g));
-        co_return out;
+
+    run_backend b;
+    b.connect = [&rc] { return redis_connect(rc); };
+    b.connect_failed = [&rc, &o](const zkcoro::error_code& ec) {
+        auto msg = fmt::format("cannot connect to Redis ({}): {}", o.connect_origin,
+                               escape(rc.last_error().empty() ? ec.message() : rc.last_error()));
+        return std::pair{msg, ec == zkcoro::redis_errc::bad_url ? exit_code::usage : exit_code::unavailable};
     };
-    auto a = co_await (take() || queued_signal(events));
-    if (a.index() == 1) {
-        say(o, fmt::format("{} while waiting: giving up", signal_name(std::get<1>(a))));
-        co_return 128 + std::get<1>(a);
-    }
-    acquired got = std::move(std::get<0>(a));
-    if (got.ec) {
-        fmt::print(stderr, "zklock: cannot acquire {}: {}\n", escape(o.lock_path), got.what);
-        co_return acquire_failure_exit(got.ec);
-    }
-    backend_info rb;
-    rb.probe = [&rc](zkcoro::guard&) { return redis_ping(rc); };
-    rb.lease = o.redis_ttl;
-    rb.lost_why = "no renewal was confirmed within its TTL, or the key was deleted or taken over";
-    rb.redis = true;
-    co_return co_await run_holding(o, inherited, events, std::move(got), rb);
+    b.connected = [&rc, &o] { say(o, fmt::format("connected to Redis at {}:{}", escape(rc.url().host), rc.url().port)); };
+    b.acquire = [&m](clock::duration wait, bool) { return redis_acquire(m, wait); };
+    b.acquire_failed = [](const acquired& got) { return got.what; };
+    b.info.probe = [&rc](zkcoro::guard&) { return redis_ping(rc); };
+    b.info.lease = o.redis_ttl;
+    b.info.lost_why = "no renewal was confirmed within its TTL, or the key was deleted or taken over";
+    b.info.redis = true;
+    co_return co_await lock_run(b, o, inherited);
 }
 #endif
 
