@@ -10,6 +10,9 @@
 #include <zkcoro/path.hpp>
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
@@ -34,7 +37,7 @@ std::string default_data(const client& c)
 // that fails. A promoted waiter whose deadline has passed hands it on at once; a new acquisition
 // always makes its round trip (try_acquire: a zero wait is one round trip, then an answer).
 awaitable<acquire_result> queue_in_zk(std::shared_ptr<lock_object> s, owner_id owner, steady_clock::time_point deadline,
-                                      bool promoted)
+                                      bool promoted, std::optional<queue_entry> entered = {})
 {
     co_await asio::this_coro::throw_if_cancelled(false);
     co_await asio::this_coro::reset_cancellation_state(asio::enable_partial_cancellation());
@@ -50,7 +53,7 @@ awaitable<acquire_result> queue_in_zk(std::shared_ptr<lock_object> s, owner_id o
         revocation = std::make_shared<revocation_state>(s->zk.get_executor());
         spec.on_created = [s, revocation](const std::string& node) { watch_revocation(s->zk, node, revocation); };
     }
-    auto [ec, queued] = co_await queue_acquire(s->zk, spec, deadline, s->alone);
+    auto [ec, queued] = co_await queue_acquire(s->zk, spec, deadline, s->alone, std::move(entered));
     if (ec || !queued) {
         if (revocation)
             revocation->end(ec ? ec : make_error_code(asio::error::operation_aborted));
@@ -72,6 +75,95 @@ awaitable<acquire_result> create_immediate(std::shared_ptr<lock_object> s, owner
     co_return acquire_result{error_code{}, hold_node(s, owner, r.path, r.stat)};
 }
 
+// The uncontended acquisition with no coroutine: our node's create and the listing go out together
+// from the caller's call, and when their replies show that the node holds, the guard is made in the
+// last reply's completion. Anything else (someone ahead of us, an error, a missing lock path) goes
+// on in the queue walk's coroutine from those replies. A cancellation in the meantime is noted
+// and, once the replies are in, gives our node up; after that it reaches the coroutine.
+class zk_entry : public std::enable_shared_from_this<zk_entry> {
+public:
+    zk_entry(std::shared_ptr<lock_object> s, owner_id owner, steady_clock::time_point deadline,
+             std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started)
+        : s_(std::move(s)), owner_(owner), deadline_(deadline), started_(started), op_(std::move(op)),
+          spec_{s_->path, s_->recipe.base_name, s_->data, s_->recipe.sort, s_->recipe.rule, {}}
+    {
+    }
+
+    void start()
+    {
+        // The emission goes to the client's executor, where the walk's coroutine runs (see
+        // spawn_with), through our own signal, which lives as long as this entry. The slot is
+        // cleared when the operation completes.
+        op_->bind_cancellation_with([weak = weak_from_this(), ex = s_->ex](asio::cancellation_type t) {
+            auto self = weak.lock();
+            if (!self || (t & (asio::cancellation_type::terminal | asio::cancellation_type::partial)) ==
+                             asio::cancellation_type::none)
+                return;
+            self->cancelled_ = true;
+            asio::dispatch(ex, [self, t] { self->signal_.emit(t); });
+        });
+        entry_.prefix = protected_prefix();
+        auto& zk = s_->zk;
+        zk.async_create(entry_path(spec_, entry_.prefix), s_->data, create_mode::ephemeral_sequential,
+                        [self = shared_from_this()](error_code ec, create_result r) {
+                            self->entry_.create_ec = ec;
+                            self->entry_.created = std::move(r);
+                            self->arrived();
+                        });
+        auto listed = [self = shared_from_this()](error_code ec, children_result r) {
+            self->entry_.list_ec = ec;
+            self->entry_.listed = std::move(r);
+            self->arrived();
+        };
+        // When the queue was empty last time, the listing leaves a children watch (queue_walk::enter).
+        if (s_->alone)
+            zk.async_get_children(s_->path, leave_watch, std::move(listed));
+        else
+            zk.async_get_children(s_->path, std::move(listed));
+    }
+
+private:
+    // Each reply's completion; the last one decides (they may run on two threads at once).
+    void arrived()
+    {
+        if (pending_.fetch_sub(1, std::memory_order_acq_rel) != 1)
+            return;
+        if (!entry_.list_ec)
+            s_->alone = entry_.listed.children.size() == 1;
+        if (cancelled_) {
+            abandon_entry(s_->zk, spec_, entry_);
+            hand_on(s_);
+            return complete_counted(*s_, *op_, started_, make_error_code(asio::error::operation_aborted),
+                                    std::optional<guard>{}, owner_);
+        }
+        if (auto q = granted_at_entry(spec_, entry_)) {
+            auto g = hold_node(s_, owner_, q->path, q->stat, std::move(q->queue_watch), q->others_queued);
+            return complete_counted(*s_, *op_, started_, error_code{}, std::optional<guard>(std::move(g)), owner_);
+        }
+        // The walk goes on from these replies; our signal carries later cancellations to it.
+        auto self = shared_from_this();
+        asio::co_spawn(s_->ex, queue_in_zk(s_, owner_, deadline_, false, std::move(entry_)),
+                       asio::bind_cancellation_slot(signal_.slot(), [self](std::exception_ptr e, acquire_result r) {
+                           auto ec = e ? make_error_code(client_errc::internal_error) : std::get<0>(r);
+                           complete_counted(*self->s_, *self->op_, self->started_, ec, std::move(std::get<1>(r)),
+                                            self->owner_);
+                       }));
+        // A cancellation that came before the signal was connected.
+        if (cancelled_)
+            signal_.emit(asio::cancellation_type::terminal);
+    }
+
+    std::shared_ptr<lock_object> s_;
+    owner_id owner_;
+    steady_clock::time_point deadline_, started_;
+    std::shared_ptr<op_state<std::optional<guard>>> op_;
+    queue_spec spec_;
+    queue_entry entry_;
+    std::atomic<int> pending_{2};
+    std::atomic<bool> cancelled_{false};
+    asio::cancellation_signal signal_;
+};
+
 // ZooKeeper as the backend: the queue of lock nodes; the node deleted at the last release.
 class zk_backend final : public lock_backend {
 public:
@@ -81,7 +173,10 @@ public:
                std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started,
                bool promoted) override
     {
-        spawn_counted(s, queue_in_zk(s, owner, deadline, promoted), std::move(op), started, owner);
+        // A revocable acquisition watches its node from its creation on: the coroutine does that.
+        if (promoted || s->opts.revocable)
+            return spawn_counted(s, queue_in_zk(s, owner, deadline, promoted), std::move(op), started, owner);
+        std::make_shared<zk_entry>(s, owner, deadline, std::move(op), started)->start();
     }
     void give_back(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns,
                    std::shared_ptr<op_state<>> op) override

@@ -25,6 +25,10 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <atomic>
+#include <optional>
+
+#include <pthread.h>
 
 namespace zkcoro::detail {
 
@@ -32,19 +36,38 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 using asio::awaitable;
+
+// Forks seen so far: a child must not draw the same names as its parent.
+std::atomic<unsigned> forks{0};
+
+// A random UUID for a protected node name. It must be unique among the lock's participants, not
+// secret: a Mersenne twister per thread, seeded from the OS once (Boost's default generator reads
+// the OS's randomness for every UUID: a getrandom system call per acquisition), and again in a
+// child process after fork.
+boost::uuids::uuid protected_uuid_()
+{
+    static const int registered = ::pthread_atfork(nullptr, nullptr, [] { forks.fetch_add(1); });
+    (void)registered;
+    struct seeded {
+        unsigned at_fork = forks.load();
+        boost::uuids::random_generator_mt19937 gen;
+    };
+    thread_local std::optional<seeded> g;
+    if (!g || g->at_fork != forks.load())
+        g.emplace();
+    return g->gen();
+}
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 // One acquisition's walk through the queue. Each step returns what to do next.
 class queue_walk {
 public:
     queue_walk(client& zk, const queue_spec& spec, clock::time_point deadline, std::atomic<bool>& alone,
-               asio::any_io_executor ex)
-        : zk_(zk), spec_(spec), deadline_(deadline), alone_(alone), ex_(std::move(ex))
+               asio::any_io_executor ex, std::optional<queue_entry> entered)
+        : zk_(zk), spec_(spec), deadline_(deadline), alone_(alone), ex_(std::move(ex)), entered_(std::move(entered))
     {
-        // One generator per thread: constructing one seeds a Mersenne twister from the OS each time.
-        thread_local boost::uuids::random_generator uuid_gen;
-        prefix_ = "_c_" + boost::uuids::to_string(uuid_gen()) + "-";
-        create_path_ = join_path(spec_.path, prefix_ + spec_.base_name);
+        prefix_ = entered_ ? entered_->prefix : protected_prefix();
+        create_path_ = entry_path(spec_, prefix_);
     }
 
     // Each round waits for an event, the deadline or a reply, so it cannot spin; and no cap on
@@ -55,7 +78,12 @@ public:
             if (co_await cancelled())
                 co_return give_up(asio::error::operation_aborted);
             auto n = step::evaluate;
-            if (node_.empty())
+            if (node_.empty() && entered_) {
+                // The first round trip was made by the caller (see queue_entry).
+                auto e = std::move(*entered_);
+                entered_.reset();
+                n = co_await absorb(e.create_ec, std::move(e.created), e.list_ec, std::move(e.listed));
+            } else if (node_.empty())
                 n = co_await enter();
             else if (!have_children_)
                 n = co_await list();
@@ -102,7 +130,12 @@ private:
                     zk_.async_create(create_path_, spec_.data, create_mode::ephemeral_sequential, asio::deferred),
                     zk_.async_get_children(spec_.path, asio::deferred))
                     .async_wait(asio::experimental::wait_for_all(), asio::use_awaitable);
-        auto& [order, cr_ec, cr, ch_ec, ch] = r;
+        co_return co_await absorb(std::get<1>(r), std::move(std::get<2>(r)), std::get<3>(r), std::move(std::get<4>(r)));
+    }
+
+    // What the entry's create and listing replies mean.
+    awaitable<step> absorb(error_code cr_ec, create_result cr, error_code ch_ec, children_result ch)
+    {
         if (!ch_ec)
             alone_ = ch.children.size() == 1;
         if (co_await cancelled())
@@ -268,6 +301,7 @@ private:
     clock::time_point deadline_;
     std::atomic<bool>& alone_;
     asio::any_io_executor ex_;
+    std::optional<queue_entry> entered_;
     std::string prefix_;
     std::string create_path_;
     std::string node_;
@@ -282,10 +316,39 @@ private:
 
 }  // namespace
 
-awaitable<queue_result> queue_acquire(client& zk, const queue_spec& spec, clock::time_point deadline,
-                                      std::atomic<bool>& alone)
+std::string protected_prefix()
 {
-    queue_walk walk(zk, spec, deadline, alone, co_await asio::this_coro::executor);
+    return "_c_" + boost::uuids::to_string(protected_uuid_()) + "-";
+}
+
+std::string entry_path(const queue_spec& spec, const std::string& prefix)
+{
+    return join_path(spec.path, prefix + spec.base_name);
+}
+
+std::optional<queued_node> granted_at_entry(const queue_spec& spec, queue_entry& e)
+{
+    if (e.create_ec || e.list_ec)
+        return std::nullopt;
+    auto& children = e.listed.children;
+    spec.sort(children);
+    auto ours = position_of(children, node_name(e.created.path));
+    if (!ours || !spec.rule(children, *ours).holds)
+        return std::nullopt;
+    return queued_node{e.created.path, e.created.stat, std::move(e.listed.watch), children.size() > 1};
+}
+
+void abandon_entry(client& zk, const queue_spec& spec, const queue_entry& e)
+{
+    asio::co_spawn(zk.get_executor(),
+                   abandon_node(access::share(zk), spec.path, e.prefix, e.create_ec ? std::string() : e.created.path, {}),
+                   asio::detached);
+}
+
+awaitable<queue_result> queue_acquire(client& zk, const queue_spec& spec, clock::time_point deadline,
+                                      std::atomic<bool>& alone, std::optional<queue_entry> entered)
+{
+    queue_walk walk(zk, spec, deadline, alone, co_await asio::this_coro::executor, std::move(entered));
     co_return co_await walk.run();
 }
 

@@ -48,13 +48,33 @@ struct queued_node {
 // (in the background, from a task that does not share the caller's cancellation).
 using queue_result = std::tuple<error_code, std::optional<queued_node>>;
 
+// The first round trip of an entry into the queue (our node's create and the listing, pipelined),
+// when the caller made it itself: the uncontended case is then decided with no coroutine.
+struct queue_entry {
+    std::string prefix;  // our protected name's "_c_<uuid>-"
+    error_code create_ec;
+    create_result created;
+    error_code list_ec;
+    children_result listed;
+};
+
+// A new protected name's prefix, "_c_<uuid>-".
+std::string protected_prefix();
+// The path to create for an entry with `prefix` (a sequential node's: the server appends the number).
+std::string entry_path(const queue_spec& spec, const std::string& prefix);
+// Our node, holding, when the entry's replies show that it holds at once (sorts e.listed).
+std::optional<queued_node> granted_at_entry(const queue_spec& spec, queue_entry& e);
+// Deletes the node an entry made (or may have made: its create's reply was an error), in the
+// background. For an entry given up before any walk.
+void abandon_entry(client& zk, const queue_spec& spec, const queue_entry& e);
+
 // `alone`: whether this lock object found the queue empty last time (its guess that it will now).
 // When it guesses so, the first listing leaves a children watch, which then covers our node's
 // deletion at no extra request; a waiter that guessed wrong gets one stray event when the queue
 // next changes, and guesses "contended" next time, so under contention no listing leaves one.
 asio::awaitable<queue_result> queue_acquire(client& zk, const queue_spec& spec,
                                             std::chrono::steady_clock::time_point deadline,
-                                            std::atomic<bool>& alone);
+                                            std::atomic<bool>& alone, std::optional<queue_entry> entered = {});
 
 }  // namespace zkcoro::detail
 
