@@ -12,6 +12,7 @@
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/bind_executor.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/asio/execution/outstanding_work.hpp>
 #include <boost/asio/io_context.hpp>
@@ -76,31 +77,17 @@ public:
     template <class... Vs>
     bool complete(error_code ec, Vs&&... vs)
     {
-        if (done.exchange(true))
-            return false;
-        auto h = std::move(handler_);
-        if (!elsewhere_) {
-            asio::post(io_ex_, [h = std::move(h), ec, args = std::make_tuple(Args(std::forward<Vs>(vs))...),
-                                work = std::exchange(io_work_, asio::any_io_executor{}), bound = bound_.load()]() mutable {
-                auto slot = asio::get_associated_cancellation_slot(h);
-                if (bound && slot.is_connected())
-                    slot.clear();
-                std::apply([&](auto&&... a) { std::move(h)(ec, std::move(a)...); }, std::move(args));
-            });
-            return true;
-        }
-        auto work = std::exchange(elsewhere_->work, asio::any_completion_executor{});
-        // Posted through the client's I/O executor (never inline), then run on the handler's own.
-        asio::post(io_ex_, asio::bind_executor(elsewhere_->ex, [h = std::move(h), ec, args = std::make_tuple(Args(std::forward<Vs>(vs))...),
-                        work = std::move(work), bound = bound_.load()]() mutable {
-            // The cancellation handler we installed must not outlive the operation. A slot we
-            // handed on (to co_spawn) is its user's to clear, not ours.
-            auto slot = asio::get_associated_cancellation_slot(h);
-            if (bound && slot.is_connected())
-                slot.clear();
-            std::apply([&](auto&&... a) { std::move(h)(ec, std::move(a)...); }, std::move(args));
-        }));
-        return true;
+        return finish(false, ec, std::forward<Vs>(vs)...);
+    }
+
+    // Completes from a completion of our own that runs on the client's executor (a reply's, a
+    // timer's): the handler runs inline when it runs on that executor too, saving a post and a
+    // turn of the event loop. Never from an initiating function, nor with a lock held, nor with
+    // work left to do after it. Thread-safe; first call wins.
+    template <class... Vs>
+    bool complete_here(error_code ec, Vs&&... vs)
+    {
+        return finish(true, ec, std::forward<Vs>(vs)...);
     }
 
     void fail(error_code ec) override { complete(ec, Args{}...); }
@@ -145,6 +132,40 @@ public:
     }
 
 private:
+    template <class... Vs>
+    bool finish(bool here, error_code ec, Vs&&... vs)
+    {
+        if (done.exchange(true))
+            return false;
+        auto h = std::move(handler_);
+        if (!elsewhere_) {
+            auto run = [h = std::move(h), ec, args = std::make_tuple(Args(std::forward<Vs>(vs))...),
+                        work = std::exchange(io_work_, asio::any_io_executor{}), bound = bound_.load()]() mutable {
+                auto slot = asio::get_associated_cancellation_slot(h);
+                if (bound && slot.is_connected())
+                    slot.clear();
+                std::apply([&](auto&&... a) { std::move(h)(ec, std::move(a)...); }, std::move(args));
+            };
+            if (here)
+                asio::dispatch(io_ex_, std::move(run));
+            else
+                asio::post(io_ex_, std::move(run));
+            return true;
+        }
+        auto work = std::exchange(elsewhere_->work, asio::any_completion_executor{});
+        // Posted through the client's I/O executor (never inline), then run on the handler's own.
+        asio::post(io_ex_, asio::bind_executor(elsewhere_->ex, [h = std::move(h), ec, args = std::make_tuple(Args(std::forward<Vs>(vs))...),
+                        work = std::move(work), bound = bound_.load()]() mutable {
+            // The cancellation handler we installed must not outlive the operation. A slot we
+            // handed on (to co_spawn) is its user's to clear, not ours.
+            auto slot = asio::get_associated_cancellation_slot(h);
+            if (bound && slot.is_connected())
+                slot.clear();
+            std::apply([&](auto&&... a) { std::move(h)(ec, std::move(a)...); }, std::move(args));
+        }));
+        return true;
+    }
+
     // The handler's own executor, when it is not the client's, and the work that keeps its
     // execution context from running out while we are pending.
     struct other_executor {

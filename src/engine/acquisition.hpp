@@ -61,9 +61,10 @@ inline void note_outcome(lock_metrics& m, const error_code& ec, bool granted, st
 // state: members m, metrics, zk and path), logs the diagnostic of a failure, then completes its
 // operation. A state with a wait-for graph (`graph`, null when off) records there that `owner`
 // holds the lock (when granted) and no longer waits, before its task can run again.
+// `here`: called from a completion on the client's executor (op_state::complete_here).
 template <class State, class R>
 void complete_counted(State& s, op_state<std::optional<R>>& op, std::chrono::steady_clock::time_point started,
-                      error_code ec, std::optional<R> result, owner_id owner = 0)
+                      error_code ec, std::optional<R> result, owner_id owner = 0, bool here = false)
 {
     if constexpr (requires { s.graph; })
         if (s.graph && owner != 0) {
@@ -81,7 +82,10 @@ void complete_counted(State& s, op_state<std::optional<R>>& op, std::chrono::ste
         else
             log_failure(s.zk, "acquire", s.path, ec);
     }
-    op.complete(ec, std::move(result));
+    if (here)
+        op.complete_here(ec, std::move(result));
+    else
+        op.complete(ec, std::move(result));
 }
 
 // Runs an acquisition coroutine on the client's executor, cancellable through the operation's

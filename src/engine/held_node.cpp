@@ -12,6 +12,7 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/experimental/parallel_group.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -208,14 +209,15 @@ guard hold_node(const std::shared_ptr<lock_object>& s, owner_id owner, const std
 void delete_released_node(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns,
                           std::shared_ptr<op_state<>> op)
 {
-    // Stop the monitor (on the executor it runs on), then delete the node. The first attempt is
-    // a plain request; only a retriable failure starts the retrying coroutine.
+    // Stop the monitor (on the executor it runs on: at once when we are there already), then
+    // delete the node. The first attempt is a plain request; only a retriable failure starts the
+    // retrying coroutine.
     ns->released = true;  // from here on, the deletion our own watch sees is ours
-    asio::post(s->zk.get_executor(), [ns, op, s] {
+    asio::dispatch(s->zk.get_executor(), [ns, op, s] {
         ns->monitor_stop.emit(asio::cancellation_type::terminal);
         s->zk.async_remove(ns->node, -1, [ns, op, s](error_code ec) {
             if (!ec || ec == zk_errc::no_node || is_session_lost(ec))
-                return void(op->complete({}));
+                return void(op->complete_here({}));
             if (!is_retriable(ec))
                 return release_failed(*s, ns->node, *op, ec);
             asio::co_spawn(s->zk.get_executor(), guaranteed_delete(access::share(s->zk), ns->node),

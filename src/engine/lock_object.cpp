@@ -134,11 +134,12 @@ private:
             abandon_entry(s_->zk, spec_, entry_);
             hand_on(s_);
             return complete_counted(*s_, *op_, started_, make_error_code(asio::error::operation_aborted),
-                                    std::optional<guard>{}, owner_);
+                                    std::optional<guard>{}, owner_, true);
         }
         if (auto q = granted_at_entry(spec_, entry_)) {
             auto g = hold_node(s_, owner_, q->path, q->stat, std::move(q->queue_watch), q->others_queued);
-            return complete_counted(*s_, *op_, started_, error_code{}, std::optional<guard>(std::move(g)), owner_);
+            return complete_counted(*s_, *op_, started_, error_code{}, std::optional<guard>(std::move(g)), owner_,
+                                    true);
         }
         // The walk goes on from these replies; our signal carries later cancellations to it.
         auto self = shared_from_this();
@@ -146,7 +147,7 @@ private:
                        asio::bind_cancellation_slot(signal_.slot(), [self](std::exception_ptr e, acquire_result r) {
                            auto ec = e ? make_error_code(client_errc::internal_error) : std::get<0>(r);
                            complete_counted(*self->s_, *self->op_, self->started_, ec, std::move(std::get<1>(r)),
-                                            self->owner_);
+                                            self->owner_, true);
                        }));
         // A cancellation that came before the signal was connected.
         if (cancelled_)
