@@ -255,6 +255,51 @@ TEST_CASE("cancellation leaves no node and wakes nobody")
     });
 }
 
+// Cancelled before the replies of its first round trip (our node's create and the listing) are
+// in: the uncontended acquisition decides without a coroutine, a contended one goes on in the
+// queue walk's; either way it completes with operation_aborted, its node goes, and the lock
+// works on. The emission comes before this task yields, so before any reply.
+TEST_CASE("cancellation within the first round trip")
+{
+    run_with_clients({.name = "cancelfirst", .clients = 2}, [&](fixture& f) -> awaitable<void> {
+        auto [a, b] = f.clients<2>();
+        auto& path = f.path;
+        // The lock path exists from the start, and stays (a container could go between rounds):
+        // the first round's create succeeds, so the uncontended acquisition decides on its own.
+        co_await a.async_create(path, "", create_mode::persistent);
+        mutex ma(a, path), mb(b, path);
+        for (int contended = 0; contended < 2; ++contended) {
+            std::optional<guard> held;
+            if (contended)
+                held = co_await ma.acquire();
+            asio::cancellation_signal sig;
+            error_code ec;
+            bool done = false;
+            std::optional<guard> got;
+            mb.async_acquire(7, std::chrono::hours(1),
+                             asio::bind_cancellation_slot(sig.slot(), [&](error_code e, std::optional<guard> r) {
+                                 ec = e;
+                                 got = std::move(r);
+                                 done = true;
+                             }));
+            sig.emit(asio::cancellation_type::terminal);
+            CHECK(co_await eventually([&]() -> awaitable<bool> { co_return done; }));
+            CHECK(ec == asio::error::operation_aborted);
+            CHECK_FALSE(got.has_value());
+            const std::size_t left = contended ? 1 : 0;
+            CHECK(co_await eventually([&]() -> awaitable<bool> { co_return (co_await children_of(a, path)).size() == left; }));
+            if (held)
+                co_await held->release();
+            auto g = co_await mb.acquire(5s);
+            REQUIRE(g.has_value());
+            co_await g->release();
+        }
+        CHECK(mb.metrics().cancellations == 2);
+        CHECK(mb.metrics().acquires == 2);
+        co_await a.async_remove(path, -1);
+    });
+}
+
 // Issue 20, item 11: parents made by an acquisition that then failed stayed for good (ZooKeeper
 // removes an empty container only once it has had a child). Placed by events: the client goes
 // through a proxy that holds every chunk back 150 ms; the acquisition is cancelled once an

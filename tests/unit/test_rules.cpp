@@ -1,6 +1,7 @@
 // The rules that decide who holds, without a server: Curator's sort orders, the mutex, read,
 // write and lease rules, foreign children, and what a listing reports as holders.
 #include "engine/diagnostics.hpp"
+#include "engine/lock_queue.hpp"
 #include "engine/rules.hpp"
 
 #include <zkcoro/error.hpp>
@@ -8,8 +9,12 @@
 
 #include <doctest/doctest.h>
 
+#include <set>
 #include <string>
 #include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 using namespace zkcoro;
 using namespace zkcoro::detail;
@@ -164,4 +169,41 @@ TEST_CASE("diagnostics: every failure says what to do")
     CHECK(std::string(advice(client_errc::invalid_path)).find("check_path") != std::string::npos);
     CHECK(std::string(advice(client_errc::upgrade_not_supported)).find("release the read lock") != std::string::npos);
     CHECK_FALSE(std::string(advice(zk_errc::bad_version)).empty());
+}
+
+// Protected names (_c_<uuid>-) tell one participant's node from another's: they never repeat
+// within a process, nor between a process and a child it forks (whose generator would otherwise
+// go on from the parent's state).
+TEST_CASE("protected prefixes are unique, across a fork too")
+{
+    std::set<std::string> seen;
+    for (int i = 0; i < 1000; ++i) {
+        auto p = protected_prefix();
+        CHECK(p.size() == 3 + 36 + 1);
+        CHECK(p.starts_with("_c_"));
+        CHECK(p.ends_with("-"));
+        CHECK(seen.insert(p).second);
+    }
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);
+    pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        auto p = protected_prefix();
+        auto n = ::write(fds[1], p.data(), p.size());
+        ::_exit(n == static_cast<ssize_t>(p.size()) ? 0 : 1);
+    }
+    ::close(fds[1]);
+    auto ours = protected_prefix();
+    std::string theirs(64, '\0');
+    auto n = ::read(fds[0], theirs.data(), theirs.size());
+    ::close(fds[0]);
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    CHECK(WIFEXITED(status));
+    REQUIRE(n > 0);
+    theirs.resize(static_cast<std::size_t>(n));
+    CHECK(theirs.size() == ours.size());
+    CHECK(theirs != ours);
+    CHECK(seen.count(theirs) == 0);
 }
