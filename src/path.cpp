@@ -93,7 +93,9 @@ path_problem check_path(std::string_view path, bool sequential) noexcept
 
 std::string join_path(std::string_view parent, std::string_view child)
 {
-    std::string r(parent);
+    std::string r;
+    r.reserve(parent.size() + 1 + child.size());
+    r += parent;
     if (r.empty() || r.back() != '/')
         r += '/';
     r += child;

@@ -56,7 +56,11 @@ public:
         // wrapping an any_io_executor is a shared, reference-counted object). The other case
         // keeps its executor and work apart, so that a pending operation of the common case
         // does not carry two unused type-erased executors (about 60 bytes per waiting task).
-        auto ex = asio::get_associated_executor(handler_, io_ex);
+        // Asked with the io_context's own executor as the candidate where there is one: wrapping
+        // that in the completion executor needs no allocation, where wrapping an any_io_executor
+        // does (a shared target), for every operation whose handler has no executor of its own.
+        const auto* ctx_ex = io_ex.target<asio::io_context::executor_type>();
+        auto ex = ctx_ex ? asio::get_associated_executor(handler_, *ctx_ex) : asio::get_associated_executor(handler_, io_ex);
         bool same = false;
         if (auto* t = ex.template target<asio::any_io_executor>(); t && *t == io_ex_)
             same = true;

@@ -84,8 +84,7 @@ class zk_entry : public std::enable_shared_from_this<zk_entry> {
 public:
     zk_entry(std::shared_ptr<lock_object> s, owner_id owner, steady_clock::time_point deadline,
              std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started)
-        : s_(std::move(s)), owner_(owner), deadline_(deadline), started_(started), op_(std::move(op)),
-          spec_{s_->path, s_->recipe.base_name, s_->data, s_->recipe.sort, s_->recipe.rule, {}}
+        : s_(std::move(s)), owner_(owner), deadline_(deadline), started_(started), op_(std::move(op))
     {
     }
 
@@ -104,7 +103,7 @@ public:
         });
         entry_.prefix = protected_prefix();
         auto& zk = s_->zk;
-        zk.async_create(entry_path(spec_, entry_.prefix), s_->data, create_mode::ephemeral_sequential,
+        zk.async_create(entry_path(s_->path, entry_.prefix, s_->recipe.base_name), s_->data, create_mode::ephemeral_sequential,
                         [self = shared_from_this()](error_code ec, create_result r) {
                             self->entry_.create_ec = ec;
                             self->entry_.created = std::move(r);
@@ -131,12 +130,12 @@ private:
         if (!entry_.list_ec)
             s_->alone = entry_.listed.children.size() == 1;
         if (cancelled_) {
-            abandon_entry(s_->zk, spec_, entry_);
+            abandon_entry(s_->zk, s_->path, entry_);
             hand_on(s_);
             return complete_counted(*s_, *op_, started_, make_error_code(asio::error::operation_aborted),
                                     std::optional<guard>{}, owner_, true);
         }
-        if (auto q = granted_at_entry(spec_, entry_)) {
+        if (auto q = granted_at_entry(s_->recipe.sort, s_->recipe.rule, entry_)) {
             auto g = hold_node(s_, owner_, q->path, q->stat, std::move(q->queue_watch), q->others_queued);
             return complete_counted(*s_, *op_, started_, error_code{}, std::optional<guard>(std::move(g)), owner_,
                                     true);
@@ -158,7 +157,6 @@ private:
     owner_id owner_;
     steady_clock::time_point deadline_, started_;
     std::shared_ptr<op_state<std::optional<guard>>> op_;
-    queue_spec spec_;
     queue_entry entry_;
     std::atomic<int> pending_{2};
     std::atomic<bool> cancelled_{false};

@@ -67,7 +67,7 @@ public:
         : zk_(zk), spec_(spec), deadline_(deadline), alone_(alone), ex_(std::move(ex)), entered_(std::move(entered))
     {
         prefix_ = entered_ ? entered_->prefix : protected_prefix();
-        create_path_ = entry_path(spec_, prefix_);
+        create_path_ = entry_path(spec_.path, prefix_, spec_.base_name);
     }
 
     // Each round waits for an event, the deadline or a reply, so it cannot spin; and no cap on
@@ -318,30 +318,43 @@ private:
 
 std::string protected_prefix()
 {
-    return "_c_" + boost::uuids::to_string(protected_uuid_()) + "-";
+    std::string r(3 + 36 + 1, '-');
+    r[0] = '_';
+    r[1] = 'c';
+    r[2] = '_';
+    boost::uuids::to_chars(protected_uuid_(), r.data() + 3);
+    return r;
 }
 
-std::string entry_path(const queue_spec& spec, const std::string& prefix)
+std::string entry_path(std::string_view path, std::string_view prefix, std::string_view base_name)
 {
-    return join_path(spec.path, prefix + spec.base_name);
+    std::string r;
+    r.reserve(path.size() + 1 + prefix.size() + base_name.size());
+    r += path;
+    if (r.empty() || r.back() != '/')
+        r += '/';
+    r += prefix;
+    r += base_name;
+    return r;
 }
 
-std::optional<queued_node> granted_at_entry(const queue_spec& spec, queue_entry& e)
+std::optional<queued_node> granted_at_entry(const std::function<void(std::vector<std::string>&)>& sort,
+                                            const queue_rule& rule, queue_entry& e)
 {
     if (e.create_ec || e.list_ec)
         return std::nullopt;
     auto& children = e.listed.children;
-    spec.sort(children);
+    sort(children);
     auto ours = position_of(children, node_name(e.created.path));
-    if (!ours || !spec.rule(children, *ours).holds)
+    if (!ours || !rule(children, *ours).holds)
         return std::nullopt;
-    return queued_node{e.created.path, e.created.stat, std::move(e.listed.watch), children.size() > 1};
+    return queued_node{std::move(e.created.path), e.created.stat, std::move(e.listed.watch), children.size() > 1};
 }
 
-void abandon_entry(client& zk, const queue_spec& spec, const queue_entry& e)
+void abandon_entry(client& zk, const std::string& path, const queue_entry& e)
 {
     asio::co_spawn(zk.get_executor(),
-                   abandon_node(access::share(zk), spec.path, e.prefix, e.create_ec ? std::string() : e.created.path, {}),
+                   abandon_node(access::share(zk), path, e.prefix, e.create_ec ? std::string() : e.created.path, {}),
                    asio::detached);
 }
 

@@ -15,6 +15,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -60,13 +61,16 @@ struct queue_entry {
 
 // A new protected name's prefix, "_c_<uuid>-".
 std::string protected_prefix();
-// The path to create for an entry with `prefix` (a sequential node's: the server appends the number).
-std::string entry_path(const queue_spec& spec, const std::string& prefix);
-// Our node, holding, when the entry's replies show that it holds at once (sorts e.listed).
-std::optional<queued_node> granted_at_entry(const queue_spec& spec, queue_entry& e);
-// Deletes the node an entry made (or may have made: its create's reply was an error), in the
-// background. For an entry given up before any walk.
-void abandon_entry(client& zk, const queue_spec& spec, const queue_entry& e);
+// The path to create under the lock `path` for an entry with `prefix` and a recipe's `base_name`
+// (a sequential node's: the server appends the number).
+std::string entry_path(std::string_view path, std::string_view prefix, std::string_view base_name);
+// Our node, holding, when the entry's replies show that it holds at once by the recipe's `sort`
+// and `rule` (sorts e.listed; takes e.created.path).
+std::optional<queued_node> granted_at_entry(const std::function<void(std::vector<std::string>&)>& sort,
+                                            const queue_rule& rule, queue_entry& e);
+// Deletes the node an entry under the lock `path` made (or may have made: its create's reply was
+// an error), in the background. For an entry given up before any walk.
+void abandon_entry(client& zk, const std::string& path, const queue_entry& e);
 
 // `alone`: whether this lock object found the queue empty last time (its guess that it will now).
 // When it guesses so, the first listing leaves a children watch, which then covers our node's
