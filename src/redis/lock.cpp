@@ -93,23 +93,42 @@ public:
         ns->released = true;
         asio::post(rc->strand, [s, ns, op, self = shared_from_this()] {
             ns->monitor_stop.emit(asio::cancellation_type::terminal);
-            auto done = std::make_shared<reply_op>(
-                [s, ns, op, self](error_code ec, redis_reply) {
-                    if (!ec)
-                        return void(op->complete({}));
-                    {
-                        std::lock_guard lk(s->m);
-                        ++s->metrics.release_failures;
-                    }
-                    self->rc->log(log_level::error,
-                                  fmt::format("redis lock {}: release failed: {}; the key expires within its TTL",
-                                              ns->node, ec.message()));
-                    op->complete(ec);
-                },
-                self->rc->strand);
-            self->rc->eval(release_script().text, release_script().sha, {ns->node, ns->value, self->channel}, 1,
-                           std::move(done));
+            // Until the key would have expired anyway (a renewal extends it at most to now + TTL).
+            const auto until = steady_clock::now() + self->opts.ttl;
+            self->compare_and_delete(ns->node, ns->value, until, [s, ns, op, self](error_code ec) {
+                if (!ec)
+                    return void(op->complete({}));
+                {
+                    std::lock_guard lk(s->m);
+                    ++s->metrics.release_failures;
+                }
+                self->rc->log(log_level::error,
+                              fmt::format("redis lock {}: release failed: {}; the key expires within its TTL",
+                                          ns->node, ec.message()));
+                op->complete(ec);
+            });
         });
+    }
+
+    // Compare-and-delete of `key` while it holds `value`, and the release's PUBLISH. Tried again
+    // on connection_lost (a drop, or NOSCRIPT after a SCRIPT FLUSH) while `until` has not passed,
+    // at most 8 times: it is idempotent, and sent later it still runs after the command it
+    // follows. `done` (may be empty) gets the last outcome. On the strand.
+    void compare_and_delete(std::string key, std::string value, steady_clock::time_point until,
+                            std::function<void(error_code)> done, int tries = 8)
+    {
+        auto op = std::make_shared<reply_op>(
+            [self = shared_from_this(), key, value, until, done = std::move(done), tries](error_code ec,
+                                                                                          redis_reply) mutable {
+                if (ec == redis_errc::connection_lost && tries > 1 && steady_clock::now() < until &&
+                    !self->rc->closing())
+                    return self->compare_and_delete(std::move(key), std::move(value), until, std::move(done),
+                                                    tries - 1);
+                if (done)
+                    done(ec);
+            },
+            rc->strand);
+        rc->eval(release_script().text, release_script().sha, {key, value, channel}, 1, std::move(op));
     }
 
     void log_failure(std::string_view operation, std::string_view resource, const error_code& ec) override
@@ -162,11 +181,11 @@ public:
     }
 
     // Deletes `key` if an attempt of ours whose outcome we did not learn set it to `value` (sent
-    // after that attempt on the same connection, so run after it). On the strand.
+    // after that attempt on the same connection, or after a drop on a later one, so run after
+    // it: the connection keeps the order, see redis_link::send). On the strand.
     void take_back(const std::string& key, const std::string& value)
     {
-        auto ignore = std::make_shared<reply_op>([](error_code, redis_reply) {}, rc->strand);
-        rc->eval(release_script().text, release_script().sha, {key, value, channel}, 1, std::move(ignore));
+        compare_and_delete(key, value, steady_clock::now() + opts.ttl, {});
     }
 
     void wake_all()
