@@ -365,8 +365,9 @@ asio::awaitable<bool> sent_more_than(const zkcoro::redis_client& rc, std::uint64
 // server no longer knows (NOSCRIPT) must not run after the take-back its cancellation sent, or
 // the key would stay held, by nobody, until its TTL. Deterministic: the server is stopped
 // (SIGSTOP) while the acquisition and its take-back are written, so both are pipelined. With
-// `acks` replicas to confirm the grant (WAIT), and without.
-void flush_under_cancelled_acquisition(zktest::redis_server& srv, int acks)
+// `acks` replicas to confirm the grant (WAIT), and without; with a timeout (the acquisition runs
+// as a coroutine) and without (its first attempt is a callback).
+void flush_under_cancelled_acquisition(zktest::redis_server& srv, int acks, std::chrono::steady_clock::duration timeout)
 {
     asio::io_context ioc;
     run_bounded(ioc, [&]() -> asio::awaitable<void> {
@@ -390,7 +391,7 @@ void flush_under_cancelled_acquisition(zktest::redis_server& srv, int acks)
         bool done = false;
         error_code aec;
         auto me = co_await zkcoro::this_task::id();
-        m.async_acquire(me, 5s, asio::bind_cancellation_slot(sig.slot(), [&](error_code e, std::optional<zkcoro::guard> g) {
+        m.async_acquire(me, timeout, asio::bind_cancellation_slot(sig.slot(), [&](error_code e, std::optional<zkcoro::guard> g) {
             aec = e;
             done = true;
             CHECK_FALSE(g);
@@ -429,7 +430,8 @@ void flush_under_cancelled_acquisition(zktest::redis_server& srv, int acks)
 TEST_CASE("a SCRIPT FLUSH under a cancelled acquisition leaves no key behind, and locks still work")
 {
     zktest::redis_server srv;
-    flush_under_cancelled_acquisition(srv, 0);
+    flush_under_cancelled_acquisition(srv, 0, 5s);
+    flush_under_cancelled_acquisition(srv, 0, std::chrono::steady_clock::duration::max());
 }
 
 TEST_CASE("a SCRIPT FLUSH under a cancelled acquisition confirmed by a replica (WAIT) leaves no key behind")
@@ -443,7 +445,8 @@ TEST_CASE("a SCRIPT FLUSH under a cancelled acquisition confirmed by a replica (
             std::this_thread::sleep_for(25ms);
     }
     REQUIRE(linked);
-    flush_under_cancelled_acquisition(srv, 1);
+    flush_under_cancelled_acquisition(srv, 1, 5s);
+    flush_under_cancelled_acquisition(srv, 1, std::chrono::steady_clock::duration::max());
 }
 
 // SCRIPT FLUSH again and again while tasks acquire and release: every cycle completes (the
