@@ -207,7 +207,7 @@ void redis_impl::connect(std::shared_ptr<op_state<>> op)
     cmd_->start();
 }
 
-void redis_impl::exec(const std::vector<std::string>& args, std::shared_ptr<reply_op> op)
+void redis_impl::exec(const std::vector<std::string>& args, std::shared_ptr<reply_op> op, const std::string* script)
 {
     if (url_ec)
         return void(op->fail(url_ec));
@@ -218,36 +218,24 @@ void redis_impl::exec(const std::vector<std::string>& args, std::shared_ptr<repl
     }
     if (!cmd_)
         return void(op->fail(redis_errc::closed));
-    cmd_->send(args, std::move(op));
+    cmd_->send(args, std::move(op), script);
     sent = cmd_->sent;
 }
 
 void redis_impl::eval(const std::string& script, const std::string& sha1, std::vector<std::string> keys_and_args,
                       int nkeys, std::shared_ptr<reply_op> op)
 {
-    // The command's arguments, kept (not copied) until the reply for a NOSCRIPT retry.
-    auto args = std::make_shared<std::vector<std::string>>();
-    args->reserve(keys_and_args.size() + 3);
-    args->emplace_back("EVALSHA");
-    args->push_back(sha1);
-    args->push_back(std::to_string(nkeys));
+    // EVALSHA; the link sends EVAL instead the first time its connection runs the script, and
+    // drops the connection on NOSCRIPT (see redis_link::send): a NOSCRIPT is never retried here,
+    // as a retry would run after the commands sent behind it.
+    std::vector<std::string> args;
+    args.reserve(keys_and_args.size() + 3);
+    args.emplace_back("EVALSHA");
+    args.push_back(sha1);
+    args.push_back(std::to_string(nkeys));
     for (auto& a : keys_and_args)
-        args->push_back(std::move(a));
-    // A server that lacks the script (restarted, or SCRIPT FLUSH) answers NOSCRIPT: then EVAL,
-    // which also caches it. The script is referred to, not copied (the callers' scripts are
-    // static: see the declaration). The client is not kept alive by a pending reply.
-    std::weak_ptr<redis_impl> weak = shared_from_this();
-    auto retry = std::make_shared<reply_op>(
-        [weak, op, script = &script, args](error_code ec, redis_reply r) {
-            auto self = weak.lock();
-            if (!self || !(ec == redis_errc::error_reply && r.str.starts_with("NOSCRIPT")))
-                return void(op->complete(ec, std::move(r)));
-            (*args)[0] = "EVAL";
-            (*args)[1] = *script;
-            self->exec(*args, op);
-        },
-        strand);
-    exec(*args, std::move(retry));
+        args.push_back(std::move(a));
+    exec(args, std::move(op), &script);
 }
 
 std::shared_ptr<redis_link> redis_impl::sub_link()

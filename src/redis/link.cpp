@@ -10,6 +10,8 @@
 #include <hiredis/hiredis.h>
 
 #include <algorithm>
+#include <charconv>
+#include <string_view>
 
 namespace zkcoro::detail {
 
@@ -111,28 +113,43 @@ error_code code_of(const redisAsyncContext* ac)
     }
 }
 
-// Sends one command; `privdata` goes to `cb` with the reply (or null when the context goes).
-int send_argv(redisAsyncContext* ac, redisCallbackFn* cb, void* privdata, const std::vector<std::string>& args)
+// Appends one bulk string of RESP: $<len>\r\n<bytes>\r\n.
+void append_bulk(std::string& out, std::string_view a)
 {
-    // The lock's commands have at most 8 arguments: their pointers and lengths stay on the stack.
-    constexpr std::size_t on_stack = 8;
-    const char* argv_small[on_stack];
-    std::size_t lens_small[on_stack];
-    std::vector<const char*> argv_big;
-    std::vector<std::size_t> lens_big;
-    const char** argv = argv_small;
-    std::size_t* lens = lens_small;
-    if (args.size() > on_stack) {
-        argv_big.resize(args.size());
-        lens_big.resize(args.size());
-        argv = argv_big.data();
-        lens = lens_big.data();
+    char head[24];
+    head[0] = '$';
+    auto end = std::to_chars(head + 1, head + sizeof head - 2, a.size()).ptr;
+    *end++ = '\r';
+    *end++ = '\n';
+    out.append(head, end);
+    out.append(a);
+    out.append("\r\n", 2);
+}
+
+// Sends one command; `privdata` goes to `cb` with the reply (or null when the context goes).
+// With `script`, args[0] and args[1] (EVALSHA, its SHA1) are sent as EVAL and the script.
+// The command is written in RESP here, into a buffer kept between calls (hiredis copies it):
+// hiredis' own formatting (sdscatfmt per argument) cost more than the rest of a send.
+int send_argv(redisAsyncContext* ac, redisCallbackFn* cb, void* privdata, const std::vector<std::string>& args,
+              const std::string* script = nullptr)
+{
+    static thread_local std::string buf;
+    buf.clear();
+    char head[24];
+    head[0] = '*';
+    auto end = std::to_chars(head + 1, head + sizeof head - 2, args.size()).ptr;
+    *end++ = '\r';
+    *end++ = '\n';
+    buf.append(head, end);
+    std::size_t i = 0;
+    if (script && args.size() >= 2) {
+        append_bulk(buf, "EVAL");
+        append_bulk(buf, *script);
+        i = 2;
     }
-    for (std::size_t i = 0; i < args.size(); ++i) {
-        argv[i] = args[i].data();
-        lens[i] = args[i].size();
-    }
-    return redisAsyncCommandArgv(ac, cb, privdata, static_cast<int>(args.size()), argv, lens);
+    for (; i < args.size(); ++i)
+        append_bulk(buf, args[i]);
+    return redisAsyncFormattedCommand(ac, cb, privdata, buf.data(), buf.size());
 }
 
 struct pending_reply {
@@ -207,6 +224,8 @@ void redis_link::connect_to(const redis_url::endpoint& e)
         return on_context_gone();
     }
     ac_ = ac;
+    scripts_sent_.clear();  // a new connection: the server may have lost its scripts
+    poisoned_ = nullptr;
     att_ = std::make_shared<attachment>(strand_, ac);
     att_->link = this;
     ac->data = this;
@@ -346,7 +365,8 @@ void redis_link::ready()
         hooks_.ready();
 }
 
-void redis_link::dispatch_send(const std::vector<std::string>& args, std::shared_ptr<reply_op> op)
+void redis_link::dispatch_send(const std::vector<std::string>& args, std::shared_ptr<reply_op> op,
+                               const std::string* script)
 {
     if (op->done)
         return;  // cancelled while queued
@@ -359,13 +379,41 @@ void redis_link::dispatch_send(const std::vector<std::string>& args, std::shared
         inflight_prune_at_ = std::max<std::size_t>(64, inflight_.size() * 2);
     }
     inflight_.push_back(op);
+    // A script this connection has not run yet goes as EVAL (which caches it on the server):
+    // every EVALSHA after it on this connection runs after it, so finds it.
+    const std::string* as_eval = nullptr;
+    if (script && std::find(scripts_sent_.begin(), scripts_sent_.end(), script) == scripts_sent_.end())
+        as_eval = script;
     auto* p = new pending_reply{std::move(op), weak_from_this(), alive_};
-    if (send_argv(ac_, &redis_link::reply_cb, p, args) != REDIS_OK) {
+    if (send_argv(ac_, &redis_link::reply_cb, p, args, as_eval) != REDIS_OK) {
         std::unique_ptr<pending_reply> owned(p);
         owned->op->fail(redis_errc::connection_lost);
         return;
     }
+    if (as_eval)
+        scripts_sent_.push_back(as_eval);
     ++sent;
+}
+
+void redis_link::noscript(redisAsyncContext* ac)
+{
+    // From here on the context's replies fail their commands (reply_cb), and new commands wait
+    // for the next connection; the drop itself is posted (we are inside hiredis' read).
+    poisoned_ = ac;
+    if (ac_ == ac)
+        ready_ = false;
+    asio::post(strand_, [w = weak_from_this(), ac] {
+        auto l = w.lock();
+        if (!l || l->ac_ != ac || l->closing_)
+            return;
+        if (l->opts_.log)
+            l->opts_.log(log_level::warn, fmt::format("redis {}:{}: NOSCRIPT: the server's script cache was emptied "
+                                                      "(SCRIPT FLUSH); reconnecting to load the scripts again",
+                                                      l->url_.host, l->url_.port));
+        l->fail_attempt(redis_errc::connection_lost, "the server's script cache was emptied (NOSCRIPT)");
+        l->backoff_ = std::chrono::milliseconds{0};
+        l->free_context();
+    });
 }
 
 void redis_link::reply_cb(redisAsyncContext* ac, void* reply, void* privdata)
@@ -376,6 +424,18 @@ void redis_link::reply_cb(redisAsyncContext* ac, void* reply, void* privdata)
     if (!reply) {
         auto l = p->link.lock();
         p->op->fail(l && l->closing_ ? error_code(redis_errc::closed) : code_of(ac));
+        return;
+    }
+    const auto* raw = static_cast<const redisReply*>(reply);
+    if (raw->type == REDIS_REPLY_ERROR && std::string_view(raw->str, raw->len).starts_with("NOSCRIPT")) {
+        // Did not run; the commands behind it may have: none of them is answered (see send).
+        if (auto l = p->link.lock(); l && l->poisoned_ != ac)
+            l->noscript(ac);
+        p->op->fail(redis_errc::connection_lost);
+        return;
+    }
+    if (auto l = p->link.lock(); l && l->poisoned_ == ac) {
+        p->op->fail(redis_errc::connection_lost);
         return;
     }
     auto r = copy_reply(reply);
@@ -397,16 +457,18 @@ void redis_link::free_context()
         redisAsyncFree(ac_);  // pending replies fail with connection_lost; cleanup posts on_context_gone
 }
 
-void redis_link::send(const std::vector<std::string>& args, std::shared_ptr<reply_op> op)
+void redis_link::send(const std::vector<std::string>& args, std::shared_ptr<reply_op> op, const std::string* script)
 {
+    if (op->done)
+        return;  // its caller gave up already (and its handler is gone)
     if (closing_ || state_ == redis_state::closed) {
         op->fail(last_code_ ? last_code_ : error_code(redis_errc::closed));
         return;
     }
     op->bind_cancellation();
     if (ac_ && ready_)
-        return dispatch_send(args, std::move(op));
-    queue_.emplace_back(args, std::move(op));
+        return dispatch_send(args, std::move(op), script);
+    queue_.push_back(queued{args, std::move(op), script});
     start();
 }
 
@@ -442,7 +504,7 @@ void redis_link::close()
     auto q = std::move(queue_);
     queue_.clear();
     for (auto& item : q)
-        item.second->fail(redis_errc::closed);
+        item.op->fail(redis_errc::closed);
     push_queue_.clear();
     if (ac_ && ready_ && !subscriber_) {
         // Commands already sent fail with closed now; the connection still writes out what is

@@ -54,7 +54,14 @@ public:
     void start();  // the first connection (no-op unless idle)
     // Sends now when connected (the arguments are read, not kept), else once connected (a copy
     // waits in the queue); fails with the reason when closed.
-    void send(const std::vector<std::string>& args, std::shared_ptr<reply_op> op);
+    // With `script` (a static string), `args` is EVALSHA <sha of script> ...: the first time a
+    // connection runs that script it is sent as EVAL <script> ... instead, which also loads it
+    // into the server's cache, in order with everything else on the connection. A NOSCRIPT reply
+    // (the cache was emptied under the connection: SCRIPT FLUSH) drops the connection: that
+    // command and every one pipelined behind it fail with connection_lost (a retried EVAL would
+    // run after them, out of order: a take-back before the grant it undoes); the next connection
+    // loads the scripts again.
+    void send(const std::vector<std::string>& args, std::shared_ptr<reply_op> op, const std::string* script = nullptr);
     // Subscribe mode: SUBSCRIBE/UNSUBSCRIBE with replies through hooks.push.
     void send_push(std::vector<std::string> args);
     void close();
@@ -84,7 +91,8 @@ private:
     void give_up(error_code ec, std::string why);  // the first connection failed
     void flush();
     void fail_attempt(error_code ec, std::string why);
-    void dispatch_send(const std::vector<std::string>& args, std::shared_ptr<reply_op> op);
+    void dispatch_send(const std::vector<std::string>& args, std::shared_ptr<reply_op> op, const std::string* script);
+    void noscript(redisAsyncContext* ac);  // a NOSCRIPT reply on `ac`: drop it (see send)
 
     static void connect_cb(const redisAsyncContext* ac, int status);
     static void reply_cb(redisAsyncContext* ac, void* reply, void* privdata);
@@ -105,7 +113,17 @@ private:
     // False once the link is being destroyed with a context still open (its client's executor
     // shut down before close() ran): the replies the free then reports complete nothing.
     std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
-    std::deque<std::pair<std::vector<std::string>, std::shared_ptr<reply_op>>> queue_;
+    struct queued {
+        std::vector<std::string> args;
+        std::shared_ptr<reply_op> op;
+        const std::string* script;
+    };
+    std::deque<queued> queue_;
+    // The scripts sent on the current context (as EVAL, which loads them): EVALSHA from then on.
+    std::vector<const std::string*> scripts_sent_;
+    // The context that answered NOSCRIPT: its replies from then on are not delivered (their
+    // commands fail with connection_lost) until it is gone.
+    const redisAsyncContext* poisoned_ = nullptr;
     std::vector<std::weak_ptr<reply_op>> inflight_;  // sent, reply not seen (some done already)
     std::size_t inflight_prune_at_ = 64;
     std::vector<std::vector<std::string>> push_queue_;

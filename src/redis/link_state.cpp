@@ -35,8 +35,8 @@ void redis_link::flush()
 {
     auto q = std::move(queue_);
     queue_.clear();
-    for (auto& [args, op] : q)
-        dispatch_send(args, std::move(op));
+    for (auto& item : q)
+        dispatch_send(item.args, std::move(item.op), item.script);
     auto pq = std::move(push_queue_);
     push_queue_.clear();
     for (auto& a : pq)
@@ -87,7 +87,7 @@ void redis_link::give_up(error_code ec, std::string why)
     auto q = std::move(queue_);
     queue_.clear();
     for (auto& item : q)
-        item.second->fail(ec);
+        item.op->fail(ec);
     push_queue_.clear();
 }
 

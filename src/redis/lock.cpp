@@ -84,8 +84,14 @@ public:
                std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started,
                bool promoted) override
     {
-        spawn_counted(s, take(s, shared_from_this(), owner, deadline, promoted), std::move(op), started);
+        if (config_error || deadline != steady_clock::time_point::max())
+            return spawn_counted(s, take(s, shared_from_this(), owner, deadline, promoted, {}, {}), std::move(op),
+                                 started);
+        start_first(s, owner, std::move(op), started, promoted);
     }
+    void start_first(const std::shared_ptr<lock_object>& s, owner_id owner,
+                     std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started,
+                     bool promoted);
 
     void give_back(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns,
                    std::shared_ptr<op_state<>> op) override
@@ -93,23 +99,42 @@ public:
         ns->released = true;
         asio::post(rc->strand, [s, ns, op, self = shared_from_this()] {
             ns->monitor_stop.emit(asio::cancellation_type::terminal);
-            auto done = std::make_shared<reply_op>(
-                [s, ns, op, self](error_code ec, redis_reply) {
-                    if (!ec)
-                        return void(op->complete({}));
-                    {
-                        std::lock_guard lk(s->m);
-                        ++s->metrics.release_failures;
-                    }
-                    self->rc->log(log_level::error,
-                                  fmt::format("redis lock {}: release failed: {}; the key expires within its TTL",
-                                              ns->node, ec.message()));
-                    op->complete(ec);
-                },
-                self->rc->strand);
-            self->rc->eval(release_script().text, release_script().sha, {ns->node, ns->value, self->channel}, 1,
-                           std::move(done));
+            // Until the key would have expired anyway (a renewal extends it at most to now + TTL).
+            const auto until = steady_clock::now() + self->opts.ttl;
+            self->compare_and_delete(ns->node, ns->value, until, [s, ns, op, self](error_code ec) {
+                if (!ec)
+                    return void(op->complete({}));
+                {
+                    std::lock_guard lk(s->m);
+                    ++s->metrics.release_failures;
+                }
+                self->rc->log(log_level::error,
+                              fmt::format("redis lock {}: release failed: {}; the key expires within its TTL",
+                                          ns->node, ec.message()));
+                op->complete(ec);
+            });
         });
+    }
+
+    // Compare-and-delete of `key` while it holds `value`, and the release's PUBLISH. Tried again
+    // on connection_lost (a drop, or NOSCRIPT after a SCRIPT FLUSH) while `until` has not passed,
+    // at most 8 times: it is idempotent, and sent later it still runs after the command it
+    // follows. `done` (may be empty) gets the last outcome. On the strand.
+    void compare_and_delete(std::string key, std::string value, steady_clock::time_point until,
+                            std::function<void(error_code)> done, int tries = 8)
+    {
+        auto op = std::make_shared<reply_op>(
+            [self = shared_from_this(), key, value, until, done = std::move(done), tries](error_code ec,
+                                                                                          redis_reply) mutable {
+                if (ec == redis_errc::connection_lost && tries > 1 && steady_clock::now() < until &&
+                    !self->rc->closing())
+                    return self->compare_and_delete(std::move(key), std::move(value), until, std::move(done),
+                                                    tries - 1);
+                if (done)
+                    done(ec);
+            },
+            rc->strand);
+        rc->eval(release_script().text, release_script().sha, {key, value, channel}, 1, std::move(op));
     }
 
     void log_failure(std::string_view operation, std::string_view resource, const error_code& ec) override
@@ -162,11 +187,11 @@ public:
     }
 
     // Deletes `key` if an attempt of ours whose outcome we did not learn set it to `value` (sent
-    // after that attempt on the same connection, so run after it). On the strand.
+    // after that attempt on the same connection, or after a drop on a later one, so run after
+    // it: the connection keeps the order, see redis_link::send). On the strand.
     void take_back(const std::string& key, const std::string& value)
     {
-        auto ignore = std::make_shared<reply_op>([](error_code, redis_reply) {}, rc->strand);
-        rc->eval(release_script().text, release_script().sha, {key, value, channel}, 1, std::move(ignore));
+        compare_and_delete(key, value, steady_clock::now() + opts.ttl, {});
     }
 
     void wake_all()
@@ -203,10 +228,17 @@ public:
         co_return std::tuple{ec, std::move(r)};
     }
 
+    // The first attempt's reply, when first_attempt made it (with the time it was sent).
+    struct attempt_reply {
+        error_code ec;
+        redis_reply r;
+        steady_clock::time_point sent;
+    };
+    // `value`: the acquisition's token (made here when empty).
     static awaitable<acquire_result> take(std::shared_ptr<lock_object> s, std::shared_ptr<redis_backend> b,
-                                          owner_id owner, steady_clock::time_point deadline, bool promoted);
-    static awaitable<void> watchdog(std::shared_ptr<lock_object> s, std::shared_ptr<redis_backend> b,
-                                    std::shared_ptr<node_state> ns, steady_clock::time_point confirmed);
+                                          owner_id owner, steady_clock::time_point deadline, bool promoted,
+                                          std::string value, std::optional<attempt_reply> first);
+    struct first_attempt;
 
     std::shared_ptr<redis_impl> rc;
     std::string fence_key;
@@ -221,7 +253,97 @@ public:
     std::list<waiter*> waiters;
 };
 
-// We hold the key: the lease, and the watchdog that renews it.
+// Unique per holder: the process, the task, and this acquisition among all of the process.
+std::string new_value(owner_id owner)
+{
+    static std::atomic<std::uint64_t> acquisitions{0};
+    return fmt::format("{}:{:x}:{}", process_id(), owner, ++acquisitions);
+}
+
+// Renews the key we hold every third of its TTL (sooner after a failure) until the release
+// (ns->monitor_stop) or the loss: one timer and one pending reply, no coroutine. On the strand.
+// The timer has two roles: the next renewal's time while none is in flight, and the bound on the
+// one in flight (TTL less the safety margin after the last confirmed one) while it is.
+class renewal : public std::enable_shared_from_this<renewal> {
+public:
+    renewal(std::shared_ptr<lock_object> s, std::shared_ptr<redis_backend> b, std::shared_ptr<node_state> ns,
+            steady_clock::time_point confirmed)
+        : s_(std::move(s)), b_(std::move(b)), ns_(std::move(ns)), timer_(s_->ex), confirmed_(confirmed),
+          ttl_arg_(std::to_string(b_->opts.ttl.count()))
+    {
+    }
+
+    void start()
+    {
+        ns_->monitor_stop.slot().assign([w = weak_from_this()](asio::cancellation_type) {
+            if (auto self = w.lock()) {
+                self->stopped_ = true;
+                self->timer_.cancel();
+            }
+        });
+        arm(std::min(confirmed_ + b_->opts.ttl / 3, lost_at()));
+    }
+
+private:
+    steady_clock::time_point lost_at() const { return confirmed_ + b_->opts.ttl - b_->opts.safety_margin; }
+    bool over() const { return stopped_ || ns_->lost || ns_->released; }
+
+    void arm(steady_clock::time_point at)
+    {
+        timer_.expires_at(at);
+        timer_.async_wait([self = shared_from_this(), g = ++gen_](error_code ec) {
+            if (!ec && g == self->gen_)
+                self->fire();
+        });
+    }
+
+    void lose(std::string_view why)
+    {
+        if (mark_lost(s_, ns_))
+            b_->rc->log(log_level::warn, fmt::format("redis lock {} lost: {}", ns_->node, why));
+    }
+
+    void fire()
+    {
+        if (over())
+            return;
+        if (in_flight_ || steady_clock::now() >= lost_at())
+            return lose("no renewal confirmed within the TTL less the safety margin");
+        const auto sent = steady_clock::now();
+        in_flight_ = true;
+        auto op = std::make_shared<reply_op>(
+            [self = shared_from_this(), sent](error_code ec, redis_reply r) { self->on_reply(ec, r, sent); },
+            b_->rc->strand);
+        eval_acked(*b_->rc, renew_script().text, renew_script().sha, {ns_->node, ns_->value, ttl_arg_}, 1,
+                   std::move(op));
+        arm(lost_at());  // the bound on this renewal
+    }
+
+    void on_reply(error_code ec, const redis_reply& r, steady_clock::time_point sent)
+    {
+        if (!in_flight_ || over())
+            return;  // lost (the bound fired first), or released
+        in_flight_ = false;
+        if (ec)  // not confirmed (connection lost, server busy): try again soon, until lost_at
+            return arm(std::min(lost_at(), steady_clock::now() + std::chrono::milliseconds(50)));
+        if (r.type != redis_reply::kind::integer || r.integer != 1)
+            return lose("the key is gone or holds another token");
+        confirmed_ = sent;
+        arm(std::min(confirmed_ + b_->opts.ttl / 3, lost_at()));
+    }
+
+    std::shared_ptr<lock_object> s_;
+    std::shared_ptr<redis_backend> b_;
+    std::shared_ptr<node_state> ns_;
+    asio::steady_timer timer_;
+    steady_clock::time_point confirmed_;
+    std::string ttl_arg_;
+    std::uint64_t gen_ = 0;
+    bool in_flight_ = false;
+    bool stopped_ = false;
+};
+
+// We hold the key: the lease, and the renewal. On the strand.
 guard hold_key(const std::shared_ptr<lock_object>& s, const std::shared_ptr<redis_backend>& b, owner_id owner,
                std::string value, std::int64_t fence, steady_clock::time_point sent)
 {
@@ -231,13 +353,115 @@ guard hold_key(const std::shared_ptr<lock_object>& s, const std::shared_ptr<redi
     ns->fence_base = fence;
     auto h = std::make_shared<object_lease>(s, ns, owner);
     record_grant(s, ns, h, false);
-    asio::co_spawn(s->ex, redis_backend::watchdog(s, b, ns, sent),
-                   asio::bind_cancellation_slot(ns->monitor_stop.slot(), asio::detached));
+    std::make_shared<renewal>(s, b, ns, sent)->start();
     return access::make_guard(std::move(h), owner);
 }
 
+// Whether an acquire script's reply grants the key: {1, fencing token}.
+bool granted(const redis_reply& r)
+{
+    return r.type == redis_reply::kind::array && r.elements.size() >= 2 &&
+           r.elements[0].type == redis_reply::kind::integer && r.elements[1].type == redis_reply::kind::integer &&
+           r.elements[0].integer == 1;
+}
+
+// An acquisition with no deadline begins without a coroutine: the first attempt's round trip is a
+// callback, and a grant (the uncontended case) completes the caller from it. Any other reply
+// hands on to take(), with that reply, under the same cancellation. A cancellation before the
+// reply takes the key back (sent after the attempt on the connection, so run after it), as take()
+// does.
+struct redis_backend::first_attempt : std::enable_shared_from_this<first_attempt> {
+    std::shared_ptr<lock_object> s;
+    std::shared_ptr<redis_backend> b;
+    owner_id owner = 0;
+    std::shared_ptr<op_state<std::optional<guard>>> op;
+    steady_clock::time_point started, sent;
+    bool promoted = false;
+    std::string value;
+    enum class stage { sending, coroutine, done } st = stage::sending;
+    asio::cancellation_signal to_coroutine;  // the caller's cancellation, once take() runs
+
+    static void start(const std::shared_ptr<lock_object>& s, std::shared_ptr<redis_backend> b, owner_id owner,
+                      std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started,
+                      bool promoted)
+    {
+        auto a = std::make_shared<first_attempt>();
+        a->s = s;
+        a->b = std::move(b);
+        a->owner = owner;
+        a->op = std::move(op);
+        a->started = started;
+        a->promoted = promoted;
+        // Completing the operation clears the slot; a cancellation already posted finds `done`.
+        a->op->bind_cancellation_with([a](asio::cancellation_type t) {
+            asio::dispatch(a->b->rc->strand, [a, t] { a->cancel(t); });
+        });
+        asio::dispatch(a->b->rc->strand, [a] { a->send(); });
+    }
+
+    void send()
+    {
+        if (st != stage::sending)
+            return;
+        value = new_value(owner);
+        sent = steady_clock::now();
+        auto r = std::make_shared<reply_op>(
+            [self = shared_from_this()](error_code ec, redis_reply reply) { self->on_reply(ec, std::move(reply)); },
+            b->rc->strand);
+        eval_acked(*b->rc, acquire_script().text, acquire_script().sha,
+                   {s->path, b->fence_key, value, std::to_string(b->opts.ttl.count())}, 2, std::move(r));
+    }
+
+    void on_reply(error_code ec, redis_reply r)
+    {
+        if (st != stage::sending)
+            return;  // cancelled: the take-back is on its way
+        if (!ec && granted(r)) {
+            st = stage::done;
+            auto g = hold_key(s, b, owner, value, r.elements[1].integer, sent);
+            return complete_counted(*s, *op, started, {}, std::optional<guard>(std::move(g)));
+        }
+        st = stage::coroutine;
+        auto self = shared_from_this();
+        asio::co_spawn(s->ex,
+                       take(s, b, owner, steady_clock::time_point::max(), promoted, value,
+                            attempt_reply{ec, std::move(r), sent}),
+                       asio::bind_cancellation_slot(to_coroutine.slot(), [self](std::exception_ptr e, acquire_result res) {
+                           self->st = stage::done;
+                           if (e)
+                               return complete_counted(*self->s, *self->op, self->started,
+                                                       make_error_code(client_errc::internal_error),
+                                                       std::optional<guard>());
+                           complete_counted(*self->s, *self->op, self->started, std::get<0>(res),
+                                            std::move(std::get<1>(res)));
+                       }));
+    }
+
+    void cancel(asio::cancellation_type t)
+    {
+        if (st == stage::coroutine)
+            return to_coroutine.emit(t);
+        if (st != stage::sending ||
+            (t & (asio::cancellation_type::terminal | asio::cancellation_type::partial)) == asio::cancellation_type::none)
+            return;
+        st = stage::done;
+        if (!value.empty())
+            b->take_back(s->path, value);  // the attempt was sent (or queued): undo it if it ran
+        hand_on(s);
+        complete_counted(*s, *op, started, make_error_code(asio::error::operation_aborted), std::optional<guard>());
+    }
+};
+
+void redis_backend::start_first(const std::shared_ptr<lock_object>& s, owner_id owner,
+                                std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started,
+                                bool promoted)
+{
+    first_attempt::start(s, shared_from_this(), owner, std::move(op), started, promoted);
+}
+
 awaitable<acquire_result> redis_backend::take(std::shared_ptr<lock_object> s, std::shared_ptr<redis_backend> b,
-                                              owner_id owner, steady_clock::time_point deadline, bool promoted)
+                                              owner_id owner, steady_clock::time_point deadline, bool promoted,
+                                              std::string value, std::optional<attempt_reply> first)
 {
     co_await asio::this_coro::throw_if_cancelled(false);
     co_await asio::this_coro::reset_cancellation_state(asio::enable_partial_cancellation());
@@ -250,9 +474,8 @@ awaitable<acquire_result> redis_backend::take(std::shared_ptr<lock_object> s, st
     if (promoted && steady_clock::now() >= deadline)
         co_return fail({});
     auto ex = co_await asio::this_coro::executor;
-    // Unique per holder: the process, the task, and this acquisition among all of the process.
-    static std::atomic<std::uint64_t> acquisitions{0};
-    const std::string value = fmt::format("{}:{:x}:{}", process_id(), owner, ++acquisitions);
+    if (value.empty())
+        value = new_value(owner);
     const auto ttl = std::to_string(b->opts.ttl.count());
     waiter me;
     b->ensure_close_hook();
@@ -267,13 +490,23 @@ awaitable<acquire_result> redis_backend::take(std::shared_ptr<lock_object> s, st
     // TTL, a reconnection) or the deadline; the deadline bounds the rounds.
     for (;;) {
         me.notified = false;
-        const auto sent = steady_clock::now();
-        // (The arguments are built apart: g++ 12 miscompiles a braced list inside co_await.)
-        std::vector<std::string> args{s->path, b->fence_key, value, ttl};
-        // The reply is awaited until the deadline, and at least a second: a zero wait (try_acquire)
-        // is one round trip, then an answer.
-        auto [ec, r] = co_await b->run(acquire_script().text, acquire_script().sha, 2, std::move(args),
-                                       std::max(deadline, sent + std::chrono::seconds(1)));
+        auto sent = steady_clock::now();
+        error_code ec;
+        redis_reply r;
+        if (first) {
+            // first_attempt made this round's attempt.
+            ec = first->ec;
+            r = std::move(first->r);
+            sent = first->sent;
+            first.reset();
+        } else {
+            // (The arguments are built apart: g++ 12 miscompiles a braced list inside co_await.)
+            std::vector<std::string> args{s->path, b->fence_key, value, ttl};
+            // The reply is awaited until the deadline, and at least a second: a zero wait
+            // (try_acquire) is one round trip, then an answer.
+            std::tie(ec, r) = co_await b->run(acquire_script().text, acquire_script().sha, 2, std::move(args),
+                                              std::max(deadline, sent + std::chrono::seconds(1)));
+        }
         if (co_await cancelled()) {
             // The script may still run: take the key back if it did (sent after it, so run after it).
             b->take_back(s->path, value);
@@ -298,7 +531,7 @@ awaitable<acquire_result> redis_backend::take(std::shared_ptr<lock_object> s, st
             if (r.type != redis_reply::kind::array || r.elements.size() < 2 ||
                 r.elements[0].type != redis_reply::kind::integer || r.elements[1].type != redis_reply::kind::integer)
                 co_return fail(redis_errc::unexpected_reply);
-            if (r.elements[0].integer == 1)
+            if (granted(r))
                 co_return acquire_result{error_code{}, hold_key(s, b, owner, value, r.elements[1].integer, sent)};
             auto pttl = r.elements[1].integer;
             // -1: the key never expires (a holder without TTL); -2: it just went.
@@ -327,56 +560,6 @@ awaitable<acquire_result> redis_backend::take(std::shared_ptr<lock_object> s, st
             co_return fail(asio::error::operation_aborted);
         if (b->rc->closing())
             co_return fail(redis_errc::closed);
-    }
-}
-
-awaitable<void> redis_backend::watchdog(std::shared_ptr<lock_object> s, std::shared_ptr<redis_backend> b,
-                                        std::shared_ptr<node_state> ns, steady_clock::time_point confirmed)
-{
-    co_await asio::this_coro::throw_if_cancelled(false);
-    auto ex = co_await asio::this_coro::executor;
-    const auto ttl = b->opts.ttl;
-    const auto period = ttl / 3;
-    const auto ttl_arg = std::to_string(ttl.count());
-    auto lose = [&](std::string_view why) {
-        if (mark_lost(s, ns))
-            b->rc->log(log_level::warn, fmt::format("redis lock {} lost: {}", ns->node, why));
-    };
-    // One renewal per round (every third of the TTL, sooner after a failure); it ends at the
-    // release (cancellation) or the loss.
-    while (!ns->lost && !ns->released) {
-        const auto lost_at = confirmed + ttl - b->opts.safety_margin;
-        asio::steady_timer t(ex, std::min(confirmed + period, lost_at));
-        co_await t.async_wait(use_tuple);
-        if (co_await cancelled() || ns->released)
-            co_return;
-        if (steady_clock::now() >= lost_at) {
-            lose("no renewal confirmed within the TTL less the safety margin");
-            co_return;
-        }
-        const auto sent = steady_clock::now();
-        std::vector<std::string> args{ns->node, ns->value, ttl_arg};
-        auto [ec, r] = co_await b->run(renew_script().text, renew_script().sha, 1, std::move(args), lost_at);
-        if (co_await cancelled() || ns->released)
-            co_return;
-        if (ec == asio::error::timed_out) {
-            lose("no renewal confirmed within the TTL less the safety margin");
-            co_return;
-        }
-        if (ec) {
-            // Not confirmed (connection lost, server busy): try again soon, until lost_at.
-            asio::steady_timer pause(ex, std::min(lost_at, steady_clock::now() + std::chrono::milliseconds(50)));
-            co_await pause.async_wait(use_tuple);
-            if (co_await cancelled())
-                co_return;
-            // Next round renews at once: confirmed + period has passed.
-            continue;
-        }
-        if (r.type != redis_reply::kind::integer || r.integer != 1) {
-            lose("the key is gone or holds another token");
-            co_return;
-        }
-        confirmed = sent;
     }
 }
 

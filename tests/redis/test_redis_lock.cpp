@@ -8,6 +8,7 @@
 #include "../integration/common.hpp"
 #include "../unit/slack.hpp"
 #include "forked_holder.hpp"
+#include "redis_test_util.hpp"
 
 #include <fence_store.hpp>
 #include <redis_server.hpp>
@@ -19,11 +20,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <sys/wait.h>
@@ -332,6 +335,192 @@ TEST_CASE("a waiter is woken by the release's notification, not by polling; canc
         CHECK_FALSE(h.lost());
         co_await h.release();
         CHECK(srv.command(cmd("EXISTS", key)) == "0");
+    });
+}
+
+// Runs a PING on `rc` until one is answered (at most 50 tries): every command sent on the
+// connection before it has run by then. A PING may fail with connection_lost when the client
+// drops its connection meanwhile.
+asio::awaitable<bool> ping_through(zkcoro::redis_client& rc)
+{
+    for (int i = 0; i < 50; ++i) {
+        auto [ec, r] = co_await rc.async_exec(cmd("PING"), asio::as_tuple(asio::use_awaitable));
+        if (!ec)
+            co_return true;
+        co_await pause(20ms);
+    }
+    co_return false;
+}
+
+// Waits (at most 2 s, asking every millisecond) until `rc` has sent more than `n` commands: the
+// test's only sign that a command has left the client.
+asio::awaitable<bool> sent_more_than(const zkcoro::redis_client& rc, std::uint64_t n)
+{
+    for (int i = 0; i < 2000 && rc.commands_sent() <= n; ++i)
+        co_await pause(1ms);
+    co_return rc.commands_sent() > n;
+}
+
+// The script cache emptied (SCRIPT FLUSH) under a connection: an acquisition whose script the
+// server no longer knows (NOSCRIPT) must not run after the take-back its cancellation sent, or
+// the key would stay held, by nobody, until its TTL. Deterministic: the server is stopped
+// (SIGSTOP) while the acquisition and its take-back are written, so both are pipelined. With
+// `acks` replicas to confirm the grant (WAIT), and without; with a timeout (the acquisition runs
+// as a coroutine) and without (its first attempt is a callback).
+void flush_under_cancelled_acquisition(zktest::redis_server& srv, int acks, std::chrono::steady_clock::duration timeout)
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        auto o = fast_reconnect();
+        o.replica_acks = acks;
+        zkcoro::redis_client rc(ex, srv.url(), o);
+        const auto held_key = unique_key("flush-held"), key = unique_key("flush");
+        zkcoro::redis_mutex held(rc, held_key, short_ttl(10000ms)), m(rc, key, short_ttl(10000ms));
+        auto h = co_await held.acquire(2s);
+        REQUIRE(h);
+        REQUIRE(srv.command(cmd("SCRIPT", "FLUSH")) == "OK");
+        // The release runs its script after the flush: the server knows that one again (as when
+        // another process releases a lock), not the acquisition's.
+        co_await h->release();
+        CHECK(srv.command(cmd("EXISTS", held_key)) == "0");
+
+        srv.pause();
+        const auto before = rc.commands_sent();
+        asio::cancellation_signal sig;
+        bool done = false;
+        error_code aec;
+        auto me = co_await zkcoro::this_task::id();
+        m.async_acquire(me, timeout, asio::bind_cancellation_slot(sig.slot(), [&](error_code e, std::optional<zkcoro::guard> g) {
+            aec = e;
+            done = true;
+            CHECK_FALSE(g);
+        }));
+        const bool sent = co_await sent_more_than(rc, before);
+        CHECK(sent);
+        const auto after_attempt = rc.commands_sent();
+        sig.emit(asio::cancellation_type::terminal);
+        for (int i = 0; i < 400 && !done; ++i)
+            co_await pause(5ms);
+        CHECK(done);
+        CHECK(aec == asio::error::operation_aborted);
+        const bool took_back = co_await sent_more_than(rc, after_attempt);  // the take-back
+        CHECK(took_back);
+        srv.resume();
+        // Three times: a command sent when an answer came runs before the next PING's answer (the
+        // WAIT after a grant is sent from the grant's reply).
+        for (int i = 0; i < 3; ++i)
+            REQUIRE(co_await ping_through(rc));
+        CHECK_MESSAGE(srv.command(cmd("EXISTS", key)) == "0", "a cancelled acquisition left " << key << " held");
+
+        // Locks still work after the flush, on this client and on a new connection.
+        auto g = co_await m.try_acquire();
+        REQUIRE(g);
+        co_await g->release();
+        zkcoro::redis_client other(ex, srv.url(), o);
+        zkcoro::redis_mutex m2(other, key, short_ttl(10000ms));
+        auto g2 = co_await m2.try_acquire();
+        CHECK(g2);
+        if (g2)
+            co_await g2->release();
+        CHECK(srv.command(cmd("EXISTS", key)) == "0");
+    });
+}
+
+TEST_CASE("a SCRIPT FLUSH under a cancelled acquisition leaves no key behind, and locks still work")
+{
+    zktest::redis_server srv;
+    flush_under_cancelled_acquisition(srv, 0, 5s);
+    flush_under_cancelled_acquisition(srv, 0, std::chrono::steady_clock::duration::max());
+}
+
+TEST_CASE("a SCRIPT FLUSH under a cancelled acquisition confirmed by a replica (WAIT) leaves no key behind")
+{
+    zktest::redis_server srv;
+    zktest::redis_server replica({.extra_args = {"--replicaof", "127.0.0.1", std::to_string(srv.port())}});
+    bool linked = false;
+    for (int i = 0; i < 200 && !linked; ++i) {
+        linked = srv.info("replication")["slave0"].find("state=online") != std::string::npos;
+        if (!linked)
+            std::this_thread::sleep_for(25ms);
+    }
+    REQUIRE(linked);
+    flush_under_cancelled_acquisition(srv, 1, 5s);
+    flush_under_cancelled_acquisition(srv, 1, std::chrono::steady_clock::duration::max());
+}
+
+// SCRIPT FLUSH again and again while tasks acquire and release: every cycle completes (the
+// commands a flush makes fail are tried again), and no key is left behind.
+TEST_CASE("acquisitions pipelined across repeated SCRIPT FLUSHes all complete and leave no key")
+{
+    zktest::redis_server srv;
+    asio::io_context ioc;
+    std::atomic<bool> stop{false};
+    std::atomic<int> flushes{0};
+    std::thread flusher([&] {
+        for (int i = 0; i < 200 && !stop; ++i) {
+            srv.command(cmd("SCRIPT", "FLUSH"));
+            ++flushes;
+            std::this_thread::sleep_for(3ms);  // pacing, not synchronisation
+        }
+    });
+    int cycles = 0;
+    const std::string prefix = unique_key("flushes");
+    run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        zkcoro::redis_client rc(ex, srv.url(), fast_reconnect());
+        std::vector<std::unique_ptr<zkcoro::redis_mutex>> locks;
+        for (int t = 0; t < 20; ++t)
+            locks.push_back(std::make_unique<zkcoro::redis_mutex>(rc, fmt::format("{}:{}", prefix, t), short_ttl(10000ms)));
+        int running = 0;
+        rt::event all_done(ex);
+        for (int t = 0; t < 20; ++t) {
+            ++running;
+            asio::co_spawn(ex, [&, t]() -> asio::awaitable<void> {
+                for (int i = 0; i < 25; ++i) {
+                    auto g = co_await locks[static_cast<std::size_t>(t)]->acquire(5s);
+                    if (!g)
+                        break;
+                    ++cycles;
+                    co_await g->release();
+                }
+                if (--running == 0)
+                    all_done.fire();
+            }, asio::detached);
+        }
+        CHECK(co_await all_done.wait(25s));
+        stop = true;
+        MESSAGE(rc.connects() << " connection(s): one more per NOSCRIPT met");
+    }, 30s);
+    stop = true;
+    flusher.join();
+    MESSAGE(cycles << " cycles, " << flushes.load() << " flushes");
+    CHECK(cycles == 20 * 25);
+    for (int t = 0; t < 20; ++t)
+        CHECK(srv.command(cmd("EXISTS", fmt::format("{}:{}", prefix, t))) == "0");
+}
+
+// A new redis-server on the same port (restarted, empty script cache): the client reconnects and
+// its acquisitions succeed.
+TEST_CASE("after a redis-server restart, acquisitions succeed on the new server")
+{
+    zktest::redis_server srv;
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        zkcoro::redis_client rc(ex, srv.url(), fast_reconnect());
+        zkcoro::redis_mutex m(rc, unique_key("restart"), short_ttl(2000ms));
+        auto g = co_await m.acquire(2s);
+        REQUIRE(g);
+        co_await g->release();
+        srv.restart();
+        for (int i = 0; i < 3; ++i) {
+            auto g2 = co_await m.acquire(5s);
+            REQUIRE(g2);
+            CHECK(srv.command(cmd("EXISTS", m.key())) == "1");
+            co_await g2->release();
+            CHECK(srv.command(cmd("EXISTS", m.key())) == "0");
+        }
     });
 }
 
