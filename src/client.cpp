@@ -116,6 +116,12 @@ void access::log(const client& c, log_level level, std::string_view message) { c
 std::string access::holder_label(const client& c) { return c.impl_ ? c.impl_->cfg.holder_label : std::string(); }
 bool access::detect_deadlocks(const client& c) { return c.impl_ && c.impl_->cfg.detect_deadlocks; }
 
+void access::listen_state(const client& c, std::weak_ptr<state_listener> l)
+{
+    if (c.impl_)
+        c.impl_->listen_state(std::move(l));
+}
+
 }  // namespace detail
 
 }  // namespace zkcoro

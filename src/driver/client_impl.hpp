@@ -10,6 +10,7 @@
 #include "session/session_fsm.hpp"
 
 #include "async/op_state.hpp"
+#include "async/state_listener.hpp"
 #include "driver/connect_string.hpp"
 
 #include <boost/asio/associated_cancellation_slot.hpp>
@@ -98,6 +99,7 @@ public:
     void connect(std::shared_ptr<op_state<>> op);
     void close(std::shared_ptr<op_state<>> op);
     void wait_state(session_state known, std::shared_ptr<op_state<session_state>> op);
+    void listen_state(std::weak_ptr<state_listener> l);
 
     // Submits a request through `submit` (called with the lock held and the live handle), links
     // the op into the registry and re-evaluates the socket interest. Fails the op at once when
@@ -224,6 +226,7 @@ private:
     };
     std::vector<connect_waiter> connect_waiters_;
     std::vector<std::pair<session_state, std::shared_ptr<op_state<session_state>>>> state_waiters_;
+    std::vector<std::weak_ptr<state_listener>> state_listeners_;  // expired ones pruned as they are met
     std::vector<std::shared_ptr<op_state<>>> close_waiters_;
     std::vector<std::string> cleanup_paths_;
 

@@ -47,6 +47,13 @@ void client_impl::wait_state(session_state known, std::shared_ptr<op_state<sessi
     state_waiters_.emplace_back(known, std::move(op));
 }
 
+void client_impl::listen_state(std::weak_ptr<state_listener> l)
+{
+    zk_guard g(this);
+    std::erase_if(state_listeners_, [](auto& w) { return w.expired(); });
+    state_listeners_.push_back(std::move(l));
+}
+
 void client_impl::fail_pending(error_code ec)
 {
     while (ops_head_) {
@@ -74,6 +81,10 @@ void client_impl::apply(const session_action& a)
         state_waiters_.clear();
         for (auto& [known, op] : waiters)
             op->complete({}, fsm_.state());
+        std::erase_if(state_listeners_, [](auto& w) { return w.expired(); });
+        for (auto& w : state_listeners_)
+            if (auto l = w.lock())
+                asio::post(executor, [l = std::move(l)] { l->state_changed(); });
         log(log_level::info, fmt::format("session 0x{:x}: {}", fsm_.session_id(), to_string(fsm_.state())));
     }
     if (a.recreate_handle)

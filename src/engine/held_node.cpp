@@ -105,27 +105,24 @@ awaitable<void> monitor(std::shared_ptr<lock_object> st, std::shared_ptr<node_st
     }
 }
 
-// Applies the lost policy to a held node. In the steady state (connected, same session) this is
-// one wait for a change of the session state, with no coroutine; the monitor runs once the state
-// changes. Both stop at monitor_stop (the release), which is emitted on the client's executor.
-// The completion handlers keep the node state, and so the signal, alive: co_spawn clears the
-// slot after the coroutine's frame (and its reference) is gone.
-void watch_session(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns)
+// A monitor of the node's own, stopped at monitor_stop (the release), which is emitted on the
+// client's executor. The completion handler keeps the node state, and so the signal, alive:
+// co_spawn clears the slot after the coroutine's frame (and its reference) is gone.
+void start_monitor(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns, bool left_connected)
 {
-    auto state = s->zk.state();
-    if (state != session_state::connected || s->zk.session_generation() != ns->generation) {
-        asio::co_spawn(s->zk.get_executor(), monitor(s, ns, false),
-                       asio::bind_cancellation_slot(ns->monitor_stop.slot(), [ns](std::exception_ptr) {}));
-        return;
-    }
-    s->zk.async_wait_state(
-        state, asio::bind_cancellation_slot(ns->monitor_stop.slot(), [s, ns](error_code ec, session_state) {
-            if (ec || ns->lost)
-                return;  // released (operation_aborted), or the client is closed
-            asio::co_spawn(s->zk.get_executor(), monitor(s, ns, true),
-                           asio::bind_cancellation_slot(ns->monitor_stop.slot(), [ns](std::exception_ptr) {}));
-        }));
+    asio::co_spawn(s->zk.get_executor(), monitor(s, ns, left_connected),
+                   asio::bind_cancellation_slot(ns->monitor_stop.slot(), [ns](std::exception_ptr) {}));
 }
+
+// The lock object's one registration with the client for the state changes.
+struct session_watch final : state_listener {
+    std::weak_ptr<lock_object> object;
+    void state_changed() override
+    {
+        if (auto s = object.lock())
+            session_changed(s);
+    }
+};
 
 // Watches our own node while this process has it, so that a node deleted by anyone (an operator
 // "breaking" a stuck lock, a script) counts as a loss within one round trip, even while the
@@ -181,6 +178,60 @@ void release_failed(lock_object& s, const std::string& node, op_state<>& op, err
 
 }  // namespace
 
+void watch_session(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns)
+{
+    auto steady = [&] {
+        return s->zk.state() == session_state::connected && s->zk.session_generation() == ns->generation;
+    };
+    if (!steady())
+        return start_monitor(s, ns, false);
+    std::shared_ptr<state_listener> listen;
+    {
+        std::lock_guard lk(s->m);
+        s->session_nodes.push_back(ns);
+        if (!s->session_listener) {
+            auto w = std::make_shared<session_watch>();
+            w->object = s;
+            listen = s->session_listener = std::move(w);
+        }
+    }
+    if (listen)
+        access::listen_state(s->zk, listen);
+    // A change just before the node was listed was told before it was there: the node goes to a
+    // monitor of its own, unless session_changed took it already.
+    if (!steady()) {
+        bool ours = false;
+        {
+            std::lock_guard lk(s->m);
+            auto it = std::find(s->session_nodes.begin(), s->session_nodes.end(), ns);
+            if (it != s->session_nodes.end()) {
+                s->session_nodes.erase(it);
+                ours = true;
+            }
+        }
+        if (ours)
+            start_monitor(s, ns, true);
+    }
+}
+
+void unwatch_session(lock_object& s, const std::shared_ptr<node_state>& ns)
+{
+    std::lock_guard lk(s.m);
+    std::erase(s.session_nodes, ns);
+}
+
+void session_changed(const std::shared_ptr<lock_object>& s)
+{
+    std::vector<std::shared_ptr<node_state>> nodes;
+    {
+        std::lock_guard lk(s->m);
+        nodes.swap(s->session_nodes);
+    }
+    for (auto& ns : nodes)
+        if (!ns->lost && !ns->released)
+            start_monitor(s, ns, true);
+}
+
 guard hold_node(const std::shared_ptr<lock_object>& s, owner_id owner, const std::string& node, const node_stat& st,
                 zkcoro::watch queue_watch, bool others_queued, std::shared_ptr<revocation_state> revocation)
 {
@@ -213,6 +264,7 @@ void delete_released_node(const std::shared_ptr<lock_object>& s, const std::shar
     // delete the node. The first attempt is a plain request; only a retriable failure starts the
     // retrying coroutine.
     ns->released = true;  // from here on, the deletion our own watch sees is ours
+    unwatch_session(*s, ns);
     asio::dispatch(s->zk.get_executor(), [ns, op, s] {
         ns->monitor_stop.emit(asio::cancellation_type::terminal);
         s->zk.async_remove(ns->node, -1, [ns, op, s](error_code ec) {

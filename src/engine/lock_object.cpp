@@ -214,6 +214,7 @@ bool mark_lost(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node
     std::shared_ptr<local_waiter> next;
     {
         std::lock_guard lk(s->m);
+        std::erase(s->session_nodes, ns);  // nothing left to watch it for
         if (s->lingering == ns) {
             s->lingering = nullptr;  // nobody holds it: nothing to tell
             s->machine(lk).lost(0);

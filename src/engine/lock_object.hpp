@@ -7,6 +7,7 @@
 #define ZKCORO_SRC_ENGINE_LOCK_OBJECT_HPP
 
 #include "async/op_state.hpp"
+#include "async/state_listener.hpp"
 #include "engine/lease.hpp"
 #include "engine/lock_machine.hpp"
 #include "engine/revocation.hpp"
@@ -207,6 +208,9 @@ private:
     friend void queue_changed(const std::shared_ptr<lock_object>&, const std::shared_ptr<node_state>&);
     friend void arm_linger_timer(const std::shared_ptr<lock_object>&, const lock_action&);
     friend std::shared_ptr<node_state> ended_linger(lock_object&, const lock_action&);
+    friend void watch_session(const std::shared_ptr<lock_object>&, const std::shared_ptr<node_state>&);
+    friend void unwatch_session(lock_object&, const std::shared_ptr<node_state>&);
+    friend void session_changed(const std::shared_ptr<lock_object>&);
 
     void configure_machine();
 
@@ -224,6 +228,11 @@ private:
     std::unique_ptr<asio::steady_timer> linger_timer;
     // The node the machine's handoff is about (local_handoff): the last one granted by the backend.
     std::weak_ptr<node_state> handoff_node;
+    // Held nodes in the steady state (connected, on the session that made them), whose session
+    // one registration with the client watches for the life of this object (engine/held_node.cpp):
+    // a hold costs no wait of its own. A change of the state hands each to a monitor.
+    std::vector<std::shared_ptr<node_state>> session_nodes;
+    std::shared_ptr<state_listener> session_listener;
 };
 
 // --- local handoff (engine/local_queue.cpp) ---------------------------------------------------
@@ -253,6 +262,13 @@ bool mark_lost(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node
 guard hold_node(const std::shared_ptr<lock_object>& s, owner_id owner, const std::string& node, const node_stat& st,
                 zkcoro::watch queue_watch = {}, bool others_queued = false,
                 std::shared_ptr<revocation_state> revocation = {});
+// Applies the lost policy to a held node: one registration per lock object in the steady state,
+// else a monitor of its own (a coroutine, until the release or the loss). Lock not held.
+void watch_session(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns);
+// The node is released: no longer watched (a monitor of its own stops at monitor_stop). Lock not held.
+void unwatch_session(lock_object& s, const std::shared_ptr<node_state>& ns);
+// The session's state changed: each node watched in the steady state goes to a monitor of its own.
+void session_changed(const std::shared_ptr<lock_object>& s);
 // Deletes our node after the last release (retried; a final failure is logged and counted).
 void delete_released_node(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns,
                           std::shared_ptr<op_state<>> op);

@@ -30,6 +30,7 @@ class lease;
 class lock_object;
 struct watch_state;
 class redis_impl;
+struct state_listener;
 
 struct ZKCORO_API access {
     // A second handle on a client's session that does not close it when destroyed (for the
@@ -41,6 +42,8 @@ struct ZKCORO_API access {
     static void log(const client& c, log_level level, std::string_view message);
     static std::string holder_label(const client& c);
     static bool detect_deadlocks(const client& c);
+    // Tells `l` of each change of c's session state while `l` lives (see state_listener).
+    static void listen_state(const client& c, std::weak_ptr<state_listener> l);
 
     static guard make_guard(std::shared_ptr<lease> l, owner_id owner);
     static const std::shared_ptr<lease>& lease_of(const guard& g) noexcept;
