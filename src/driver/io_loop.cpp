@@ -160,11 +160,13 @@ void client_impl::process(int events)
         mark_heard();
     // The library reads one packet per call: drain what is already buffered, in bounded steps
     // (readiness is reported again if more remains: the next wait's EPOLL_CTL_MOD re-reports a
-    // readable socket). Only while requests are outstanding: a lone reply, the common case of
-    // one request at a time, then costs no FIONREAD; a watch event or ping reply still buffered
-    // is reported by the next wait.
-    if ((events & ZOOKEEPER_READ) && ops_head_ != nullptr) {
-        for (int i = 0; i < 256 && rc == ZOK && zh_ && !need_recreate_ && !need_release_ && bytes_ready() > 0; ++i)
+    // readable socket). Only while requests are outstanding: the last reply, the common case,
+    // then costs no FIONREAD; a watch event or ping reply still buffered is reported by the next
+    // wait.
+    if (events & ZOOKEEPER_READ) {
+        for (int i = 0; i < 256 && rc == ZOK && zh_ && !need_recreate_ && !need_release_ && ops_head_ != nullptr &&
+                        bytes_ready() > 0;
+             ++i)
         {
             ++in_library_;
             rc = zookeeper_process(zh_, ZOOKEEPER_READ);

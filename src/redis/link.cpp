@@ -1,5 +1,6 @@
 // One Redis connection on hiredis' asynchronous API, its socket driven by Asio.
 #include "redis/link.hpp"
+#include "redis/resp.hpp"
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
@@ -10,7 +11,6 @@
 #include <hiredis/hiredis.h>
 
 #include <algorithm>
-#include <charconv>
 #include <string_view>
 
 namespace zkcoro::detail {
@@ -79,29 +79,6 @@ struct redis_link::attachment : std::enable_shared_from_this<attachment> {
     bool read_pending = false, write_pending = false;
 };
 
-redis_reply copy_reply(const void* p)
-{
-    const auto* r = static_cast<const redisReply*>(p);
-    redis_reply out;
-    switch (r->type) {
-    case REDIS_REPLY_STATUS: out.type = redis_reply::kind::status; break;
-    case REDIS_REPLY_ERROR: out.type = redis_reply::kind::error; break;
-    case REDIS_REPLY_INTEGER: out.type = redis_reply::kind::integer; break;
-    case REDIS_REPLY_STRING: out.type = redis_reply::kind::string; break;
-    case REDIS_REPLY_ARRAY: out.type = redis_reply::kind::array; break;
-    default: out.type = redis_reply::kind::nil; break;
-    }
-    out.integer = r->integer;
-    if (r->str)
-        out.str.assign(r->str, r->len);
-    if (r->type == REDIS_REPLY_ARRAY) {
-        out.elements.reserve(r->elements);
-        for (std::size_t i = 0; i < r->elements; ++i)
-            out.elements.push_back(copy_reply(r->element[i]));
-    }
-    return out;
-}
-
 namespace {
 
 error_code code_of(const redisAsyncContext* ac)
@@ -111,45 +88,6 @@ error_code code_of(const redisAsyncContext* ac)
     case REDIS_ERR_EOF: return redis_errc::connection_lost;
     default: return redis_errc::connection_lost;
     }
-}
-
-// Appends one bulk string of RESP: $<len>\r\n<bytes>\r\n.
-void append_bulk(std::string& out, std::string_view a)
-{
-    char head[24];
-    head[0] = '$';
-    auto end = std::to_chars(head + 1, head + sizeof head - 2, a.size()).ptr;
-    *end++ = '\r';
-    *end++ = '\n';
-    out.append(head, end);
-    out.append(a);
-    out.append("\r\n", 2);
-}
-
-// Sends one command; `privdata` goes to `cb` with the reply (or null when the context goes).
-// With `script`, args[0] and args[1] (EVALSHA, its SHA1) are sent as EVAL and the script.
-// The command is written in RESP here, into a buffer kept between calls (hiredis copies it):
-// hiredis' own formatting (sdscatfmt per argument) cost more than the rest of a send.
-int send_argv(redisAsyncContext* ac, redisCallbackFn* cb, void* privdata, const std::vector<std::string>& args,
-              const std::string* script = nullptr)
-{
-    static thread_local std::string buf;
-    buf.clear();
-    char head[24];
-    head[0] = '*';
-    auto end = std::to_chars(head + 1, head + sizeof head - 2, args.size()).ptr;
-    *end++ = '\r';
-    *end++ = '\n';
-    buf.append(head, end);
-    std::size_t i = 0;
-    if (script && args.size() >= 2) {
-        append_bulk(buf, "EVAL");
-        append_bulk(buf, *script);
-        i = 2;
-    }
-    for (; i < args.size(); ++i)
-        append_bulk(buf, args[i]);
-    return redisAsyncFormattedCommand(ac, cb, privdata, buf.data(), buf.size());
 }
 
 struct pending_reply {
@@ -274,16 +212,16 @@ void redis_link::on_connected(int status)
     }
     // The handshake: AUTH, SELECT, then PING (which a server that is not Redis cannot answer).
     if (!url_.password.empty() && !url_.user.empty())
-        send_argv(ac_, &redis_link::handshake_cb, new handshake_step{this, 0}, {"AUTH", url_.user, url_.password});
+        send_command(ac_, &redis_link::handshake_cb, new handshake_step{this, 0}, {"AUTH", url_.user, url_.password});
     else if (!url_.password.empty())
-        send_argv(ac_, &redis_link::handshake_cb, new handshake_step{this, 0}, {"AUTH", url_.password});
+        send_command(ac_, &redis_link::handshake_cb, new handshake_step{this, 0}, {"AUTH", url_.password});
     if (url_.db != 0)
-        send_argv(ac_, &redis_link::handshake_cb, new handshake_step{this, 1}, {"SELECT", std::to_string(url_.db)});
-    send_argv(ac_, &redis_link::handshake_cb, new handshake_step{this, 2}, {"PING"});
+        send_command(ac_, &redis_link::handshake_cb, new handshake_step{this, 1}, {"SELECT", std::to_string(url_.db)});
+    send_command(ac_, &redis_link::handshake_cb, new handshake_step{this, 2}, {"PING"});
     // Found through sentinels: it must be the master (a sentinel may still name a master that was
     // demoted, or one that is being replaced).
     if (!url_.sentinels.empty())
-        send_argv(ac_, &redis_link::handshake_cb, new handshake_step{this, 3}, {"ROLE"});
+        send_command(ac_, &redis_link::handshake_cb, new handshake_step{this, 3}, {"ROLE"});
 }
 
 void redis_link::handshake_cb(redisAsyncContext* ac, void* reply, void* privdata)
@@ -385,7 +323,7 @@ void redis_link::dispatch_send(const std::vector<std::string>& args, std::shared
     if (script && std::find(scripts_sent_.begin(), scripts_sent_.end(), script) == scripts_sent_.end())
         as_eval = script;
     auto* p = new pending_reply{std::move(op), weak_from_this(), alive_};
-    if (send_argv(ac_, &redis_link::reply_cb, p, args, as_eval) != REDIS_OK) {
+    if (send_command(ac_, &redis_link::reply_cb, p, args, as_eval) != REDIS_OK) {
         std::unique_ptr<pending_reply> owned(p);
         owned->op->fail(redis_errc::connection_lost);
         return;
@@ -481,7 +419,7 @@ void redis_link::send_push(std::vector<std::string> args)
         start();
         return;
     }
-    send_argv(ac_, &redis_link::push_cb, this, args);
+    send_command(ac_, &redis_link::push_cb, this, args);
     ++sent;
 }
 

@@ -137,9 +137,6 @@ private:
     error_code attempt_code_;
 };
 
-// Copies a hiredis reply.
-redis_reply copy_reply(const void* reply);
-
 }  // namespace zkcoro::detail
 
 #endif

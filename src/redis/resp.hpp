@@ -1,0 +1,29 @@
+// The wire (RESP) side of a Redis connection (internal; hiredis is included by redis/link.cpp and
+// redis/resp.cpp only).
+#ifndef ZKCORO_SRC_REDIS_RESP_HPP
+#define ZKCORO_SRC_REDIS_RESP_HPP
+
+#include "redis/link.hpp"
+
+#include <string>
+#include <vector>
+
+struct redisAsyncContext;
+
+namespace zkcoro::detail {
+
+// hiredis' reply callback type (redisCallbackFn), spelled out so that hiredis stays out of this header.
+using reply_callback = void(redisAsyncContext*, void*, void*);
+
+// Copies a hiredis reply (a redisReply*).
+redis_reply copy_reply(const void* reply);
+
+// Sends one command; `privdata` goes to `cb` with the reply (or null when the context goes).
+// With `script`, args[0] and args[1] (EVALSHA, its SHA1) are sent as EVAL and the script.
+// Returns hiredis' REDIS_OK or REDIS_ERR.
+int send_command(redisAsyncContext* ac, reply_callback* cb, void* privdata, const std::vector<std::string>& args,
+                 const std::string* script = nullptr);
+
+}  // namespace zkcoro::detail
+
+#endif
