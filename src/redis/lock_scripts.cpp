@@ -3,8 +3,13 @@
 
 #include "redis/redis_impl.hpp"
 
+#include <boost/uuid/random_generator.hpp>
+#include <boost/uuid/uuid_io.hpp>
+
 #include <algorithm>
 #include <random>
+
+#include <pthread.h>
 
 namespace zkcoro::detail {
 
@@ -16,7 +21,24 @@ lua_script with_sha(std::string text)
     return {std::move(text), std::move(sha)};
 }
 
+std::string& process_name_storage()
+{
+    static std::string name = boost::uuids::to_string(boost::uuids::random_generator()());
+    return name;
+}
+
 }  // namespace
+
+// Drawn anew in a forked child's fork handler, where the child runs alone (its parent's other
+// threads do not exist there); never changed in a process with threads.
+const std::string& process_name()
+{
+    static const int registered = ::pthread_atfork(nullptr, nullptr, [] {
+        process_name_storage() = boost::uuids::to_string(boost::uuids::random_generator()());
+    });
+    (void)registered;
+    return process_name_storage();
+}
 
 // KEYS: key, fencing key. ARGV: our value, ttl ms. {1, fencing token} when we hold it (also when
 // an earlier attempt of ours set it and its reply was lost), else {0, pttl, the holder's value}.

@@ -23,6 +23,11 @@ const lua_script& release_script();
 // KEYS: key. ARGV: our value, ttl ms. PEXPIRE only while the key holds our value.
 const lua_script& renew_script();
 
+// This process's name in the values it writes ("<uuid>", the first part of "<uuid>:<task>:<n>").
+// A child made by fork() draws a new one: with its parent's name, its values could equal the
+// parent's, and its compare-and-delete remove the parent's key.
+const std::string& process_name();
+
 // Whether a holder's value is one of ours ("<uuid>:<task hex>:<n>"): such a holder publishes its
 // release; any other (redis-py's Lock) publishes nothing.
 bool publishing_holder(std::string_view value);

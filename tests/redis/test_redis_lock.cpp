@@ -620,6 +620,36 @@ TEST_CASE("demo: 100 tasks of one process on one key count a shared counter down
     }, 60s);
 }
 
+// A value is "<process name>:<task>:<n>". A child forked after its parent wrote values draws a
+// name of its own: with its parent's, the same task number and count give the same value, and
+// either's compare-and-delete would remove the other's key.
+TEST_CASE("a forked child's values carry a process name of its own")
+{
+    auto& srv = shared_redis();
+    auto name_of = [](const std::string& value) { return value.substr(0, value.find(':')); };
+    std::string ours;
+    {
+        asio::io_context ioc;
+        run_bounded(ioc, [&]() -> asio::awaitable<void> {
+            zkcoro::redis_client rc(co_await asio::this_coro::executor, srv.url());
+            zkcoro::redis_mutex m(rc, unique_key("named"));
+            auto g = co_await m.acquire(5s);
+            REQUIRE(g);
+            ours = name_of(srv.command(cmd("GET", m.key())));
+            co_await g->release();
+        });
+    }
+    REQUIRE(ours.size() == 36);
+    auto key = unique_key("named");
+    zktest::child_holder child(srv.url(), key, 10s);
+    child.read_token();
+    auto theirs = name_of(srv.command(cmd("GET", key)));
+    CHECK(theirs.size() == 36);
+    CHECK(theirs != ours);
+    child.go();
+    child.reap();
+}
+
 TEST_CASE("a holder killed with SIGKILL frees the key after its TTL; the waiter gets it without polling")
 {
     auto& srv = shared_redis();
