@@ -112,6 +112,36 @@ public:
         });
     }
 
+    // Who holds the key: GET it (Redis keeps no queue: waiters are not listed).
+    void participants(const std::shared_ptr<lock_object>& s,
+                      std::shared_ptr<op_state<std::vector<participant>>> op) override
+    {
+        auto got = std::make_shared<reply_op>(
+            [op, key = s->path](error_code ec, redis_reply r) {
+                std::vector<participant> out;
+                if (!ec && r.type == redis_reply::kind::string) {
+                    participant p;
+                    p.name = p.path = key;
+                    p.data = std::move(r.str);
+                    p.holds = true;
+                    out.push_back(std::move(p));
+                }
+                op->complete(ec, std::move(out));
+            },
+            rc->strand);
+        asio::dispatch(rc->strand, [rc = rc, got, key = s->path] {
+            std::vector<std::string> args{"GET", key};
+            rc->exec(std::move(args), got);
+        });
+    }
+
+    std::string failure_context(std::string_view operation, std::string_view resource, const error_code& ec) override
+    {
+        auto text = server_text(ec);
+        return fmt::format("{} {} (redis lock){}{}", operation, resource, text.empty() ? "" : ": the server said: ",
+                           text);
+    }
+
     void log_failure(std::string_view operation, std::string_view resource, const error_code& ec) override
     {
         // The client was closed: one line per acquisition at debug level (closing a client with
@@ -443,9 +473,7 @@ asio::awaitable<std::optional<guard>> redis_mutex::acquire(std::chrono::steady_c
     try {
         co_return co_await async_acquire(me, timeout, asio::use_awaitable);
     } catch (const boost::system::system_error& e) {
-        auto text = static_cast<detail::redis_backend&>(*state_->backend).server_text(e.code());
-        throw boost::system::system_error(e.code(), fmt::format("acquire {} (redis lock){}{}", state_->path,
-                                                                text.empty() ? "" : ": the server said: ", text));
+        throw boost::system::system_error(e.code(), state_->backend->failure_context("acquire", state_->path, e.code()));
     }
 }
 
@@ -463,25 +491,7 @@ void redis_mutex::start_acquire(owner_id o, std::chrono::steady_clock::duration 
 
 void redis_mutex::start_participants(detail::any_handler<void(error_code, std::vector<participant>)> handler)
 {
-    auto op = std::make_shared<detail::op_state<std::vector<participant>>>(std::move(handler), get_executor());
-    auto& backend = static_cast<detail::redis_backend&>(*state_->backend);
-    auto got = std::make_shared<detail::reply_op>(
-        [op, key = state_->path](error_code ec, redis_reply r) {
-            std::vector<participant> out;
-            if (!ec && r.type == redis_reply::kind::string) {
-                participant p;
-                p.name = p.path = key;
-                p.data = std::move(r.str);
-                p.holds = true;
-                out.push_back(std::move(p));
-            }
-            op->complete(ec, std::move(out));
-        },
-        backend.rc->strand);
-    asio::dispatch(backend.rc->strand, [rc = backend.rc, got, key = state_->path] {
-        std::vector<std::string> args{"GET", key};
-        rc->exec(std::move(args), got);
-    });
+    state_->participants(std::make_shared<detail::op_state<std::vector<participant>>>(std::move(handler), get_executor()));
 }
 
 }  // namespace zkcoro
