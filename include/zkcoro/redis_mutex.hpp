@@ -4,27 +4,23 @@
 #ifndef ZKCORO_REDIS_MUTEX_HPP
 #define ZKCORO_REDIS_MUTEX_HPP
 
+#include <zkcoro/basic_mutex.hpp>
 #include <zkcoro/detail/config.hpp>
-#include <zkcoro/guard.hpp>
-#include <zkcoro/metrics.hpp>
-#include <zkcoro/queue_order.hpp>
 #include <zkcoro/redis.hpp>
-#include <zkcoro/this_task.hpp>
-
-#include <boost/asio/awaitable.hpp>
 
 #include <chrono>
-#include <cstdint>
-#include <memory>
-#include <optional>
 #include <string>
-#include <vector>
 
 namespace zkcoro {
 
-namespace detail {
-class lock_object;
-}  // namespace detail
+/// The backend of redis_mutex: one Redis server (or the master Sentinel names), through a
+/// zkcoro::redis_client.
+struct redis_lock_backend {
+    /// The Redis client.
+    using client_type = redis_client;
+    /// The client's executor.
+    using executor_type = redis_client::executor_type;
+};
 
 /// Options of a redis_mutex.
 struct redis_mutex_options {
@@ -53,72 +49,20 @@ struct redis_mutex_options {
 ///   not zkcoro's (redis-py's Lock publishes nothing) on a bounded backoff of 5-50 ms.
 /// - Redis keeps no queue: across processes this lock is not FIFO. Within a process, tasks queue
 ///   in memory, FIFO.
-/// Reentrancy is per task, as for zkcoro::mutex. A multi_lock takes it as a member (lock_ref), with
-/// ZooKeeper locks or other Redis keys. The client must outlive the mutex and its guards.
-class ZKCORO_API redis_mutex {
+/// Its acquisition members (acquire, try_acquire, async_acquire, async_participants, the
+/// counters) are basic_mutex's, shared with the ZooKeeper mutex. Reentrancy is per task, as for
+/// zkcoro::mutex. A multi_lock takes it as a member (lock_ref), with ZooKeeper locks or other
+/// Redis keys. The client must outlive the mutex and its guards.
+class ZKCORO_API redis_mutex : public basic_mutex<redis_lock_backend> {
 public:
     /// Bad keys (empty, over 1024 bytes) and TTLs make every acquisition fail with bad_key/bad_ttl.
     redis_mutex(redis_client& c, std::string key, redis_mutex_options opts = {});
-    redis_mutex(const redis_mutex&) = delete;
-    redis_mutex& operator=(const redis_mutex&) = delete;
-    /// Moves the lock object; the moved-from object may only be destroyed or assigned to.
+    /// Moves the lock object; the moved-from object may only be destroyed.
     redis_mutex(redis_mutex&&) noexcept;
     ~redis_mutex();
 
     /// The lock's key.
     const std::string& key() const noexcept;
-    /// The executor of the lock's client.
-    redis_client::executor_type get_executor() const noexcept;
-
-    /// Waits until the current task holds the lock. Throws boost::system::system_error on failure.
-    asio::awaitable<guard> acquire();
-    /// Waits at most `timeout`; an empty optional when the time ran out (not an error).
-    asio::awaitable<std::optional<guard>> acquire(std::chrono::steady_clock::duration timeout);
-    /// One attempt: one round trip, then an answer.
-    asio::awaitable<std::optional<guard>> try_acquire();
-
-    /// The operation behind acquire, for any completion token and an explicit owner.
-    /// timeout: duration::max() waits forever. Handler: void(error_code, std::optional<guard>).
-    /// Per-operation cancellation: terminal and partial. Errors: bad_key, bad_ttl, bad_url,
-    /// connect_failed, auth_failed, not_redis, connection_lost (the connection dropped during the
-    /// attempt; retried while the deadline allows), closed, operation_aborted.
-    template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(error_code, std::optional<guard>))
-                  CompletionToken = detail::default_token>
-    auto async_acquire(owner_id owner, std::chrono::steady_clock::duration timeout, CompletionToken&& token = {})
-    {
-        return asio::async_initiate<CompletionToken, void(error_code, std::optional<guard>)>(
-            detail::make_initiation(get_executor(),
-                                    [this](auto handler, owner_id o, std::chrono::steady_clock::duration t) {
-                                        start_acquire(o, t, std::move(handler));
-                                    }),
-            token, owner, timeout);
-    }
-
-    /// Who holds the key: one participant (name and path: the key; data: the holder's value;
-    /// holds: true), or none when it is free. Redis keeps no queue: waiters are not listed.
-    /// Handler: void(error_code, std::vector<participant>).
-    template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(error_code, std::vector<participant>))
-                  CompletionToken = detail::default_token>
-    auto async_participants(CompletionToken&& token = {})
-    {
-        return asio::async_initiate<CompletionToken, void(error_code, std::vector<participant>)>(
-            detail::make_initiation(get_executor(), [this](auto handler) { start_participants(std::move(handler)); }),
-            token);
-    }
-
-    /// How many times the lock went from one task of this process to another without a round trip to Redis.
-    std::uint64_t local_handoffs() const;
-    /// The counters of this lock object.
-    lock_metrics metrics() const;
-    /// How many times task `owner` holds this lock (reentrant acquisitions), 0 when it does not.
-    std::size_t hold_count(owner_id owner) const;
-
-private:
-    void start_acquire(owner_id o, std::chrono::steady_clock::duration t,
-                       detail::any_handler<void(error_code, std::optional<guard>)> handler);
-    void start_participants(detail::any_handler<void(error_code, std::vector<participant>)> handler);
-
-    std::shared_ptr<detail::lock_object> state_;
 };
 
 }  // namespace zkcoro

@@ -2,6 +2,7 @@
 #ifndef ZKCORO_ZKCORO_HPP
 #define ZKCORO_ZKCORO_HPP
 
+#include <zkcoro/basic_mutex.hpp>
 #include <zkcoro/client.hpp>
 #include <zkcoro/client_config.hpp>
 #include <zkcoro/error.hpp>

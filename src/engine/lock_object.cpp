@@ -182,9 +182,18 @@ public:
     {
         delete_released_node(s, ns, std::move(op));
     }
+    void participants(const std::shared_ptr<lock_object>& s,
+                      std::shared_ptr<op_state<std::vector<participant>>> op) override
+    {
+        list_queue(s, std::move(op));
+    }
     void log_failure(std::string_view operation, std::string_view resource, const error_code& ec) override
     {
         detail::log_failure(zk_, operation, resource, ec);
+    }
+    std::string failure_context(std::string_view operation, std::string_view resource, const error_code& ec) override
+    {
+        return detail::failure_context(zk_, operation, resource, ec);
     }
     client* zookeeper(lock_object& s) noexcept override { return &s.zk; }
 
@@ -309,6 +318,11 @@ lock_object::lock_object(std::shared_ptr<lock_backend> b, asio::any_io_executor 
     if (!recipe.reentrant)
         opts.local_handoff = false;
     configure_machine();
+}
+
+void lock_object::participants(std::shared_ptr<op_state<std::vector<participant>>> op)
+{
+    backend->participants(shared_from_this(), std::move(op));
 }
 
 void lock_object::acquire(owner_id owner, steady_clock::time_point deadline,

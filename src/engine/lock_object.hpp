@@ -143,8 +143,14 @@ public:
     // The last release with nobody of ours to hand to: gives the hold back on the server.
     virtual void give_back(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns,
                            std::shared_ptr<op_state<>> op) = 0;
+    // Lists who holds the lock and who waits for it (async_participants), completing `op`.
+    virtual void participants(const std::shared_ptr<lock_object>& s,
+                              std::shared_ptr<op_state<std::vector<participant>>> op) = 0;
     // Logs an acquisition's failure with its context.
     virtual void log_failure(std::string_view operation, std::string_view resource, const error_code& ec) = 0;
+    // The context of a failure for the throwing acquire(): the what() of its system_error, which
+    // then ends with the code's message.
+    virtual std::string failure_context(std::string_view operation, std::string_view resource, const error_code& ec) = 0;
     // The ZooKeeper client whose node a lease holds, for a fenced transaction; null when the
     // backend has no ZooKeeper node.
     virtual client* zookeeper(lock_object&) noexcept { return nullptr; }
@@ -160,7 +166,7 @@ public:
 
     // Starts an acquisition for `owner`, completing `op` (counted in the metrics).
     void acquire(owner_id owner, steady_clock::time_point deadline, std::shared_ptr<op_state<std::optional<guard>>> op);
-    // Lists the queue, holders first (engine/participants.cpp).
+    // Lists who holds and who waits, through the backend (ZooKeeper: list_queue).
     void participants(std::shared_ptr<op_state<std::vector<participant>>> op);
 
     // The node `owner` holds through this object, if any, and how many times.
@@ -297,7 +303,11 @@ std::shared_ptr<node_state> ended_linger(lock_object& s, const lock_action& a);
 // Deletes the lingering node now, if `ns` (any node when null) lingers. Lock not held.
 void end_linger(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns = nullptr);
 
-// --- the queue in ZooKeeper (engine/lock_object.cpp) ------------------------------------------
+// --- the queue in ZooKeeper (engine/lock_object.cpp, engine/participants.cpp) -----------------
+
+// Lists the queue of lock nodes, holders first, by the recipe's own rule (ZooKeeper's
+// lock_backend::participants).
+void list_queue(const std::shared_ptr<lock_object>& s, std::shared_ptr<op_state<std::vector<participant>>> op);
 
 // Starts the task of ours that has the "active" role on the backend's queue: a new acquisition,
 // or a local waiter promoted to it.

@@ -49,10 +49,10 @@ asio::awaitable<participants_result> list_participants(std::shared_ptr<lock_obje
 
 }  // namespace
 
-void lock_object::participants(std::shared_ptr<op_state<std::vector<participant>>> op)
+void list_queue(const std::shared_ptr<lock_object>& s, std::shared_ptr<op_state<std::vector<participant>>> op)
 {
     // No slot: a listing (a few reads) is not cancelled.
-    spawn_with(zk.get_executor(), list_participants(shared_from_this()), {},
+    spawn_with(s->zk.get_executor(), list_participants(s), {},
                [op](error_code ec, std::vector<participant> parts) { op->complete(ec, std::move(parts)); });
 }
 

@@ -14,6 +14,7 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/deferred.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/experimental/parallel_group.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -28,6 +29,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <vector>
 
 namespace zkcoro::detail {
 
@@ -121,6 +123,36 @@ public:
             },
             rc->strand);
         rc->eval(release_script().text, release_script().sha, {key, value, channel}, 1, std::move(op));
+    }
+
+    // Who holds the key: GET it (Redis keeps no queue: waiters are not listed).
+    void participants(const std::shared_ptr<lock_object>& s,
+                      std::shared_ptr<op_state<std::vector<participant>>> op) override
+    {
+        auto got = std::make_shared<reply_op>(
+            [op, key = s->path](error_code ec, redis_reply r) {
+                std::vector<participant> out;
+                if (!ec && r.type == redis_reply::kind::string) {
+                    participant p;
+                    p.name = p.path = key;
+                    p.data = std::move(r.str);
+                    p.holds = true;
+                    out.push_back(std::move(p));
+                }
+                op->complete(ec, std::move(out));
+            },
+            rc->strand);
+        asio::dispatch(rc->strand, [rc = rc, got, key = s->path] {
+            std::vector<std::string> args{"GET", key};
+            rc->exec(std::move(args), got);
+        });
+    }
+
+    std::string failure_context(std::string_view operation, std::string_view resource, const error_code& ec) override
+    {
+        auto text = server_text(ec);
+        return fmt::format("{} {} (redis lock){}{}", operation, resource, text.empty() ? "" : ": the server said: ",
+                           text);
     }
 
     void log_failure(std::string_view operation, std::string_view resource, const error_code& ec) override

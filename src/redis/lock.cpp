@@ -18,7 +18,6 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/system/system_error.hpp>
 
 #include <fmt/format.h>
 
@@ -273,87 +272,24 @@ mutex_options engine_options(const redis_mutex_options& o)
     return m;
 }
 
-}  // namespace
-
-redis_mutex::redis_mutex(redis_client& c, std::string key, redis_mutex_options opts)
+std::shared_ptr<detail::lock_object> make_lock_object(redis_client& c, std::string key, const redis_mutex_options& opts)
 {
     auto impl = detail::access::redis_of(c);
     auto backend = std::make_shared<detail::redis_backend>(impl, key, opts);
-    state_ = std::make_shared<detail::lock_object>(std::move(backend), impl->strand,
-                                                   std::move(key), engine_options(opts), redis_recipe());
+    return std::make_shared<detail::lock_object>(std::move(backend), impl->strand, std::move(key),
+                                                 engine_options(opts), redis_recipe());
+}
+
+}  // namespace
+
+redis_mutex::redis_mutex(redis_client& c, std::string key, redis_mutex_options opts)
+    : basic_mutex(make_lock_object(c, std::move(key), opts))
+{
 }
 
 redis_mutex::redis_mutex(redis_mutex&&) noexcept = default;
 redis_mutex::~redis_mutex() = default;
 
-const std::string& redis_mutex::key() const noexcept { return state_->path; }
-redis_client::executor_type redis_mutex::get_executor() const noexcept { return state_->ex; }
-
-std::uint64_t redis_mutex::local_handoffs() const
-{
-    std::lock_guard lk(state_->m);
-    return state_->metrics.local_handoffs;
-}
-
-lock_metrics redis_mutex::metrics() const
-{
-    std::lock_guard lk(state_->m);
-    return state_->metrics;
-}
-
-std::size_t redis_mutex::hold_count(owner_id owner) const { return state_->held_count(owner); }
-
-asio::awaitable<guard> redis_mutex::acquire()
-{
-    auto g = co_await acquire(std::chrono::steady_clock::duration::max());
-    co_return std::move(*g);
-}
-
-asio::awaitable<std::optional<guard>> redis_mutex::acquire(std::chrono::steady_clock::duration timeout)
-{
-    auto me = co_await this_task::id();
-    try {
-        co_return co_await async_acquire(me, timeout, asio::use_awaitable);
-    } catch (const boost::system::system_error& e) {
-        auto text = static_cast<detail::redis_backend&>(*state_->backend).server_text(e.code());
-        throw boost::system::system_error(e.code(), fmt::format("acquire {} (redis lock){}{}", state_->path,
-                                                                text.empty() ? "" : ": the server said: ", text));
-    }
-}
-
-asio::awaitable<std::optional<guard>> redis_mutex::try_acquire()
-{
-    return acquire(std::chrono::steady_clock::duration::zero());
-}
-
-void redis_mutex::start_acquire(owner_id o, std::chrono::steady_clock::duration t,
-                                detail::any_handler<void(error_code, std::optional<guard>)> handler)
-{
-    state_->acquire(o, detail::deadline_after(t),
-                    std::make_shared<detail::op_state<std::optional<guard>>>(std::move(handler), get_executor()));
-}
-
-void redis_mutex::start_participants(detail::any_handler<void(error_code, std::vector<participant>)> handler)
-{
-    auto op = std::make_shared<detail::op_state<std::vector<participant>>>(std::move(handler), get_executor());
-    auto& backend = static_cast<detail::redis_backend&>(*state_->backend);
-    auto got = std::make_shared<detail::reply_op>(
-        [op, key = state_->path](error_code ec, redis_reply r) {
-            std::vector<participant> out;
-            if (!ec && r.type == redis_reply::kind::string) {
-                participant p;
-                p.name = p.path = key;
-                p.data = std::move(r.str);
-                p.holds = true;
-                out.push_back(std::move(p));
-            }
-            op->complete(ec, std::move(out));
-        },
-        backend.rc->strand);
-    asio::dispatch(backend.rc->strand, [rc = backend.rc, got, key = state_->path] {
-        std::vector<std::string> args{"GET", key};
-        rc->exec(std::move(args), got);
-    });
-}
+const std::string& redis_mutex::key() const noexcept { return state()->path; }
 
 }  // namespace zkcoro

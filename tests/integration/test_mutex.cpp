@@ -1,5 +1,6 @@
 // The reentrant mutex against a real ZooKeeper: exclusion, reentrancy per task, timeouts and
 // cancellation without orphans, fencing, participants, the lost policies, no herd.
+#include "any_backend.hpp"
 #include "common.hpp"
 
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <array>
 #include <set>
 #include <thread>
+#include <type_traits>
 
 using namespace zktest;
 using namespace zkcoro;
@@ -600,6 +602,27 @@ TEST_CASE("invalid lock path")
         CHECK(what.find(fmt::format("session 0x{:x}", c.session().id)) != std::string::npos);
         CHECK(what.find("server 127.0.0.1:") != std::string::npos);
         CHECK(what.find("check_path()") != std::string::npos);
+    });
+}
+
+// The public lock surface is basic_mutex: mutex is one (not an alias: `class mutex;` still
+// declares it), it converts to it, and only mutex and redis_mutex make one.
+static_assert(std::is_base_of_v<basic_mutex<zookeeper_lock_backend>, mutex>);
+static_assert(!std::is_same_v<basic_mutex<zookeeper_lock_backend>, mutex>);
+static_assert(std::is_convertible_v<mutex&, basic_mutex<zookeeper_lock_backend>&>);
+static_assert(std::is_same_v<mutex::client_type, client>);
+static_assert(!std::is_copy_constructible_v<basic_mutex<zookeeper_lock_backend>>);
+static_assert(!std::is_constructible_v<basic_mutex<zookeeper_lock_backend>, std::shared_ptr<zkcoro::detail::lock_object>>);
+
+// One function template over basic_mutex<Backend>& works on mutexes (the Redis run of the same
+// template: tests/redis/test_redis_lock.cpp), and on a shared_mutex's write side.
+TEST_CASE("the common lock surface: a function template over basic_mutex<Backend>&")
+{
+    run_with_clients({.name = "surface", .clients = 2}, [&](fixture& f) -> awaitable<void> {
+        mutex a(f.client(0), f.path), b(f.client(1), f.path);
+        co_await zktest::exercise_lock(a, b);
+        shared_mutex sa(f.client(0), f.path + "-rw"), sb(f.client(1), f.path + "-rw");
+        co_await zktest::exercise_lock(sa.writer(), sb.writer());
     });
 }
 

@@ -5,6 +5,7 @@
 #include <zkcoro/multi_lock.hpp>
 #include <zkcoro/redis_mutex.hpp>
 
+#include "../integration/any_backend.hpp"
 #include "../integration/common.hpp"
 #include "../unit/slack.hpp"
 #include "forked_holder.hpp"
@@ -27,6 +28,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include <sys/wait.h>
@@ -521,6 +523,28 @@ TEST_CASE("after a redis-server restart, acquisitions succeed on the new server"
             co_await g2->release();
             CHECK(srv.command(cmd("EXISTS", m.key())) == "0");
         }
+    });
+}
+
+// The public lock surface is basic_mutex: redis_mutex is one (not an alias), as zkcoro::mutex is.
+static_assert(std::is_base_of_v<zkcoro::basic_mutex<zkcoro::redis_lock_backend>, zkcoro::redis_mutex>);
+static_assert(!std::is_same_v<zkcoro::basic_mutex<zkcoro::redis_lock_backend>, zkcoro::redis_mutex>);
+static_assert(std::is_convertible_v<zkcoro::redis_mutex&, zkcoro::basic_mutex<zkcoro::redis_lock_backend>&>);
+static_assert(std::is_same_v<zkcoro::redis_mutex::client_type, zkcoro::redis_client>);
+
+// The function template over basic_mutex<Backend>& that tests/integration/test_mutex.cpp runs on
+// ZooKeeper mutexes, here on a Redis key.
+TEST_CASE("the common lock surface: a function template over basic_mutex<Backend>&")
+{
+    auto& srv = shared_redis();
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        zkcoro::redis_client a(ex, srv.url()), b(ex, srv.url());
+        auto key = unique_key("surface");
+        zkcoro::redis_mutex ma(a, key), mb(b, key);
+        co_await zktest::exercise_lock(ma, mb);
+        CHECK(srv.command(cmd("EXISTS", key)) == "0");
     });
 }
 
