@@ -241,6 +241,14 @@ private:
     std::shared_ptr<state_listener> session_listener;
 };
 
+// --- ZooKeeper as the backend (engine/zk_backend.cpp) -----------------------------------------
+
+// The backend of a lock object on ZooKeeper client `c`.
+std::shared_ptr<lock_backend> make_zk_backend(const client& c);
+// Grants at once with a node of the given name, outside the queue (a downgrade), completing `op`.
+void start_immediate(const std::shared_ptr<lock_object>& s, owner_id owner, std::string name,
+                     std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started);
+
 // --- local handoff (engine/local_queue.cpp) ---------------------------------------------------
 
 // Records a waiter the machine queued (`a`: its decision, with the deadline timer to arm). Lock held.
