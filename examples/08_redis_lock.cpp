@@ -12,6 +12,7 @@
 
 #include <cstdlib>
 #include <exception>
+#include <utility>
 #include <unistd.h>
 
 namespace asio = boost::asio;
@@ -27,9 +28,18 @@ asio::awaitable<int> demo(std::string url)
     int counter = 100, inside = 0, overlaps = 0, done = 0;
     std::int64_t last_token = 0;
     bool tokens_grow = true;
+    // The first task to hold the key says so (first_grant), and holds it until the other
+    // connection has tried (tried): 30 s at most each.
+    bool taken = false, tried_it = false;
+    asio::steady_timer first_grant(ex, 30s), tried(ex, 30s);
     for (int task = 0; task < 100; ++task)
         asio::co_spawn(ex, [&]() -> asio::awaitable<void> {
             auto g = co_await lock.acquire();
+            if (!std::exchange(taken, true)) {
+                first_grant.cancel();
+                if (!tried_it)
+                    co_await tried.async_wait(asio::as_tuple(asio::use_awaitable));
+            }
             overlaps += ++inside != 1;
             if (counter % 25 == 0)
                 fmt::print("counter {} (fencing token {})\n", counter, g.fencing_token());
@@ -41,14 +51,20 @@ asio::awaitable<int> demo(std::string url)
             co_await g.release();
             ++done;
         }, asio::detached);
-    // The other connection: the key is taken by now, so it waits for a release notification.
+    // The other connection, once the key is taken: it waits for a release notification.
+    if (!taken)
+        co_await first_grant.async_wait(asio::as_tuple(asio::use_awaitable));
     // The tasks of this process pass the key in memory at most 63 times in a row; then it goes
     // back to Redis, and the other connection gets its turn (not FIFO across processes: Redis
     // keeps no queue).
     auto held = co_await elsewhere.try_acquire();
+    tried_it = true;
+    tried.cancel();
     fmt::print("the other connection's try_acquire: {}\n", held ? "granted" : "held by the demo");
+    if (held)
+        co_await held->release();  // not expected; the demo fails below, without hanging
     auto theirs = co_await elsewhere.acquire(30s);
-    bool ok = theirs && !held && theirs->fencing_token() > last_token;
+    bool ok = taken && theirs && !held && theirs->fencing_token() > last_token;
     if (theirs) {
         fmt::print("the other connection got the key with counter at {} (fencing token {})\n", counter,
                    theirs->fencing_token());
