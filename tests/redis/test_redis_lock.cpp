@@ -376,10 +376,13 @@ void flush_under_cancelled_acquisition(zktest::redis_server& srv, int acks, std:
         auto ex = co_await asio::this_coro::executor;
         auto o = fast_reconnect();
         o.replica_acks = acks;
+        // This test is about the script cache, not the replica's speed: a loaded machine has
+        // taken longer than the default 500 ms to acknowledge the first write after linking.
+        o.replica_ack_timeout = 5000ms;
         zkcoro::redis_client rc(ex, srv.url(), o);
         const auto held_key = unique_key("flush-held"), key = unique_key("flush");
         zkcoro::redis_mutex held(rc, held_key, short_ttl(10000ms)), m(rc, key, short_ttl(10000ms));
-        auto h = co_await held.acquire(2s);
+        auto h = co_await held.acquire(10s);
         REQUIRE(h);
         REQUIRE(srv.command(cmd("SCRIPT", "FLUSH")) == "OK");
         // The release runs its script after the flush: the server knows that one again (as when
