@@ -5,7 +5,6 @@
 
 #include "async/coroutine.hpp"
 #include "async/op_state.hpp"
-#include "engine/diagnostics.hpp"
 
 #include <zkcoro/error.hpp>
 #include <zkcoro/metrics.hpp>
@@ -57,8 +56,9 @@ inline void note_outcome(lock_metrics& m, const error_code& ec, bool granted, st
     }
 }
 
-// Counts how an acquisition that began at `started` ended, in the metrics of `s` (a recipe's
-// state: members m, metrics, zk and path), logs the diagnostic of a failure, then completes its
+// Counts how an acquisition that began at `started` ended, in the metrics of `s` (a lock object,
+// or a recipe's state: members m, metrics, log_failure and executor), logs the diagnostic of a
+// failure (with the backend's context), then completes its
 // operation. A state with a wait-for graph (`graph`, null when off) records there that `owner`
 // holds the lock (when granted) and no longer waits, before its task can run again.
 // `here`: called from a completion on the client's executor (op_state::complete_here).
@@ -76,12 +76,8 @@ void complete_counted(State& s, op_state<std::optional<R>>& op, std::chrono::ste
         std::lock_guard lk(s.m);
         note_outcome(s.metrics, ec, result.has_value(), std::chrono::steady_clock::now() - started);
     }
-    if (ec && ec != asio::error::operation_aborted) {
-        if constexpr (requires { s.backend; })
-            s.backend->log_failure("acquire", s.path, ec);
-        else
-            log_failure(s.zk, "acquire", s.path, ec);
-    }
+    if (ec && ec != asio::error::operation_aborted)
+        s.log_failure("acquire", ec);
     if (here)
         op.complete_here(ec, std::move(result));
     else
@@ -97,12 +93,7 @@ void spawn_counted(const std::shared_ptr<State>& s, asio::awaitable<std::tuple<e
                    owner_id owner = 0)
 {
     auto slot = op->cancellation_slot();
-    asio::any_io_executor ex;
-    if constexpr (requires { s->ex; })
-        ex = s->ex;
-    else
-        ex = s->zk.get_executor();
-    spawn_with(ex, std::move(coro), slot,
+    spawn_with(s->executor(), std::move(coro), slot,
                [s, op = std::move(op), started, owner](error_code ec, std::optional<R> result) {
                    complete_counted(*s, *op, started, ec, std::move(result), owner);
                });

@@ -42,7 +42,7 @@ namespace {
 // Deletes a node that nobody holds any more; a failure is logged and counted.
 void delete_unheld(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns)
 {
-    delete_released_node(s, ns, std::make_shared<op_state<>>([](error_code) {}, s->ex));
+    s->backend->give_back(s, ns, std::make_shared<op_state<>>([](error_code) {}, s->ex));
 }
 
 void on_linger_timer(const std::weak_ptr<lock_object>& weak_s, error_code ec)
@@ -65,21 +65,6 @@ void on_linger_timer(const std::weak_ptr<lock_object>& weak_s, error_code ec)
 
 }  // namespace
 
-void watch_queue(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns)
-{
-    s->zk.async_get_children(s->path, leave_watch, [s, ns](error_code ec, children_result r) {
-        if (ns->lost || ns->released)
-            return;
-        // A failure counts as "someone may be queued": the batch is bounded, lingering ends.
-        if (ec || r.children.size() != 1)
-            return queue_changed(s, ns);
-        r.watch.async_wait([s, ns](error_code, watch_event) {
-            if (!ns->lost && !ns->released)
-                queue_changed(s, ns);
-        });
-    });
-}
-
 void queue_changed(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns)
 {
     std::shared_ptr<node_state> gone;
@@ -101,11 +86,10 @@ void start_linger(const std::shared_ptr<lock_object>& s, const std::shared_ptr<n
 
 bool linger_usable(const lock_object& s)
 {
-    // Only while connected in the session that made the node: otherwise the acquire queues, and
-    // its node ends the lingering (or the lost policy has).
+    // Only while the backend still holds it (ZooKeeper: connected in the session that made the
+    // node): otherwise the acquire queues, and its node ends the lingering (or the lost policy has).
     auto& ns = s.lingering;
-    return ns && !ns->lost && s.zk.session_generation() == ns->generation &&
-           s.zk.state() == session_state::connected;
+    return ns && !ns->lost && s.backend->still_held(*ns);
 }
 
 std::shared_ptr<object_lease> take_lingering(const std::shared_ptr<lock_object>& s, owner_id owner)

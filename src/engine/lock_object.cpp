@@ -1,28 +1,14 @@
 // A lock object: how an acquisition is decided (reentrant, wait in memory, or queue with the
-// backend: engine/zk_backend.cpp, redis/), and how a release hands the node on or gives it back.
+// backend: zookeeper/, redis/), and how a release hands the node on or gives it back.
 #include "engine/lock_object.hpp"
 
 #include "engine/acquisition.hpp"
 
 #include <zkcoro/detail/access.hpp>
-#include <zkcoro/holder_data.hpp>
-#include <zkcoro/path.hpp>
 
 #include <fmt/format.h>
 
-#include <unistd.h>
-
 namespace zkcoro::detail {
-
-namespace {
-
-// zkcoro/holder_data.hpp: host, pid, program and the client's label.
-std::string default_data(const client& c)
-{
-    return format_holder_data(this_process(access::holder_label(c)));
-}
-
-}  // namespace
 
 void hand_on(const std::shared_ptr<lock_object>& s)
 {
@@ -44,7 +30,6 @@ bool mark_lost(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node
     std::shared_ptr<local_waiter> next;
     {
         std::lock_guard lk(s->m);
-        std::erase(s->session_nodes, ns);  // nothing left to watch it for
         if (s->lingering == ns) {
             s->lingering = nullptr;  // nobody holds it: nothing to tell
             s->machine(lk).lost(0);
@@ -84,60 +69,19 @@ void lock_object::configure_machine()
     machine_ = lock_machine(c);
 }
 
-lock_object::lock_object(const client& c, std::string p, mutex_options o, recipe_params r)
-    : zk(access::share(c)), backend(make_zk_backend(c)), ex(zk.get_executor()), path(std::move(p)),
-      opts(std::move(o)), recipe(std::move(r))
+lock_object::lock_object(std::shared_ptr<lock_backend> b, asio::any_io_executor e, std::string resource,
+                         mutex_options o, recipe_params r)
+    : backend(std::move(b)), ex(std::move(e)), path(std::move(resource)), opts(std::move(o)), recipe(std::move(r))
 {
-    // A revocable node stores nothing (Curator's makeRevocable): its data is the request channel.
-    data = opts.revocable ? std::string() : opts.data.empty() ? default_data(c) : opts.data;
-    // Exact only where every holder blocks every waiter: a mutex (Curator's rule), not a
-    // shared_mutex's sides (readers share) nor a semaphore (other leases may free up).
-    if (access::detect_deadlocks(c) && !recipe.rule && recipe.reentrant && recipe.watch_own_node &&
-        !recipe.precheck && !recipe.immediate_node)
-        graph = &process_wait_graph();
-    if (!recipe.sort)
-        recipe.sort = [](std::vector<std::string>& names) { sort_by_sequence(names, lock_marker); };
-    if (!recipe.rule)
-        recipe.rule = mutex_rule;
-    if (recipe.markers.empty())
-        recipe.markers.push_back(recipe.base_name);
-    if (!recipe.listing_holds)
-        recipe.listing_holds = [rule = recipe.rule, markers = recipe.markers](const std::vector<std::string>& sorted,
-                                                                             std::size_t i) {
-            return holds_at(sorted, i, rule, markers);
-        };
+    data = opts.data;
     // A revocation request names one node, so one task: every task of a revocable lock queues with
     // a node of its own.
     if (!recipe.local_handoff_allowed || !recipe.reentrant || opts.revocable)
         opts.local_handoff = false;
     // Lingering is for mutexes: not for a read-write lock's sides (their hooks look at the other
-    // side) nor for a semaphore's parts.
+    // side), nor for a semaphore's parts, nor where nothing watches who queues behind the node.
     if (!opts.local_handoff || !recipe.watch_own_node || recipe.precheck || recipe.immediate_node)
         opts.linger = std::chrono::milliseconds{0};
-    if (auto pc = check_path(path); !pc.ok()) {
-        path_error = pc.ec;
-        access::log(zk, log_level::warn, "lock: " + pc.describe(path));
-    } else if (opts.revocable && (!recipe.reentrant || !recipe.watch_own_node)) {
-        path_error = make_error_code(client_errc::invalid_argument);
-        access::log(zk, log_level::warn, fmt::format("lock {}: revocable is for mutexes and the sides of a "
-                                                     "shared_mutex (Curator's makeRevocable); a semaphore has no "
-                                                     "revocation", path));
-    } else if (opts.revocable && !opts.data.empty()) {
-        path_error = make_error_code(client_errc::invalid_argument);
-        access::log(zk, log_level::warn, fmt::format("lock {}: a revocable lock's node stores no data (its data "
-                                                     "carries revocation requests): leave mutex_options::data empty",
-                                                     path));
-    }
-    configure_machine();
-}
-
-lock_object::lock_object(std::shared_ptr<lock_backend> b, asio::any_io_executor e, std::string resource,
-                         mutex_options o, recipe_params r)
-    : zk(access::no_client()), backend(std::move(b)), ex(std::move(e)), path(std::move(resource)), opts(std::move(o)), recipe(std::move(r))
-{
-    data = opts.data;
-    if (!recipe.reentrant)
-        opts.local_handoff = false;
     configure_machine();
 }
 
@@ -217,7 +161,7 @@ void lock_object::acquire(owner_id owner, steady_clock::time_point deadline,
         std::string tasks;
         for (auto t : cycle)
             tasks += fmt::format("{}{:#x}", tasks.empty() ? "" : " -> ", t);
-        access::log(zk, log_level::warn,
+        backend->log(log_level::warn,
                     fmt::format("lock {}: task {:#x} would deadlock: the lock's holder waits, through the tasks "
                                 "{}, for a lock task {:#x} holds; refused with would_deadlock",
                                 path, owner, tasks, owner));
@@ -227,7 +171,7 @@ void lock_object::acquire(owner_id owner, steady_clock::time_point deadline,
         return complete_counted(*this, *op, started, error_code{}, std::optional<guard>(access::make_guard(reentered, owner)),
                                 owner);
     if (!immediate.empty())
-        return start_immediate(self, owner, std::move(immediate), std::move(op), started);
+        return backend->start_immediate(self, owner, std::move(immediate), std::move(op), started);
     start_active(self, owner, deadline, std::move(op), started, false);
 }
 
@@ -260,7 +204,7 @@ object_lease::object_lease(std::shared_ptr<lock_object> obj, std::shared_ptr<nod
 }
 
 // A lock on another backend (Redis) has no ZooKeeper node to check: no fenced transaction there.
-client* object_lease::zookeeper() noexcept { return obj_->backend->zookeeper(*obj_); }
+client* object_lease::zookeeper() noexcept { return obj_->backend->zookeeper(); }
 
 // Ends one acquisition. The last release of an owner's reentrant acquisitions hands the node to
 // the next local waiter (unless the batch of handoffs is used up) or deletes it.
@@ -323,7 +267,7 @@ void object_lease::release(any_handler<void(error_code)> handler)
         return void(op->complete({}));
     notify(obj_, next);
     if (list_queue)
-        watch_queue(obj_, ns_);
+        s.backend->watch_queue(obj_, ns_);
     if (kept)
         return void(op->complete({}));  // handed over or lingering: the node stays
     s.backend->give_back(obj_, ns_, std::move(op));

@@ -7,18 +7,16 @@
 #define ZKCORO_SRC_ENGINE_LOCK_OBJECT_HPP
 
 #include "async/op_state.hpp"
-#include "async/state_listener.hpp"
 #include "engine/lease.hpp"
 #include "engine/lock_machine.hpp"
-#include "engine/revocation.hpp"
 #include "engine/rules.hpp"
 #include "engine/wait_graph.hpp"
 
-#include <zkcoro/client.hpp>
 #include <zkcoro/guard.hpp>
 #include <zkcoro/metrics.hpp>
 #include <zkcoro/lock_options.hpp>
 #include <zkcoro/queue_order.hpp>
+#include <zkcoro/types.hpp>
 
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -130,8 +128,8 @@ struct local_waiter {
 };
 
 // Where the task of ours with the "active" role queues, and where a node nobody here needs any
-// more goes back: ZooKeeper's queue of lock nodes (engine/lock_object.cpp) or another server (the
-// Redis lock, redis/lock.cpp).
+// more goes back: ZooKeeper's queue of lock nodes (zookeeper/) or a Redis key (redis/). The
+// engine knows a backend only through this interface.
 class lock_backend {
 public:
     virtual ~lock_backend() = default;
@@ -151,16 +149,28 @@ public:
     // The context of a failure for the throwing acquire(): the what() of its system_error, which
     // then ends with the code's message.
     virtual std::string failure_context(std::string_view operation, std::string_view resource, const error_code& ec) = 0;
+    // Logs a message of the lock's (through the client's log).
+    virtual void log(log_level level, std::string_view message) = 0;
+    // Whether the lingering node `ns` may be granted again with no request (ZooKeeper: the
+    // session that made it is still connected). Lock object's lock held.
+    virtual bool still_held(const node_state& ns) const noexcept = 0;
+    // Learns whether anyone else queues behind `ns` (then calls queue_changed), for the batch's
+    // time bound and lingering; called with node_state::queue_watched just set.
+    virtual void watch_queue(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns) = 0;
+    // Grants at once with a node of the given name, outside the queue (a read-write lock's
+    // downgrade), completing `op` (counted); not_supported where there are no named nodes.
+    virtual void start_immediate(const std::shared_ptr<lock_object>& s, owner_id owner, std::string name,
+                                 std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started) = 0;
     // The ZooKeeper client whose node a lease holds, for a fenced transaction; null when the
     // backend has no ZooKeeper node.
-    virtual client* zookeeper(lock_object&) noexcept { return nullptr; }
+    virtual client* zookeeper() noexcept { return nullptr; }
 };
 
 class lock_object : public std::enable_shared_from_this<lock_object> {
 public:
-    lock_object(const client& c, std::string path, mutex_options opts, recipe_params params);
-    // A lock object on another backend: `resource` names what it locks (a Redis key), `ex` is
-    // the backend's connection's executor, where every completion runs.
+    // A lock object on `backend`: `resource` names what it locks (a lock path, a Redis key), `ex`
+    // is the executor of the backend's connection, where every completion runs. The ZooKeeper
+    // backend makes its lock objects with make_zk_lock (zookeeper/lock.hpp).
     lock_object(std::shared_ptr<lock_backend> backend, asio::any_io_executor ex, std::string resource,
                 mutex_options opts, recipe_params params);
 
@@ -173,7 +183,10 @@ public:
     std::optional<std::string> held_node(owner_id owner);
     std::size_t held_count(owner_id owner);
 
-    client zk;  // empty on another backend than ZooKeeper
+    // The executor of the backend's connection; an acquisition's failure logged with its context.
+    const asio::any_io_executor& executor() const noexcept { return ex; }
+    void log_failure(std::string_view operation, const error_code& ec) { backend->log_failure(operation, path, ec); }
+
     std::shared_ptr<lock_backend> backend;
     asio::any_io_executor ex;
     const std::string path;
@@ -214,9 +227,6 @@ private:
     friend void queue_changed(const std::shared_ptr<lock_object>&, const std::shared_ptr<node_state>&);
     friend void arm_linger_timer(const std::shared_ptr<lock_object>&, const lock_action&);
     friend std::shared_ptr<node_state> ended_linger(lock_object&, const lock_action&);
-    friend void watch_session(const std::shared_ptr<lock_object>&, const std::shared_ptr<node_state>&);
-    friend void unwatch_session(lock_object&, const std::shared_ptr<node_state>&);
-    friend void session_changed(const std::shared_ptr<lock_object>&);
 
     void configure_machine();
 
@@ -234,20 +244,7 @@ private:
     std::unique_ptr<asio::steady_timer> linger_timer;
     // The node the machine's handoff is about (local_handoff): the last one granted by the backend.
     std::weak_ptr<node_state> handoff_node;
-    // Held nodes in the steady state (connected, on the session that made them), whose session
-    // one registration with the client watches for the life of this object (engine/held_node.cpp):
-    // a hold costs no wait of its own. A change of the state hands each to a monitor.
-    std::vector<std::shared_ptr<node_state>> session_nodes;
-    std::shared_ptr<state_listener> session_listener;
 };
-
-// --- ZooKeeper as the backend (engine/zk_backend.cpp) -----------------------------------------
-
-// The backend of a lock object on ZooKeeper client `c`.
-std::shared_ptr<lock_backend> make_zk_backend(const client& c);
-// Grants at once with a node of the given name, outside the queue (a downgrade), completing `op`.
-void start_immediate(const std::shared_ptr<lock_object>& s, owner_id owner, std::string name,
-                     std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started);
 
 // --- local handoff (engine/local_queue.cpp) ---------------------------------------------------
 
@@ -268,30 +265,8 @@ void hand_on(const std::shared_ptr<lock_object>& s);
 // local waiter queues anew. False when it was already lost. On the lock object's executor.
 bool mark_lost(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns);
 
-// --- the held node (engine/held_node.cpp) -----------------------------------------------------
-
-// We hold `node`: records it, watches its session and the node itself, and makes the guard.
-// `others_queued`: the listing that granted it showed another participant behind it.
-// `revocation`: the revocable acquisition's state (null when not revocable).
-guard hold_node(const std::shared_ptr<lock_object>& s, owner_id owner, const std::string& node, const node_stat& st,
-                zkcoro::watch queue_watch = {}, bool others_queued = false,
-                std::shared_ptr<revocation_state> revocation = {});
-// Applies the lost policy to a held node: one registration per lock object in the steady state,
-// else a monitor of its own (a coroutine, until the release or the loss). Lock not held.
-void watch_session(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns);
-// The node is released: no longer watched (a monitor of its own stops at monitor_stop). Lock not held.
-void unwatch_session(lock_object& s, const std::shared_ptr<node_state>& ns);
-// The session's state changed: each node watched in the steady state goes to a monitor of its own.
-void session_changed(const std::shared_ptr<lock_object>& s);
-// Deletes our node after the last release (retried; a final failure is logged and counted).
-void delete_released_node(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns,
-                          std::shared_ptr<op_state<>> op);
-
 // --- who queues behind our node, and lingering (engine/linger.cpp) ----------------------------
 
-// Lists the lock path with a children watch, so that the lock machine learns whether another
-// participant is (or was since) queued behind our node. Call with queue_watched just set.
-void watch_queue(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns);
 // Someone queued behind the node (or the queue changed): ends its lingering, if it lingers.
 void queue_changed(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns);
 // The backend granted `ns` to h's owner: records it in the machine. Returns whether tasks of ours
@@ -311,11 +286,7 @@ std::shared_ptr<node_state> ended_linger(lock_object& s, const lock_action& a);
 // Deletes the lingering node now, if `ns` (any node when null) lingers. Lock not held.
 void end_linger(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns = nullptr);
 
-// --- the queue in ZooKeeper (engine/lock_object.cpp, engine/participants.cpp) -----------------
-
-// Lists the queue of lock nodes, holders first, by the recipe's own rule (ZooKeeper's
-// lock_backend::participants).
-void list_queue(const std::shared_ptr<lock_object>& s, std::shared_ptr<op_state<std::vector<participant>>> op);
+// --- the backend's queue (engine/lock_object.cpp) ---------------------------------------------
 
 // Starts the task of ours that has the "active" role on the backend's queue: a new acquisition,
 // or a local waiter promoted to it.

@@ -1,13 +1,13 @@
 // Revocation (internal): Curator's makeRevocable/Revoker protocol. A revocable acquisition
 // watches its own node's data from the moment the node exists (so a request can come while it
 // still queues); data equal to "__REVOKE__" is a request to let go. Only the holder deletes its
-// node: revocation is cooperative. The state is backend-neutral; the watch is ZooKeeper's.
+// node: revocation is cooperative. The state is backend-neutral; the watch is ZooKeeper's (zookeeper/lock.hpp).
 #ifndef ZKCORO_SRC_ENGINE_REVOCATION_HPP
 #define ZKCORO_SRC_ENGINE_REVOCATION_HPP
 
 #include "async/op_state.hpp"
 
-#include <zkcoro/client.hpp>
+#include <zkcoro/error.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace zkcoro::detail {
@@ -51,11 +52,6 @@ private:
 
 // The bytes of a revocation request (Curator's LockInternals.REVOKE_MESSAGE).
 inline constexpr std::string_view revoke_message = "__REVOKE__";
-
-// Watches `node`'s data for a revocation request until the request comes, the node is gone, the
-// session ends or `rs` ends. Runs in the background on the client's executor; each round waits
-// for a watch event, and failures to reach the server are retried a bounded number of times.
-void watch_revocation(const client& zk, std::string node, std::shared_ptr<revocation_state> rs);
 
 }  // namespace zkcoro::detail
 

@@ -3,7 +3,7 @@
 // term is lost, queue again; until close().
 #include "async/coroutine.hpp"
 #include "engine/acquisition.hpp"
-#include "engine/lock_object.hpp"
+#include "zookeeper/lock.hpp"
 
 #include <zkcoro/detail/access.hpp>
 #include <zkcoro/leader_latch.hpp>
@@ -55,7 +55,7 @@ mutex_options latch_lock_options(const leader_latch_options& o)
 struct latch_state : std::enable_shared_from_this<latch_state> {
     latch_state(const client& c, std::string p, leader_latch_options o)
         : zk(access::share(c)), strand(asio::make_strand(zk.get_executor())), path(std::move(p)), id(o.id),
-          lock(std::make_shared<lock_object>(c, path, latch_lock_options(o), latch_recipe())),
+          lock(make_zk_lock(c, path, latch_lock_options(o), latch_recipe())),
           changed(strand, std::chrono::steady_clock::time_point::max())
     {
         // An empty id stores an empty node, as Curator's default id does (not "<host>:<pid>").

@@ -1,6 +1,6 @@
 // zkcoro::mutex: Curator's InterProcessMutex, the lock object with the mutex rule. Its acquisition
 // members are basic_mutex's (recipes/basic_mutex.cpp).
-#include "engine/lock_object.hpp"
+#include "zookeeper/lock.hpp"
 
 #include <zkcoro/detail/access.hpp>
 #include <zkcoro/mutex.hpp>
@@ -8,7 +8,7 @@
 namespace zkcoro {
 
 mutex::mutex(client& c, std::string path, mutex_options opts)
-    : basic_mutex(std::make_shared<detail::lock_object>(c, std::move(path), std::move(opts), detail::recipe_params{}))
+    : basic_mutex(detail::make_zk_lock(c, std::move(path), std::move(opts), detail::recipe_params{}))
 {
 }
 

@@ -1,8 +1,8 @@
 // The counting semaphore: a mutex at <path>/locks serialises entry, and the lock queue engine
 // waits at <path>/leases until the number of leases is within max_leases.
 #include "engine/acquisition.hpp"
-#include "engine/diagnostics.hpp"
-#include "engine/lock_object.hpp"
+#include "zookeeper/diagnostics.hpp"
+#include "zookeeper/lock.hpp"
 
 #include <zkcoro/detail/access.hpp>
 #include <zkcoro/path.hpp>
@@ -41,7 +41,7 @@ struct semaphore_state {
           path(std::move(p)),
           count_path(std::move(count)),
           max_leases(std::make_shared<std::atomic<int>>(max)),
-          locks(access::make_mutex(std::make_shared<lock_object>(c, join_path(path, "locks"), opts, entry_params())))
+          locks(access::make_mutex(make_zk_lock(c, join_path(path, "locks"), opts, entry_params())))
     {
         recipe_params lease;
         lease.base_name = std::string(lease_marker);
@@ -55,7 +55,14 @@ struct semaphore_state {
         };
         lease.reentrant = false;
         leases = std::make_unique<mutex>(
-            access::make_mutex(std::make_shared<lock_object>(c, join_path(path, "leases"), opts, std::move(lease))));
+            access::make_mutex(make_zk_lock(c, join_path(path, "leases"), opts, std::move(lease))));
+    }
+
+    // What complete_counted and spawn_counted (engine/acquisition.hpp) ask of a recipe's state.
+    client::executor_type executor() const noexcept { return zk.get_executor(); }
+    void log_failure(std::string_view operation, const error_code& ec) const
+    {
+        detail::log_failure(zk, operation, path, ec);
     }
 
     client zk;

@@ -1,5 +1,5 @@
 // The read-write lock: two lock objects on one path, with the read and write rules.
-#include "engine/lock_object.hpp"
+#include "zookeeper/lock.hpp"
 
 #include <zkcoro/detail/access.hpp>
 #include <zkcoro/error.hpp>
@@ -56,8 +56,8 @@ shared_mutex::shared_mutex(client& c, std::string path, mutex_options opts)
         name.replace(pos, write_marker.size(), read_marker);
         return name;
     };
-    auto write_state = std::make_shared<lock_object>(c, path, opts, std::move(write_params));
-    auto read_state = std::make_shared<lock_object>(c, path, opts, std::move(read_params));
+    auto write_state = make_zk_lock(c, path, opts, std::move(write_params));
+    auto read_state = make_zk_lock(c, path, opts, std::move(read_params));
     links->write = write_state;
     links->read = read_state;
     writer_ = std::make_unique<mutex>(access::make_mutex(write_state));

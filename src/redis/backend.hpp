@@ -165,6 +165,18 @@ public:
                                    ec.message(), text.empty() ? "" : ": the server said: ", text));
     }
 
+    void log(log_level level, std::string_view message) override { rc->log(level, message); }
+
+    // A Redis lock never lingers (its recipe watches no queue): a released key goes back at once.
+    bool still_held(const node_state&) const noexcept override { return false; }
+    void watch_queue(const std::shared_ptr<lock_object>&, const std::shared_ptr<node_state>&) override {}
+    // A key has one holder: no read-write lock's downgrade here.
+    void start_immediate(const std::shared_ptr<lock_object>& s, owner_id owner, std::string,
+                         std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started) override
+    {
+        complete_counted(*s, *op, started, make_error_code(client_errc::not_supported), std::optional<guard>{}, owner);
+    }
+
     // The text of the last error reply to an acquisition when `ec` is an error reply's code ("" if
     // none).
     std::string server_text(const error_code& ec) const

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The library's layering, checked on its sources (no build needed):
-#   recipes/ -> engine/ -> the client facade -> driver/ -> session/ (pure); async/ below all
+#   recipes/ -> the backends, side by side: zookeeper/ (-> the client facade -> driver/ ->
+#   session/, pure) and redis/ -> engine/ (backend-neutral) -> async/, below all
 # - zookeeper.h (directly, or through driver/client_impl.hpp) only in driver/, the client facade
 #   (client.cpp, client_requests.cpp, watch.cpp: the members of zkcoro::client and zkcoro::watch)
 #   and error.cpp (the C library's error texts);
@@ -9,12 +10,61 @@
 # - session/ (the session state machine) includes no other layer;
 # - the engine, the recipes, async/ and the public headers include no driver or operations header;
 # - the recipes include no session header either, and the engine no recipe;
+# - the engine includes no backend header (zookeeper/, redis/) and not <zkcoro/client.hpp>: it
+#   knows a backend only as a lock_backend;
+# - the two backends include nothing of each other's;
 # - hiredis only in redis/link.cpp and redis/resp.cpp; redis/ (the Redis backend: a connection
 #   and a lock on the engine) includes no ZooKeeper driver, operations or session header, and nothing but redis/
 #   includes a redis/ header;
 # - no file under src/ exceeds 500 lines.
 # Usage: bash tests/layering/check_layers.sh [project root]
+#        bash tests/layering/check_layers.sh --self-test [project root]
+#          (plants one violation of each kind in a copy of src/ and expects each to be caught)
 set -euo pipefail
+
+if [ "${1:-}" = --self-test ]; then
+  root=$(cd "${2:-$(dirname "$0")/../..}" && pwd)
+  script=$root/tests/layering/check_layers.sh
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  bad=0
+  # Each: a file, the line planted at its top, what the check must name.
+  while IFS='|' read -r file line; do
+    rm -rf "$tmp/src" "$tmp/include"
+    cp -r "$root/src" "$root/include" "$tmp/"
+    mkdir -p "$tmp/tests/layering"
+    { echo "$line"; cat "$root/$file"; } >"$tmp/$file"
+    if out=$(bash "$script" "$tmp" 2>&1); then
+      echo "layering self-test: not caught: '$line' in $file" >&2
+      bad=$((bad + 1))
+    else
+      echo "caught: $file: $(echo "$out" | head -1)"
+    fi
+  done <<'PLANTS'
+src/engine/lock_machine.cpp|#include <zkcoro/client.hpp>
+src/engine/lock_object.cpp|#include "zookeeper/lock.hpp"
+src/engine/linger.cpp|#include "redis/backend.hpp"
+src/redis/lock.cpp|#include "zookeeper/lock_queue.hpp"
+src/zookeeper/backend.cpp|#include "redis/redis_impl.hpp"
+src/recipes/mutex.cpp|#include "driver/client_impl.hpp"
+src/async/op_state.hpp|#include "engine/lock_object.hpp"
+src/engine/rules.cpp|#include <hiredis/hiredis.h>
+PLANTS
+  # And a file over the size cap.
+  rm -rf "$tmp/src" "$tmp/include"
+  cp -r "$root/src" "$root/include" "$tmp/"
+  seq 1 501 | sed 's#^#// #' >"$tmp/src/engine/too_long.cpp"
+  if bash "$script" "$tmp" >/dev/null 2>&1; then
+    echo "layering self-test: not caught: a file of 501 lines" >&2
+    bad=$((bad + 1))
+  else
+    echo "caught: a file of 501 lines"
+  fi
+  [ "$bad" -eq 0 ] || exit 1
+  echo "layering self-test: ok"
+  exit 0
+fi
+
 cd "${1:-$(dirname "$0")/../..}"
 
 failures=0
@@ -41,6 +91,15 @@ done
 for f in $(includers src/engine 'recipes/'); do
   fail "$f (the engine) includes a recipe"
 done
+for f in $(includers src/engine '"?zookeeper/|redis/|zkcoro/client\.hpp|session/'); do
+  fail "$f (the engine) includes a backend's header, the ZooKeeper client or a session header"
+done
+for f in $(includers src/zookeeper 'redis/|recipes/'); do
+  fail "$f (the ZooKeeper backend) includes a header of the Redis backend or a recipe"
+done
+for f in $(includers src/redis 'zookeeper/|zkcoro/client\.hpp'); do
+  fail "$f (the Redis backend) includes a header of the ZooKeeper backend or client"
+done
 for f in $(includers src/session 'driver/|engine/|recipes/|async/|zookeeper/'); do
   fail "$f (the session machine, pure) includes another layer"
 done
@@ -62,7 +121,7 @@ done
 for f in $(includers src/redis "$c_client|session/|recipes/"); do
   fail "$f (the Redis backend) includes a ZooKeeper driver, session or recipe header"
 done
-for dir in src/engine src/recipes src/driver src/session src/async include; do
+for dir in src/engine src/zookeeper src/recipes src/driver src/session src/async include; do
   for f in $(includers "$dir" 'redis/'); do
     fail "$f includes a header of the Redis backend"
   done

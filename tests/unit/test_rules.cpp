@@ -1,7 +1,7 @@
 // The rules that decide who holds, without a server: Curator's sort orders, the mutex, read,
 // write and lease rules, foreign children, and what a listing reports as holders.
-#include "engine/diagnostics.hpp"
-#include "engine/lock_queue.hpp"
+#include "zookeeper/diagnostics.hpp"
+#include "zookeeper/lock_queue.hpp"
 #include "engine/rules.hpp"
 
 #include <zkcoro/error.hpp>

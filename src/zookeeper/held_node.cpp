@@ -1,8 +1,9 @@
 // The node this process holds: the lost policy applied to its session, the watch on the node
-// itself, what a loss does, and the delete after the last release.
+// itself and on who queues behind it, what a loss does, and the delete after the last release.
+#include "zookeeper/lock.hpp"
+
 #include "async/coroutine.hpp"
-#include "engine/lock_object.hpp"
-#include "engine/node_ops.hpp"
+#include "zookeeper/node_ops.hpp"
 
 #include "session/session_fsm.hpp"
 
@@ -28,14 +29,19 @@ namespace {
 using asio::awaitable;
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
+void unwatch_session(lock_object& s, const std::shared_ptr<node_state>& ns);
+void session_changed(const std::shared_ptr<lock_object>& s);
+
 // The node is lost: its holder's guard reports it, the node is deleted (the session may come
 // back), and the next local waiter queues anew.
 void fire_lost(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns, std::string_view why)
 {
     if (!mark_lost(s, ns))
         return;
-    access::log(s->zk, log_level::warn, fmt::format("lock {} lost: {}", ns->node, why));
-    asio::co_spawn(s->zk.get_executor(), delete_or_log(access::share(s->zk), ns->node, "the lost lock node"),
+    unwatch_session(*s, ns);  // nothing left to watch it for
+    auto& zk = zk_of(*s);
+    access::log(zk, log_level::warn, fmt::format("lock {} lost: {}", ns->node, why));
+    asio::co_spawn(zk.get_executor(), delete_or_log(access::share(zk), ns->node, "the lost lock node"),
                    asio::detached);
 }
 
@@ -52,7 +58,7 @@ bool still_ours(const exists_result& r, const node_state& ns)
 awaitable<void> monitor(std::shared_ptr<lock_object> st, std::shared_ptr<node_state> ns, bool left_connected)
 {
     co_await asio::this_coro::throw_if_cancelled(false);
-    auto& zk = st->zk;
+    auto& zk = zk_of(*st);
     auto ex = co_await asio::this_coro::executor;
     bool was_suspended = left_connected;
     // No cap on the number of state changes: each round waits for one, and a lock may be held
@@ -110,7 +116,7 @@ awaitable<void> monitor(std::shared_ptr<lock_object> st, std::shared_ptr<node_st
 // co_spawn clears the slot after the coroutine's frame (and its reference) is gone.
 void start_monitor(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns, bool left_connected)
 {
-    asio::co_spawn(s->zk.get_executor(), monitor(s, ns, left_connected),
+    asio::co_spawn(zk_of(*s).get_executor(), monitor(s, ns, left_connected),
                    asio::bind_cancellation_slot(ns->monitor_stop.slot(), [ns](std::exception_ptr) {}));
 }
 
@@ -130,7 +136,7 @@ struct session_watch final : state_listener {
 // reply. A data change re-arms the watch.
 void watch_node(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns)
 {
-    s->zk.async_exists(ns->node, leave_watch, [s, ns](error_code ec, exists_result r) {
+    zk_of(*s).async_exists(ns->node, leave_watch, [s, ns](error_code ec, exists_result r) {
         if (ns->lost || ns->released)
             return;
         if (ec)
@@ -171,41 +177,42 @@ void release_failed(lock_object& s, const std::string& node, op_state<>& op, err
         std::lock_guard lk(s.m);
         ++s.metrics.release_failures;
     }
-    access::log(s.zk, log_level::error, fmt::format("lock {}: release failed: {}; the node stays until it is deleted "
+    access::log(zk_of(s), log_level::error, fmt::format("lock {}: release failed: {}; the node stays until it is deleted "
                                                     "or the session ends", node, ec.message()));
     op.complete(ec);
 }
 
-}  // namespace
-
+// Applies the lost policy to a held node: one registration per lock object in the steady state,
+// else a monitor of its own (a coroutine, until the release or the loss).
 void watch_session(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns)
 {
     auto steady = [&] {
-        return s->zk.state() == session_state::connected && s->zk.session_generation() == ns->generation;
+        return zk_of(*s).state() == session_state::connected && zk_of(*s).session_generation() == ns->generation;
     };
     if (!steady())
         return start_monitor(s, ns, false);
+    auto& b = zk_backend_of(*s);
     std::shared_ptr<state_listener> listen;
     {
-        std::lock_guard lk(s->m);
-        s->session_nodes.push_back(ns);
-        if (!s->session_listener) {
+        std::lock_guard lk(b.session_m);
+        b.session_nodes.push_back(ns);
+        if (!b.session_listener) {
             auto w = std::make_shared<session_watch>();
             w->object = s;
-            listen = s->session_listener = std::move(w);
+            listen = b.session_listener = std::move(w);
         }
     }
     if (listen)
-        access::listen_state(s->zk, listen);
+        access::listen_state(b.zk, listen);
     // A change just before the node was listed was told before it was there: the node goes to a
     // monitor of its own, unless session_changed took it already.
     if (!steady()) {
         bool ours = false;
         {
-            std::lock_guard lk(s->m);
-            auto it = std::find(s->session_nodes.begin(), s->session_nodes.end(), ns);
-            if (it != s->session_nodes.end()) {
-                s->session_nodes.erase(it);
+            std::lock_guard lk(b.session_m);
+            auto it = std::find(b.session_nodes.begin(), b.session_nodes.end(), ns);
+            if (it != b.session_nodes.end()) {
+                b.session_nodes.erase(it);
                 ours = true;
             }
         }
@@ -214,23 +221,29 @@ void watch_session(const std::shared_ptr<lock_object>& s, const std::shared_ptr<
     }
 }
 
+// The node is released or lost: no longer watched (a monitor of its own stops at monitor_stop).
 void unwatch_session(lock_object& s, const std::shared_ptr<node_state>& ns)
 {
-    std::lock_guard lk(s.m);
-    std::erase(s.session_nodes, ns);
+    auto& b = zk_backend_of(s);
+    std::lock_guard lk(b.session_m);
+    std::erase(b.session_nodes, ns);
 }
 
+// The session's state changed: each node watched in the steady state goes to a monitor of its own.
 void session_changed(const std::shared_ptr<lock_object>& s)
 {
     std::vector<std::shared_ptr<node_state>> nodes;
     {
-        std::lock_guard lk(s->m);
-        nodes.swap(s->session_nodes);
+        auto& b = zk_backend_of(*s);
+        std::lock_guard lk(b.session_m);
+        nodes.swap(b.session_nodes);
     }
     for (auto& ns : nodes)
         if (!ns->lost && !ns->released)
             start_monitor(s, ns, true);
 }
+
+}  // namespace
 
 guard hold_node(const std::shared_ptr<lock_object>& s, owner_id owner, const std::string& node, const node_stat& st,
                 zkcoro::watch queue_watch, bool others_queued, std::shared_ptr<revocation_state> revocation)
@@ -239,7 +252,7 @@ guard hold_node(const std::shared_ptr<lock_object>& s, owner_id owner, const std
     ns->node = node;
     ns->fence_base = st.czxid;
     ns->session_id = st.ephemeral_owner;
-    ns->generation = s->zk.session_generation();
+    ns->generation = zk_of(*s).session_generation();
     ns->granted_at = steady_clock::now();
     ns->queue_watched = queue_watch.valid() && s->recipe.watch_own_node;
     auto h = std::make_shared<object_lease>(s, ns, owner);
@@ -265,14 +278,14 @@ void delete_released_node(const std::shared_ptr<lock_object>& s, const std::shar
     // retrying coroutine.
     ns->released = true;  // from here on, the deletion our own watch sees is ours
     unwatch_session(*s, ns);
-    asio::dispatch(s->zk.get_executor(), [ns, op, s] {
+    asio::dispatch(zk_of(*s).get_executor(), [ns, op, s] {
         ns->monitor_stop.emit(asio::cancellation_type::terminal);
-        s->zk.async_remove(ns->node, -1, [ns, op, s](error_code ec) {
+        zk_of(*s).async_remove(ns->node, -1, [ns, op, s](error_code ec) {
             if (!ec || ec == zk_errc::no_node || is_session_lost(ec))
                 return void(op->complete_here({}));
             if (!is_retriable(ec))
                 return release_failed(*s, ns->node, *op, ec);
-            asio::co_spawn(s->zk.get_executor(), guaranteed_delete(access::share(s->zk), ns->node),
+            asio::co_spawn(zk_of(*s).get_executor(), guaranteed_delete(access::share(zk_of(*s)), ns->node),
                            [op, ns, s](std::exception_ptr e, error_code ec2) {
                                if (e)
                                    ec2 = zk_errc::system_error;
@@ -280,6 +293,21 @@ void delete_released_node(const std::shared_ptr<lock_object>& s, const std::shar
                                    return release_failed(*s, ns->node, *op, ec2);
                                op->complete({});
                            });
+        });
+    });
+}
+
+void watch_queue(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns)
+{
+    zk_of(*s).async_get_children(s->path, leave_watch, [s, ns](error_code ec, children_result r) {
+        if (ns->lost || ns->released)
+            return;
+        // A failure counts as "someone may be queued": the batch is bounded, lingering ends.
+        if (ec || r.children.size() != 1)
+            return queue_changed(s, ns);
+        r.watch.async_wait([s, ns](error_code, watch_event) {
+            if (!ns->lost && !ns->released)
+                queue_changed(s, ns);
         });
     });
 }

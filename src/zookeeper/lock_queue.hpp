@@ -1,8 +1,8 @@
 // The lock queue protocol (internal; Curator's LockInternals): enter ZooKeeper's queue under a
 // lock path with a protected ephemeral-sequential node and wait until the recipe's rule says
 // that node holds.
-#ifndef ZKCORO_SRC_ENGINE_LOCK_QUEUE_HPP
-#define ZKCORO_SRC_ENGINE_LOCK_QUEUE_HPP
+#ifndef ZKCORO_SRC_ZOOKEEPER_LOCK_QUEUE_HPP
+#define ZKCORO_SRC_ZOOKEEPER_LOCK_QUEUE_HPP
 
 #include "engine/rules.hpp"
 

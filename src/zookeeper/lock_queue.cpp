@@ -4,10 +4,10 @@
 // leave a watch on the node the rule names (or on the children) and wait. When the watched node's
 // deletion grants by itself, no further round trip. The decisions are pure (engine/rules.hpp);
 // this file is the I/O around them, and each step's failure handling.
-#include "engine/lock_queue.hpp"
+#include "zookeeper/lock_queue.hpp"
 
 #include "async/coroutine.hpp"
-#include "engine/node_ops.hpp"
+#include "zookeeper/node_ops.hpp"
 
 #include <zkcoro/detail/access.hpp>
 #include <zkcoro/path.hpp>

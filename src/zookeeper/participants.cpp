@@ -1,6 +1,6 @@
 // A listing of a lock's queue, holders first, by the recipe's own rule.
 #include "async/coroutine.hpp"
-#include "engine/lock_object.hpp"
+#include "zookeeper/lock.hpp"
 
 #include <zkcoro/path.hpp>
 
@@ -20,7 +20,7 @@ asio::awaitable<participants_result> list_participants(std::shared_ptr<lock_obje
     constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
     if (s->path_error)
         co_return participants_result{s->path_error, {}};
-    auto [ec, ch] = co_await s->zk.async_get_children(s->path, use_tuple);
+    auto [ec, ch] = co_await zk_of(*s).async_get_children(s->path, use_tuple);
     if (ec == zk_errc::no_node)
         co_return participants_result{};
     if (ec)
@@ -32,7 +32,7 @@ asio::awaitable<participants_result> list_participants(std::shared_ptr<lock_obje
     for (std::size_t i = 0; i < sorted.size(); ++i) {
         auto& name = sorted[i];
         auto path = join_path(s->path, name);
-        auto [dec, d] = co_await s->zk.async_get_data(path, use_tuple);
+        auto [dec, d] = co_await zk_of(*s).async_get_data(path, use_tuple);
         if (dec == zk_errc::no_node)
             continue;  // gone since the listing: no longer in the queue
         if (dec)
@@ -52,7 +52,7 @@ asio::awaitable<participants_result> list_participants(std::shared_ptr<lock_obje
 void list_queue(const std::shared_ptr<lock_object>& s, std::shared_ptr<op_state<std::vector<participant>>> op)
 {
     // No slot: a listing (a few reads) is not cancelled.
-    spawn_with(s->zk.get_executor(), list_participants(s), {},
+    spawn_with(zk_of(*s).get_executor(), list_participants(s), {},
                [op](error_code ec, std::vector<participant> parts) { op->complete(ec, std::move(parts)); });
 }
 

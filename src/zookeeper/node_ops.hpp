@@ -1,7 +1,7 @@
 // The ZooKeeper steps the lock engine repeats (internal), on the public client API: waiting for
 // the connection, deleting a node for sure, finding a protected create, making the lock path.
-#ifndef ZKCORO_SRC_ENGINE_NODE_OPS_HPP
-#define ZKCORO_SRC_ENGINE_NODE_OPS_HPP
+#ifndef ZKCORO_SRC_ZOOKEEPER_NODE_OPS_HPP
+#define ZKCORO_SRC_ZOOKEEPER_NODE_OPS_HPP
 
 #include <zkcoro/client.hpp>
 

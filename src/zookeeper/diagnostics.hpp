@@ -1,7 +1,7 @@
 // The diagnostic of a failed lock operation (internal): which operation on which path, which
 // session on which server, and what to do about it.
-#ifndef ZKCORO_SRC_ENGINE_DIAGNOSTICS_HPP
-#define ZKCORO_SRC_ENGINE_DIAGNOSTICS_HPP
+#ifndef ZKCORO_SRC_ZOOKEEPER_DIAGNOSTICS_HPP
+#define ZKCORO_SRC_ZOOKEEPER_DIAGNOSTICS_HPP
 
 #include <zkcoro/client.hpp>
 

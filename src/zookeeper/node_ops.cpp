@@ -1,4 +1,4 @@
-#include "engine/node_ops.hpp"
+#include "zookeeper/node_ops.hpp"
 
 #include "async/coroutine.hpp"
 

@@ -1,11 +1,16 @@
-// ZooKeeper as a lock object's backend: the queue of lock nodes (engine/lock_queue.cpp), entered
+// ZooKeeper as a lock object's backend: the queue of lock nodes (zookeeper/lock_queue.cpp), entered
 // without a coroutine when uncontended; the node deleted at the last release.
+#include "zookeeper/lock.hpp"
+
 #include "engine/acquisition.hpp"
-#include "engine/lock_object.hpp"
-#include "engine/lock_queue.hpp"
+#include "zookeeper/diagnostics.hpp"
+#include "zookeeper/lock_queue.hpp"
 
 #include <zkcoro/detail/access.hpp>
+#include <zkcoro/holder_data.hpp>
 #include <zkcoro/path.hpp>
+
+#include <fmt/format.h>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -20,6 +25,12 @@ namespace {
 
 using asio::awaitable;
 using acquire_result = std::tuple<error_code, std::optional<guard>>;
+
+// zkcoro/holder_data.hpp: host, pid, program and the client's label.
+std::string default_data(const client& c)
+{
+    return format_holder_data(this_process(access::holder_label(c)));
+}
 
 // The task of ours in ZooKeeper's queue: queue a node until it holds, or hand the role on when
 // that fails. A promoted waiter whose deadline has passed hands it on at once; a new acquisition
@@ -38,10 +49,10 @@ awaitable<acquire_result> queue_in_zk(std::shared_ptr<lock_object> s, owner_id o
     // makeRevocable): a request may come while it still queues.
     std::shared_ptr<revocation_state> revocation;
     if (s->opts.revocable) {
-        revocation = std::make_shared<revocation_state>(s->zk.get_executor());
-        spec.on_created = [s, revocation](const std::string& node) { watch_revocation(s->zk, node, revocation); };
+        revocation = std::make_shared<revocation_state>(zk_of(*s).get_executor());
+        spec.on_created = [s, revocation](const std::string& node) { watch_revocation(zk_of(*s), node, revocation); };
     }
-    auto [ec, queued] = co_await queue_acquire(s->zk, spec, deadline, s->alone, std::move(entered));
+    auto [ec, queued] = co_await queue_acquire(zk_of(*s), spec, deadline, s->alone, std::move(entered));
     if (ec || !queued) {
         if (revocation)
             revocation->end(ec ? ec : make_error_code(asio::error::operation_aborted));
@@ -56,7 +67,7 @@ awaitable<acquire_result> queue_in_zk(std::shared_ptr<lock_object> s, owner_id o
 awaitable<acquire_result> create_immediate(std::shared_ptr<lock_object> s, owner_id owner, std::string name)
 {
     co_await asio::this_coro::throw_if_cancelled(false);
-    auto [ec, r] = co_await s->zk.async_create(join_path(s->path, name), s->data, create_mode::ephemeral,
+    auto [ec, r] = co_await zk_of(*s).async_create(join_path(s->path, name), s->data, create_mode::ephemeral,
                                                asio::as_tuple(asio::use_awaitable));
     if (ec)
         co_return acquire_result{ec, std::nullopt};
@@ -90,7 +101,7 @@ public:
             asio::dispatch(ex, [self, t] { self->signal_.emit(t); });
         });
         entry_.prefix = protected_prefix();
-        auto& zk = s_->zk;
+        auto& zk = zk_of(*s_);
         zk.async_create(entry_path(s_->path, entry_.prefix, s_->recipe.base_name), s_->data, create_mode::ephemeral_sequential,
                         [self = shared_from_this()](error_code ec, create_result r) {
                             self->entry_.create_ec = ec;
@@ -118,7 +129,7 @@ private:
         if (!entry_.list_ec)
             s_->alone = entry_.listed.children.size() == 1;
         if (cancelled_) {
-            abandon_entry(s_->zk, s_->path, entry_);
+            abandon_entry(zk_of(*s_), s_->path, entry_);
             hand_on(s_);
             return complete_counted(*s_, *op_, started_, make_error_code(asio::error::operation_aborted),
                                     std::optional<guard>{}, owner_, true);
@@ -151,55 +162,99 @@ private:
     asio::cancellation_signal signal_;
 };
 
-// ZooKeeper as the backend: the queue of lock nodes; the node deleted at the last release.
-class zk_backend final : public lock_backend {
-public:
-    explicit zk_backend(const client& c) : zk_(access::share(c)) {}
-
-    void start(const std::shared_ptr<lock_object>& s, owner_id owner, steady_clock::time_point deadline,
-               std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started,
-               bool promoted) override
-    {
-        // A revocable acquisition watches its node from its creation on: the coroutine does that.
-        if (promoted || s->opts.revocable)
-            return spawn_counted(s, queue_in_zk(s, owner, deadline, promoted), std::move(op), started, owner);
-        std::make_shared<zk_entry>(s, owner, deadline, std::move(op), started)->start();
-    }
-    void give_back(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns,
-                   std::shared_ptr<op_state<>> op) override
-    {
-        delete_released_node(s, ns, std::move(op));
-    }
-    void participants(const std::shared_ptr<lock_object>& s,
-                      std::shared_ptr<op_state<std::vector<participant>>> op) override
-    {
-        list_queue(s, std::move(op));
-    }
-    void log_failure(std::string_view operation, std::string_view resource, const error_code& ec) override
-    {
-        detail::log_failure(zk_, operation, resource, ec);
-    }
-    std::string failure_context(std::string_view operation, std::string_view resource, const error_code& ec) override
-    {
-        return detail::failure_context(zk_, operation, resource, ec);
-    }
-    client* zookeeper(lock_object& s) noexcept override { return &s.zk; }
-
-private:
-    client zk_;
-};
-
 }  // namespace
 
-std::shared_ptr<lock_backend> make_zk_backend(const client& c)
+zk_backend::zk_backend(const client& c) : zk(access::share(c)) {}
+
+void zk_backend::start(const std::shared_ptr<lock_object>& s, owner_id owner, steady_clock::time_point deadline,
+                       std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started,
+                       bool promoted)
 {
-    return std::make_shared<zk_backend>(c);
+    // A revocable acquisition watches its node from its creation on: the coroutine does that.
+    if (promoted || s->opts.revocable)
+        return spawn_counted(s, queue_in_zk(s, owner, deadline, promoted), std::move(op), started, owner);
+    std::make_shared<zk_entry>(s, owner, deadline, std::move(op), started)->start();
 }
 
-void start_immediate(const std::shared_ptr<lock_object>& s, owner_id owner, std::string name,
-                     std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started)
+void zk_backend::give_back(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns,
+                           std::shared_ptr<op_state<>> op)
+{
+    delete_released_node(s, ns, std::move(op));
+}
+
+void zk_backend::participants(const std::shared_ptr<lock_object>& s,
+                              std::shared_ptr<op_state<std::vector<participant>>> op)
+{
+    list_queue(s, std::move(op));
+}
+
+void zk_backend::log_failure(std::string_view operation, std::string_view resource, const error_code& ec)
+{
+    detail::log_failure(zk, operation, resource, ec);
+}
+
+std::string zk_backend::failure_context(std::string_view operation, std::string_view resource, const error_code& ec)
+{
+    return detail::failure_context(zk, operation, resource, ec);
+}
+
+void zk_backend::log(log_level level, std::string_view message) { access::log(zk, level, std::string(message)); }
+
+bool zk_backend::still_held(const node_state& ns) const noexcept
+{
+    return zk.session_generation() == ns.generation && zk.state() == session_state::connected;
+}
+
+void zk_backend::watch_queue(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns)
+{
+    detail::watch_queue(s, ns);
+}
+
+void zk_backend::start_immediate(const std::shared_ptr<lock_object>& s, owner_id owner, std::string name,
+                                 std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started)
 {
     spawn_counted(s, create_immediate(s, owner, std::move(name)), std::move(op), started);
+}
+
+std::shared_ptr<lock_object> make_zk_lock(const client& c, std::string path, mutex_options opts, recipe_params recipe)
+{
+    // Exact only where every holder blocks every waiter: a mutex (Curator's rule), not a
+    // shared_mutex's sides (readers share) nor a semaphore (other leases may free up).
+    const bool exclusive = !recipe.rule && recipe.reentrant && recipe.watch_own_node && !recipe.precheck &&
+                           !recipe.immediate_node;
+    if (!recipe.sort)
+        recipe.sort = [](std::vector<std::string>& names) { sort_by_sequence(names, lock_marker); };
+    if (!recipe.rule)
+        recipe.rule = mutex_rule;
+    if (recipe.markers.empty())
+        recipe.markers.push_back(recipe.base_name);
+    if (!recipe.listing_holds)
+        recipe.listing_holds = [rule = recipe.rule, markers = recipe.markers](const std::vector<std::string>& sorted,
+                                                                             std::size_t i) {
+            return holds_at(sorted, i, rule, markers);
+        };
+    auto backend = std::make_shared<zk_backend>(c);
+    auto ex = backend->zk.get_executor();
+    auto s = std::make_shared<lock_object>(backend, std::move(ex), std::move(path), opts, std::move(recipe));
+    // A revocable node stores nothing (Curator's makeRevocable): its data is the request channel.
+    s->data = opts.revocable ? std::string() : opts.data.empty() ? default_data(c) : opts.data;
+    if (exclusive && access::detect_deadlocks(c))
+        s->graph = &process_wait_graph();
+    auto refuse = [&](const std::string& why) {
+        s->path_error = make_error_code(client_errc::invalid_argument);
+        backend->log(log_level::warn, why);
+    };
+    if (auto pc = check_path(s->path); !pc.ok()) {
+        s->path_error = pc.ec;
+        backend->log(log_level::warn, "lock: " + pc.describe(s->path));
+    } else if (opts.revocable && (!s->recipe.reentrant || !s->recipe.watch_own_node)) {
+        refuse(fmt::format("lock {}: revocable is for mutexes and the sides of a shared_mutex (Curator's "
+                           "makeRevocable); a semaphore has no revocation", s->path));
+    } else if (opts.revocable && !opts.data.empty()) {
+        refuse(fmt::format("lock {}: a revocable lock's node stores no data (its data carries revocation "
+                           "requests): leave mutex_options::data empty", s->path));
+    }
+    return s;
 }
 
 }  // namespace zkcoro::detail

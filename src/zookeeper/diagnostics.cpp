@@ -1,4 +1,4 @@
-#include "engine/diagnostics.hpp"
+#include "zookeeper/diagnostics.hpp"
 
 #include <zkcoro/detail/access.hpp>
 

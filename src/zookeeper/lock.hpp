@@ -1,0 +1,92 @@
+// ZooKeeper as a lock object's backend (internal), beside redis/: the queue of lock nodes
+// (zookeeper/lock_queue.hpp), the node this process holds and its watches, revocation, who
+// participates. The engine (engine/) knows it only as a lock_backend; the recipes make their lock
+// objects on a ZooKeeper client with make_zk_lock.
+#ifndef ZKCORO_SRC_ZOOKEEPER_LOCK_HPP
+#define ZKCORO_SRC_ZOOKEEPER_LOCK_HPP
+
+#include "async/state_listener.hpp"
+#include "engine/lock_object.hpp"
+#include "engine/revocation.hpp"
+
+#include <zkcoro/client.hpp>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace zkcoro::detail {
+
+// The backend of one lock object on a ZooKeeper client (zookeeper/backend.cpp).
+class zk_backend final : public lock_backend {
+public:
+    explicit zk_backend(const client& c);
+
+    void start(const std::shared_ptr<lock_object>& s, owner_id owner, steady_clock::time_point deadline,
+               std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started,
+               bool promoted) override;
+    void give_back(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns,
+                   std::shared_ptr<op_state<>> op) override;
+    void participants(const std::shared_ptr<lock_object>& s,
+                      std::shared_ptr<op_state<std::vector<participant>>> op) override;
+    void log_failure(std::string_view operation, std::string_view resource, const error_code& ec) override;
+    std::string failure_context(std::string_view operation, std::string_view resource, const error_code& ec) override;
+    void log(log_level level, std::string_view message) override;
+    bool still_held(const node_state& ns) const noexcept override;
+    void watch_queue(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns) override;
+    void start_immediate(const std::shared_ptr<lock_object>& s, owner_id owner, std::string name,
+                         std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started) override;
+    client* zookeeper() noexcept override { return &zk; }
+
+    client zk;
+
+    // Held nodes in the steady state (connected, on the session that made them), whose session
+    // one registration with the client watches for the life of the lock object
+    // (zookeeper/held_node.cpp): a hold costs no wait of its own. A change of the state hands
+    // each to a monitor.
+    std::mutex session_m;
+    std::vector<std::shared_ptr<node_state>> session_nodes;  // guarded by session_m
+    std::shared_ptr<state_listener> session_listener;        // guarded by session_m
+};
+
+// The backend of a lock object made by make_zk_lock, and its client.
+inline zk_backend& zk_backend_of(lock_object& s) noexcept { return static_cast<zk_backend&>(*s.backend); }
+inline client& zk_of(lock_object& s) noexcept { return zk_backend_of(s).zk; }
+
+// A lock object on ZooKeeper client `c` at lock path `path`, for the recipe `params`: the
+// recipe's defaults (Curator's "lock-" order, the mutex rule), the node's data, the wait-for graph
+// for a mutex (client_config::detect_deadlocks); an invalid path or option is refused at the
+// first acquire (lock_object::path_error), and logged now.
+std::shared_ptr<lock_object> make_zk_lock(const client& c, std::string path, mutex_options opts, recipe_params params);
+
+// --- the held node (zookeeper/held_node.cpp) --------------------------------------------------
+
+// We hold `node`: records it, watches its session and the node itself, and makes the guard.
+// `others_queued`: the listing that granted it showed another participant behind it.
+// `revocation`: the revocable acquisition's state (null when not revocable).
+guard hold_node(const std::shared_ptr<lock_object>& s, owner_id owner, const std::string& node, const node_stat& st,
+                zkcoro::watch queue_watch = {}, bool others_queued = false,
+                std::shared_ptr<revocation_state> revocation = {});
+// Deletes our node after the last release (retried; a final failure is logged and counted).
+void delete_released_node(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns,
+                          std::shared_ptr<op_state<>> op);
+// Lists the lock path with a children watch, so that the lock machine learns whether another
+// participant is (or was since) queued behind our node. Call with queue_watched just set.
+void watch_queue(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns);
+
+// --- who participates (zookeeper/participants.cpp) --------------------------------------------
+
+// Lists the queue of lock nodes, holders first, by the recipe's own rule.
+void list_queue(const std::shared_ptr<lock_object>& s, std::shared_ptr<op_state<std::vector<participant>>> op);
+
+// --- revocation (zookeeper/revocation_watch.cpp) ----------------------------------------------
+
+// Watches `node`'s data for a revocation request until the request comes, the node is gone, the
+// session ends or `rs` ends. Runs in the background on the client's executor; each round waits
+// for a watch event, and failures to reach the server are retried a bounded number of times.
+void watch_revocation(const client& zk, std::string node, std::shared_ptr<revocation_state> rs);
+
+}  // namespace zkcoro::detail
+
+#endif
