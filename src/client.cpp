@@ -71,14 +71,14 @@ void client::log(log_level level, std::string_view message) const { impl_->log(l
 
 void client::start(op_connect, detail::any_handler<void(error_code)> h)
 {
-    auto op = std::make_shared<op_state<>>(std::move(h), impl_->executor);
+    auto op = detail::make_pooled<op_state<>>(std::move(h), impl_->executor);
     if (impl_->chroot().empty() || impl_->chroot_verified)
         return impl_->connect(std::move(op));
     // With a chroot every request is relative to it: check once that it exists, so that a wrong
     // chroot is its own error instead of ZNONODE on every later request.
     op->bind_cancellation();
     auto impl = impl_;
-    auto connected = std::make_shared<op_state<>>(
+    auto connected = detail::make_pooled<op_state<>>(
         [impl, op](error_code ec) {
             if (ec)
                 return void(op->complete(ec));
@@ -99,12 +99,12 @@ void client::start(op_connect, detail::any_handler<void(error_code)> h)
 
 void client::start(op_close, detail::any_handler<void(error_code)> h)
 {
-    impl_->close(std::make_shared<op_state<>>(std::move(h), impl_->executor));
+    impl_->close(detail::make_pooled<op_state<>>(std::move(h), impl_->executor));
 }
 
 void client::start(op_wait_state w, detail::any_handler<void(error_code, session_state)> h)
 {
-    impl_->wait_state(w.known, std::make_shared<op_state<session_state>>(std::move(h), impl_->executor));
+    impl_->wait_state(w.known, detail::make_pooled<op_state<session_state>>(std::move(h), impl_->executor));
 }
 
 namespace detail {

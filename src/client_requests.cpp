@@ -43,7 +43,7 @@ std::shared_ptr<Op> take(const void* data, detail::client_impl** via = nullptr)
 template <class Op>
 std::shared_ptr<Op> make_op(typename Op::handler_type h, const asio::any_io_executor& ex)
 {
-    auto op = std::make_shared<Op>(std::move(h), ex);
+    auto op = detail::make_pooled<Op>(std::move(h), ex);
     op->bind_cancellation();
     return op;
 }
@@ -88,7 +88,7 @@ zkcoro::watch register_watch(State& op, detail::client_impl* impl, bool child)
 {
     if (!op.watch || op.abandoned || !impl)
         return {};
-    auto w = std::make_shared<detail::watch_state>();
+    auto w = detail::make_pooled<detail::watch_state>();
     w->fallback_ex = op.io_executor();
     impl->add_watch(child, op.path, w);
     return detail::access::make_watch(std::move(w));

@@ -14,7 +14,7 @@ void async_watch_wait_impl(std::shared_ptr<watch_state> st, any_handler<void(err
 {
     if (!st)
         return fail_empty_handle(std::move(h), client_errc::invalid_argument);
-    auto op = std::make_shared<op_state<watch_event>>(std::move(h), st->fallback_ex);
+    auto op = detail::make_pooled<op_state<watch_event>>(std::move(h), st->fallback_ex);
     std::unique_lock lk(st->m);
     if (st->fired) {
         auto ec = st->ec;

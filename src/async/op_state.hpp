@@ -5,6 +5,8 @@
 #ifndef ZKCORO_SRC_ASYNC_OP_STATE_HPP
 #define ZKCORO_SRC_ASYNC_OP_STATE_HPP
 
+#include "async/pool.hpp"
+
 #include <zkcoro/detail/config.hpp>
 #include <zkcoro/error.hpp>
 
@@ -150,10 +152,19 @@ private:
                     slot.clear();
                 std::apply([&](auto&&... a) { std::move(h)(ec, std::move(a)...); }, std::move(args));
             };
-            if (here)
+            if (auto* ctx = io_ex_.target<asio::io_context::executor_type>()) {
+                // On the io_context's own executor, the posted function takes a recycled block
+                // (async/pool.hpp) rather than one of Asio's two cached ones.
+                auto pooled_run = pooled(std::move(run));
+                if (here)
+                    asio::dispatch(*ctx, std::move(pooled_run));
+                else
+                    asio::post(*ctx, std::move(pooled_run));
+            } else if (here) {
                 asio::dispatch(io_ex_, std::move(run));
-            else
+            } else {
                 asio::post(io_ex_, std::move(run));
+            }
             return true;
         }
         auto work = std::exchange(elsewhere_->work, asio::any_completion_executor{});
@@ -191,7 +202,7 @@ private:
 template <class... Args>
 void fail_empty_handle(any_handler<void(error_code, Args...)> handler, error_code ec)
 {
-    std::make_shared<op_state<Args...>>(std::move(handler), asio::any_io_executor(asio::system_executor()))->fail(ec);
+    make_pooled<op_state<Args...>>(std::move(handler), asio::any_io_executor(asio::system_executor()))->fail(ec);
 }
 
 }  // namespace zkcoro::detail

@@ -72,6 +72,10 @@ struct pending_request {
     pending_request* prev = nullptr;
     pending_request* next = nullptr;
     bool linked = false;
+
+    // One per request: in a recycled block (async/pool.hpp).
+    static void* operator new(std::size_t n) { return block_cache::allocate(n); }
+    static void operator delete(void* p, std::size_t n) noexcept { block_cache::deallocate(p, n); }
 };
 
 // The shared state of a watch handle.
@@ -217,8 +221,12 @@ private:
 
     // Registry of pending operations (intrusive list).
     pending_request* ops_head_ = nullptr;
-    std::unordered_map<std::string, std::vector<std::shared_ptr<watch_state>>> data_watches_;
-    std::unordered_map<std::string, std::vector<std::shared_ptr<watch_state>>> child_watches_;
+    using watch_map = std::unordered_map<std::string, std::vector<std::shared_ptr<watch_state>>>;
+    watch_map data_watches_;
+    watch_map child_watches_;
+    // The entry of the last path whose watches fired, kept for the next path watched: a lock's
+    // children watch, set and fired every cycle, then costs no allocation (key, node, vector).
+    watch_map::node_type spare_watch_;
 
     struct connect_waiter {
         std::shared_ptr<op_state<>> op;

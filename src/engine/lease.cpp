@@ -14,7 +14,7 @@ namespace detail {
 
 void lease::async_wait_lost(any_handler<void(error_code)> handler)
 {
-    auto op = std::make_shared<op_state<>>(std::move(handler), ex_);
+    auto op = detail::make_pooled<op_state<>>(std::move(handler), ex_);
     {
         std::lock_guard lk(m_);
         if (!ended_) {
@@ -63,7 +63,7 @@ void async_wait_revocation_impl(std::shared_ptr<lease> l, any_handler<void(error
     if (!l)
         return fail_empty_handle(std::move(handler), client_errc::empty_guard);
     if (!l->revocation()) {
-        auto op = std::make_shared<op_state<>>(std::move(handler), l->executor());
+        auto op = detail::make_pooled<op_state<>>(std::move(handler), l->executor());
         return void(op->complete(client_errc::not_revocable));
     }
     l->revocation()->async_wait(std::move(handler));

@@ -42,7 +42,7 @@ namespace {
 // Deletes a node that nobody holds any more; a failure is logged and counted.
 void delete_unheld(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns)
 {
-    s->backend->give_back(s, ns, std::make_shared<op_state<>>([](error_code) {}, s->ex));
+    s->backend->give_back(s, ns, make_pooled<op_state<>>([](error_code) {}, s->ex));
 }
 
 void on_linger_timer(const std::weak_ptr<lock_object>& weak_s, error_code ec)

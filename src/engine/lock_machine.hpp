@@ -12,6 +12,8 @@
 #ifndef ZKCORO_SRC_ENGINE_LOCK_MACHINE_HPP
 #define ZKCORO_SRC_ENGINE_LOCK_MACHINE_HPP
 
+#include "engine/recycling_map.hpp"
+
 #include <zkcoro/detail/api.hpp>
 
 #include <chrono>
@@ -131,7 +133,7 @@ private:
     bool batch_time_over(time_point now) const noexcept;
 
     lock_machine_config cfg_;
-    std::unordered_map<machine_owner, std::size_t> holds_;
+    recycling_map<machine_owner, std::size_t> holds_;
     bool active_ = false;
     std::deque<waiter_id> queue_;
     std::size_t abandoned_ = 0;  // entries of queue_ no longer waiting (removed lazily)

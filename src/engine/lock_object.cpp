@@ -211,7 +211,7 @@ client* object_lease::zookeeper() noexcept { return obj_->backend->zookeeper(); 
 void object_lease::release(any_handler<void(error_code)> handler)
 {
     auto& s = *obj_;
-    auto op = std::make_shared<op_state<>>(std::move(handler), s.ex);
+    auto op = make_pooled<op_state<>>(std::move(handler), s.ex);
     std::shared_ptr<local_waiter> next;
     bool last = false;
     bool kept = false;         // handed to a local waiter, or lingering: the node stays
@@ -236,7 +236,7 @@ void object_lease::release(any_handler<void(error_code)> handler)
                     ++ns_->handoffs;
                     ++s.metrics.local_handoffs;
                     next = take_waiter(s, a.waiter, local_waiter::status::granted);
-                    auto h2 = std::make_shared<object_lease>(obj_, ns_, a.owner);
+                    auto h2 = make_pooled<object_lease>(obj_, ns_, a.owner);
                     ns_->current = h2;
                     s.holds[a.owner] = h2;
                     next->grant = h2;

@@ -233,7 +233,7 @@ private:
     // Guarded by m.
     lock_machine machine_;
     // Who holds the node through which lease (the machine counts the holds).
-    std::unordered_map<owner_id, std::shared_ptr<object_lease>> holds;
+    recycling_map<owner_id, std::shared_ptr<object_lease>> holds;
     // The waiters the machine has queued, by id.
     std::unordered_map<waiter_id, std::shared_ptr<local_waiter>> waiters;
     waiter_id last_waiter = 0;

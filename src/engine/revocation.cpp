@@ -6,7 +6,7 @@ namespace zkcoro::detail {
 
 void revocation_state::async_wait(any_handler<void(error_code)> handler)
 {
-    auto op = std::make_shared<op_state<>>(std::move(handler), ex_);
+    auto op = make_pooled<op_state<>>(std::move(handler), ex_);
     error_code ec;
     {
         std::lock_guard lk(m_);

@@ -12,6 +12,8 @@ std::string_view sequence_key(std::string_view name, std::string_view marker) no
 
 void sort_by_sequence(std::vector<std::string>& names, std::string_view marker)
 {
+    if (names.size() < 2)
+        return;  // the uncontended listing: no buffer for stable_sort to allocate
     std::stable_sort(names.begin(), names.end(), [marker](const std::string& a, const std::string& b) {
         return sequence_key(a, marker) < sequence_key(b, marker);
     });

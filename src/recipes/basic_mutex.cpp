@@ -18,13 +18,13 @@ asio::any_io_executor lock_executor(const std::shared_ptr<lock_object>& s) noexc
 void start_lock_acquire(const std::shared_ptr<lock_object>& s, owner_id owner, std::chrono::steady_clock::duration timeout,
                         any_handler<void(error_code, std::optional<guard>)> handler)
 {
-    s->acquire(owner, deadline_after(timeout), std::make_shared<op_state<std::optional<guard>>>(std::move(handler), s->ex));
+    s->acquire(owner, deadline_after(timeout), make_pooled<op_state<std::optional<guard>>>(std::move(handler), s->ex));
 }
 
 void start_lock_participants(const std::shared_ptr<lock_object>& s,
                              any_handler<void(error_code, std::vector<participant>)> handler)
 {
-    s->participants(std::make_shared<op_state<std::vector<participant>>>(std::move(handler), s->ex));
+    s->participants(make_pooled<op_state<std::vector<participant>>>(std::move(handler), s->ex));
 }
 
 namespace {

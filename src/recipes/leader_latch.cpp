@@ -226,7 +226,7 @@ void leader_latch::start_await(std::chrono::steady_clock::duration t,
                                detail::any_handler<void(error_code, std::optional<leadership>)> handler)
 {
     start();
-    auto op = std::make_shared<detail::op_state<std::optional<leadership>>>(std::move(handler), get_executor());
+    auto op = detail::make_pooled<detail::op_state<std::optional<leadership>>>(std::move(handler), get_executor());
     auto slot = op->cancellation_slot();
     detail::spawn_with(state_->strand, detail::await_term(state_, detail::deadline_after(t)), slot,
                        [op](error_code ec, std::optional<leadership> l) { op->complete(ec, std::move(l)); });
@@ -235,12 +235,12 @@ void leader_latch::start_await(std::chrono::steady_clock::duration t,
 void leader_latch::start_participants(detail::any_handler<void(error_code, std::vector<participant>)> handler)
 {
     state_->lock->participants(
-        std::make_shared<detail::op_state<std::vector<participant>>>(std::move(handler), get_executor()));
+        detail::make_pooled<detail::op_state<std::vector<participant>>>(std::move(handler), get_executor()));
 }
 
 void leader_latch::start_close(detail::any_handler<void(error_code)> handler)
 {
-    auto op = std::make_shared<detail::op_state<>>(std::move(handler), get_executor());
+    auto op = detail::make_pooled<detail::op_state<>>(std::move(handler), get_executor());
     asio::post(state_->strand, [s = state_, op] {
         s->closing = true;
         s->stop.emit(asio::cancellation_type::terminal);

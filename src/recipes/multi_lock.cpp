@@ -133,7 +133,7 @@ void multi_lock::start_acquire(owner_id o, clock::duration t,
                                detail::any_handler<void(error_code, std::optional<multi_guard>)> handler)
 {
     auto ex = get_executor();
-    auto op = std::make_shared<detail::op_state<std::optional<multi_guard>>>(std::move(handler), ex);
+    auto op = detail::make_pooled<detail::op_state<std::optional<multi_guard>>>(std::move(handler), ex);
     if (locks_.empty())
         return void(op->complete(client_errc::invalid_argument, std::nullopt));
     auto deadline = detail::deadline_after(t);
@@ -161,7 +161,7 @@ asio::awaitable<participants_outcome> list_all(std::vector<lock_ref> members)
 
 void multi_lock::start_participants(detail::any_handler<void(error_code, std::vector<participant>)> handler)
 {
-    auto op = std::make_shared<detail::op_state<std::vector<participant>>>(std::move(handler), get_executor());
+    auto op = detail::make_pooled<detail::op_state<std::vector<participant>>>(std::move(handler), get_executor());
     detail::spawn_with(get_executor(), list_all(locks_), {},
                        [op](error_code ec, std::vector<participant> parts) { op->complete(ec, std::move(parts)); });
 }

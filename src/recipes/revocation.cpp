@@ -8,7 +8,7 @@ namespace zkcoro::detail {
 
 void start_request_revoke(client& c, std::string node_path, any_handler<void(error_code)> handler)
 {
-    auto op = std::make_shared<op_state<>>(std::move(handler), c.get_executor());
+    auto op = make_pooled<op_state<>>(std::move(handler), c.get_executor());
     if (auto pc = check_path(node_path); !pc.ok())
         return void(op->complete(pc.ec));
     op->bind_cancellation();

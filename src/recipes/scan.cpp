@@ -267,7 +267,7 @@ private:
 
 void start_scan(client& c, std::string root, scan_options opts, any_handler<void(error_code, scan_result)> handler)
 {
-    auto op = std::make_shared<op_state<scan_result>>(std::move(handler), c.get_executor());
+    auto op = make_pooled<op_state<scan_result>>(std::move(handler), c.get_executor());
     if (auto problem = check_path(root); !problem.ok()) {
         op->complete(problem.ec, scan_result{});
         return;

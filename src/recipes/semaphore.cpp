@@ -173,7 +173,7 @@ void semaphore::start_acquire(int n, std::chrono::steady_clock::duration t,
                               detail::any_handler<void(error_code, std::optional<std::vector<guard>>)> handler)
 {
     auto deadline = detail::deadline_after(t);
-    auto op = std::make_shared<detail::op_state<std::optional<std::vector<guard>>>>(std::move(handler), get_executor());
+    auto op = detail::make_pooled<detail::op_state<std::optional<std::vector<guard>>>>(std::move(handler), get_executor());
     detail::spawn_counted(state_, detail::acquire_n(state_, n, deadline), std::move(op), std::chrono::steady_clock::now());
 }
 
@@ -199,7 +199,7 @@ asio::awaitable<std::optional<guard>> semaphore_mutex::acquire(std::chrono::stea
 void semaphore_mutex::start_acquire(std::chrono::steady_clock::duration t,
                                     detail::any_handler<void(error_code, std::optional<guard>)> handler)
 {
-    auto op = std::make_shared<detail::op_state<std::optional<guard>>>(std::move(handler), sem_.get_executor());
+    auto op = detail::make_pooled<detail::op_state<std::optional<guard>>>(std::move(handler), sem_.get_executor());
     sem_.async_acquire(1, t, [op](error_code ec, std::optional<std::vector<guard>> leases) {
         if (ec || !leases)
             return void(op->complete(ec, std::nullopt));

@@ -213,7 +213,7 @@ void redis_impl::exec(const std::vector<std::string>& args, std::shared_ptr<repl
         return void(op->fail(url_ec));
     if (!cmd_) {
         // The first command connects.
-        auto c = std::make_shared<op_state<>>([](error_code) {}, strand);
+        auto c = detail::make_pooled<op_state<>>([](error_code) {}, strand);
         connect(std::move(c));
     }
     if (!cmd_)
@@ -409,7 +409,7 @@ std::string redis_client::last_error() const
 
 void redis_client::start_connect(detail::any_handler<void(error_code)> h)
 {
-    auto op = std::make_shared<detail::op_state<>>(std::move(h), impl_->ex);
+    auto op = detail::make_pooled<detail::op_state<>>(std::move(h), impl_->ex);
     asio::dispatch(impl_->strand, [impl = impl_, op] { impl->connect(op); });
 }
 
@@ -421,7 +421,7 @@ void redis_client::start_exec(std::vector<std::string> args, detail::any_handler
 
 void redis_client::start_wait_state(redis_state known, detail::any_handler<void(error_code, redis_state)> h)
 {
-    auto op = std::make_shared<detail::op_state<redis_state>>(std::move(h), impl_->ex);
+    auto op = detail::make_pooled<detail::op_state<redis_state>>(std::move(h), impl_->ex);
     asio::dispatch(impl_->strand, [impl = impl_, op, known] { impl->wait_state(known, op); });
 }
 

@@ -103,16 +103,16 @@ public:
         entry_.prefix = protected_prefix();
         auto& zk = zk_of(*s_);
         zk.async_create(entry_path(s_->path, entry_.prefix, s_->recipe.base_name), s_->data, create_mode::ephemeral_sequential,
-                        [self = shared_from_this()](error_code ec, create_result r) {
+                        pooled([self = shared_from_this()](error_code ec, create_result r) {
                             self->entry_.create_ec = ec;
                             self->entry_.created = std::move(r);
                             self->arrived();
-                        });
-        auto listed = [self = shared_from_this()](error_code ec, children_result r) {
+                        }));
+        auto listed = pooled([self = shared_from_this()](error_code ec, children_result r) {
             self->entry_.list_ec = ec;
             self->entry_.listed = std::move(r);
             self->arrived();
-        };
+        });
         // When the queue was empty last time, the listing leaves a children watch (queue_walk::enter).
         if (s_->alone)
             zk.async_get_children(s_->path, leave_watch, std::move(listed));
@@ -173,7 +173,7 @@ void zk_backend::start(const std::shared_ptr<lock_object>& s, owner_id owner, st
     // A revocable acquisition watches its node from its creation on: the coroutine does that.
     if (promoted || s->opts.revocable)
         return spawn_counted(s, queue_in_zk(s, owner, deadline, promoted), std::move(op), started, owner);
-    std::make_shared<zk_entry>(s, owner, deadline, std::move(op), started)->start();
+    make_pooled<zk_entry>(s, owner, deadline, std::move(op), started)->start();
 }
 
 void zk_backend::give_back(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns,

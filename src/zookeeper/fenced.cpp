@@ -12,7 +12,7 @@ void fenced_multi_impl(std::shared_ptr<lease> l, std::vector<multi_op> ops,
 {
     if (!l)
         return fail_empty_handle(std::move(handler), client_errc::empty_guard);
-    auto op = std::make_shared<op_state<std::vector<multi_result>>>(std::move(handler), l->executor());
+    auto op = make_pooled<op_state<std::vector<multi_result>>>(std::move(handler), l->executor());
     client* zk = l->zookeeper();
     if (!zk)
         return void(op->complete(client_errc::not_supported, std::vector<multi_result>{}));

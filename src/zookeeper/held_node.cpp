@@ -161,13 +161,13 @@ void watch_held_node(const std::shared_ptr<lock_object>& s, const std::shared_pt
 {
     if (!queue_watch.valid())
         return watch_node(s, ns);
-    queue_watch.async_wait([s, ns](error_code ec, watch_event) {
+    queue_watch.async_wait(pooled([s, ns](error_code ec, watch_event) {
         if (ns->lost || ns->released)
             return;  // released: our own deletion
         queue_changed(s, ns);  // someone queued (a lingering node goes), or our node went
         if (!ec)
             watch_node(s, ns);  // else the session ended: the monitor decides
-    });
+    }));
 }
 
 // A release whose delete failed for good: counted, logged, and reported to the caller.
@@ -248,14 +248,14 @@ void session_changed(const std::shared_ptr<lock_object>& s)
 guard hold_node(const std::shared_ptr<lock_object>& s, owner_id owner, const std::string& node, const node_stat& st,
                 zkcoro::watch queue_watch, bool others_queued, std::shared_ptr<revocation_state> revocation)
 {
-    auto ns = std::make_shared<node_state>();
+    auto ns = make_pooled<node_state>();
     ns->node = node;
     ns->fence_base = st.czxid;
     ns->session_id = st.ephemeral_owner;
     ns->generation = zk_of(*s).session_generation();
     ns->granted_at = steady_clock::now();
     ns->queue_watched = queue_watch.valid() && s->recipe.watch_own_node;
-    auto h = std::make_shared<object_lease>(s, ns, owner);
+    auto h = make_pooled<object_lease>(s, ns, owner);
     h->set_revocation(std::move(revocation));
     // Tasks of ours wait to be handed the node: learn now whether anyone else queues, for the time
     // bound of the batch.
@@ -280,7 +280,7 @@ void delete_released_node(const std::shared_ptr<lock_object>& s, const std::shar
     unwatch_session(*s, ns);
     asio::dispatch(zk_of(*s).get_executor(), [ns, op, s] {
         ns->monitor_stop.emit(asio::cancellation_type::terminal);
-        zk_of(*s).async_remove(ns->node, -1, [ns, op, s](error_code ec) {
+        zk_of(*s).async_remove(ns->node, -1, pooled([ns, op, s](error_code ec) {
             if (!ec || ec == zk_errc::no_node || is_session_lost(ec))
                 return void(op->complete_here({}));
             if (!is_retriable(ec))
@@ -293,7 +293,7 @@ void delete_released_node(const std::shared_ptr<lock_object>& s, const std::shar
                                    return release_failed(*s, ns->node, *op, ec2);
                                op->complete({});
                            });
-        });
+        }));
     });
 }
 

@@ -1,0 +1,150 @@
+// Recycled memory for what every lock cycle makes and frees (internal): operation states, the
+// acquisition's entry, the held node's state, the I/O loop's handlers. A block freed on a thread
+// is kept there, by size class, for the next allocation of its class on that thread, with no call
+// to malloc; a few blocks per class at most. Under AddressSanitizer every block goes straight to
+// the heap, so that a use after free is still caught.
+#ifndef ZKCORO_SRC_ASYNC_POOL_HPP
+#define ZKCORO_SRC_ASYNC_POOL_HPP
+
+#include <zkcoro/detail/config.hpp>
+
+#include <boost/asio/bind_allocator.hpp>
+
+#include <cstddef>
+#include <memory>
+#include <new>
+#include <utility>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define ZKCORO_POOL_DISABLED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ZKCORO_POOL_DISABLED 1
+#endif
+#endif
+
+namespace zkcoro::detail {
+
+class block_cache {
+public:
+    static constexpr std::size_t granule = 64;   // class k holds blocks of (k + 1) * granule bytes
+    static constexpr std::size_t classes = 8;    // up to 512 bytes; larger ones go to the heap
+    static constexpr unsigned per_class = 32;    // blocks kept per class and thread
+
+    static void* allocate(std::size_t n)
+    {
+        const std::size_t k = class_of(n);
+#ifndef ZKCORO_POOL_DISABLED
+        if (k < classes) {
+            auto& c = tls_;
+            if (auto* b = c.heads[k]) {
+                c.heads[k] = b->next;
+                --c.counts[k];
+                return b;
+            }
+        }
+#endif
+        return ::operator new(k < classes ? (k + 1) * granule : n);
+    }
+
+    static void deallocate(void* p, std::size_t n) noexcept
+    {
+        const std::size_t k = class_of(n);
+#ifndef ZKCORO_POOL_DISABLED
+        auto& c = tls_;
+        if (k < classes && c.state != gone && c.counts[k] < per_class) {
+            if (c.state == fresh)
+                adopt();
+            c.heads[k] = ::new (p) free_block{c.heads[k]};
+            ++c.counts[k];
+            return;
+        }
+#endif
+        ::operator delete(p);
+    }
+
+private:
+    struct free_block {
+        free_block* next;
+    };
+    enum : unsigned char { fresh, alive, gone };
+
+    // Trivial, so a thread's cache needs no guard and can be read at any time, even while the
+    // thread's other thread-locals are destroyed (after the reaper, nothing is kept).
+    struct cache {
+        free_block* heads[classes];
+        unsigned counts[classes];
+        unsigned char state;
+    };
+
+    // Frees the thread's cached blocks when the thread ends; made at the first block kept.
+    struct reaper {
+        ~reaper()
+        {
+            auto& c = tls_;
+            c.state = gone;
+            for (auto*& h : c.heads)
+                while (h) {
+                    auto* next = h->next;
+                    ::operator delete(h);
+                    h = next;
+                }
+        }
+    };
+
+    static void adopt() noexcept
+    {
+        thread_local reaper r;
+        (void)r;
+        tls_.state = alive;
+    }
+
+    static std::size_t class_of(std::size_t n) noexcept { return n == 0 ? 0 : (n - 1) / granule; }
+
+    static thread_local cache tls_;
+};
+
+inline thread_local block_cache::cache block_cache::tls_{};
+
+// An allocator on block_cache, for std::allocate_shared and Asio's associated allocator.
+template <class T>
+struct pool_allocator {
+    using value_type = T;
+
+    pool_allocator() noexcept = default;
+    template <class U>
+    pool_allocator(const pool_allocator<U>&) noexcept
+    {
+    }
+
+    T* allocate(std::size_t n)
+    {
+        static_assert(alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__, "over-aligned types are not pooled");
+        return static_cast<T*>(block_cache::allocate(n * sizeof(T)));
+    }
+    void deallocate(T* p, std::size_t n) noexcept { block_cache::deallocate(p, n * sizeof(T)); }
+
+    template <class U>
+    bool operator==(const pool_allocator<U>&) const noexcept
+    {
+        return true;
+    }
+};
+
+// A completion handler whose memory (Asio's operation, a type-erased handler) is recycled.
+template <class F>
+auto pooled(F&& f)
+{
+    return asio::bind_allocator(pool_allocator<void>(), std::forward<F>(f));
+}
+
+// std::make_shared, in a recycled block.
+template <class T, class... A>
+std::shared_ptr<T> make_pooled(A&&... a)
+{
+    return std::allocate_shared<T>(pool_allocator<T>{}, std::forward<A>(a)...);
+}
+
+}  // namespace zkcoro::detail
+
+#endif
