@@ -3,6 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
+#include <cstring>
+
 namespace zkcoro {
 namespace {
 
@@ -32,6 +35,27 @@ std::size_t decode_utf8(std::string_view s, std::size_t i, char32_t& cp) noexcep
     return len;
 }
 
+// Whether every byte of `s` is printable ASCII (0x20 to 0x7E), eight bytes at a time: the common
+// path, which then needs no character-by-character check.
+bool printable_ascii(std::string_view s) noexcept
+{
+    constexpr std::uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    std::size_t i = 0;
+    for (; i + 8 <= s.size(); i += 8) {
+        std::uint64_t x;
+        std::memcpy(&x, s.data() + i, 8);
+        const std::uint64_t below = (x - ones * 0x20) & ~x & highs;  // a byte below 0x20
+        const std::uint64_t d = x ^ (ones * 0x7F);
+        const std::uint64_t del = (d - ones) & ~d & highs;           // a byte 0x7F
+        if ((x & highs) | below | del)                                // or one of 0x80 and above
+            return false;
+    }
+    for (; i < s.size(); ++i)
+        if (auto b = static_cast<unsigned char>(s[i]); b < 0x20 || b >= 0x7F)
+            return false;
+    return true;
+}
+
 }  // namespace
 
 std::string path_problem::describe(std::string_view path) const
@@ -51,18 +75,35 @@ path_problem check_path(std::string_view path, bool sequential) noexcept
         return {};
     if (path.back() == '/' && !sequential)
         return bad(path.size() - 1, "trailing '/'");
+    // The node name from name_start to i (a '/' or the end).
+    auto check_name = [&](std::size_t name_start, std::size_t i) -> path_problem {
+        auto name = path.substr(name_start, i - name_start);
+        // A trailing '/' of a sequential path is where the server appends the number.
+        bool sequential_tail = sequential && i == path.size() && name.empty();
+        if (name.empty() && !sequential_tail && i != path.size())
+            return bad(i, "empty node name");
+        if (name == ".")
+            return bad(name_start, "'.' is not a valid node name");
+        if (name == "..")
+            return bad(name_start, "'..' is not a valid node name");
+        return {};
+    };
+    if (printable_ascii(path)) {
+        for (std::size_t name_start = 1;;) {
+            const auto slash = path.find('/', name_start);
+            const auto end = slash == std::string_view::npos ? path.size() : slash;
+            if (auto p = check_name(name_start, end); !p.ok())
+                return p;
+            if (slash == std::string_view::npos)
+                return {};
+            name_start = slash + 1;
+        }
+    }
     std::size_t name_start = 1;
     for (std::size_t i = 1; i <= path.size();) {
         if (i == path.size() || path[i] == '/') {
-            auto name = path.substr(name_start, i - name_start);
-            // A trailing '/' of a sequential path is where the server appends the number.
-            bool sequential_tail = sequential && i == path.size() && name.empty();
-            if (name.empty() && !sequential_tail && i != path.size())
-                return bad(i, "empty node name");
-            if (name == ".")
-                return bad(name_start, "'.' is not a valid node name");
-            if (name == "..")
-                return bad(name_start, "'..' is not a valid node name");
+            if (auto p = check_name(name_start, i); !p.ok())
+                return p;
             name_start = i + 1;
             ++i;
             continue;

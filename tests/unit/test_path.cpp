@@ -124,3 +124,33 @@ TEST_CASE("join, parent and name")
     CHECK(zkcoro::parent_path("/a") == "/");
     CHECK(zkcoro::node_name("/a/b") == "b");
 }
+
+// Paths long enough for the eight-bytes-at-a-time check of printable ASCII: every single byte at
+// every offset of a word, judged as the character-by-character rule judges it.
+TEST_CASE("every byte at every offset of a long path")
+{
+    const std::string base = "/locks/orders-0123456789abcdef";
+    std::size_t mismatches = 0;
+    for (int b = 1; b < 256; ++b) {
+        if (b == '/')
+            continue;
+        for (std::size_t at = 1; at < base.size(); ++at) {
+            std::string path = base;
+            path[at] = static_cast<char>(b);
+            const auto p = check_path(path);
+            const char* expected = b >= 0x20 && b < 0x7F ? nullptr
+                                   : b < 0x80            ? "control character"
+                                                         : "invalid UTF-8";
+            const bool right = expected ? (!p.ok() && p.reason == expected && p.position == at) : p.ok();
+            if (!right && ++mismatches <= 5)
+                FAIL_CHECK("byte " << b << " at " << at << ": " << (p.ok() ? "accepted" : std::string(p.reason)));
+        }
+    }
+    CHECK(mismatches == 0);
+    // The structure of a long printable path: empty names, dots, a sequential tail.
+    CHECK(check_path("/locks/orders//x-0123456789").position == 14);
+    CHECK(check_path("/locks/orders/../0123456789").reason == "'..' is not a valid node name");
+    CHECK(check_path("/locks/orders/./x0123456789").position == 14);
+    CHECK(check_path("/locks/orders/0123456789/", true).ok());
+    CHECK(check_path("/locks/orders/0123456789/").reason == "trailing '/'");
+}
