@@ -31,15 +31,23 @@ inline asio::awaitable<bool> cancelled()
 // Runs `coro` on `ex` and calls `done(ec, result)` with what it returns; an exception out of it is
 // reported as client_errc::internal_error with a default result. A connected `slot` cancels the
 // coroutine (the caller's per-operation cancellation); an unconnected one leaves it alone.
+// The completion of a coroutine spawned by spawn_with: `done(ec, result)`, an exception reported
+// as client_errc::internal_error with a default result.
 template <class R, class Done>
-void spawn_with(const asio::any_io_executor& ex, asio::awaitable<std::tuple<error_code, R>> coro,
-                asio::cancellation_slot slot, Done done)
+auto spawned_completion(Done done)
 {
-    auto finish = [done = std::move(done)](std::exception_ptr e, std::tuple<error_code, R> r) mutable {
+    return [done = std::move(done)](std::exception_ptr e, std::tuple<error_code, R> r) mutable {
         if (e)
             return done(make_error_code(client_errc::internal_error), R{});
         done(std::get<0>(r), std::move(std::get<1>(r)));
     };
+}
+
+template <class R, class Done>
+void spawn_with(const asio::any_io_executor& ex, asio::awaitable<std::tuple<error_code, R>> coro,
+                asio::cancellation_slot slot, Done done)
+{
+    auto finish = spawned_completion<R>(std::move(done));
     if (!slot.is_connected())
         return asio::co_spawn(ex, std::move(coro), std::move(finish));
     // The caller's cancellation reaches the coroutine through a signal of ours that lives as long
@@ -57,6 +65,17 @@ void spawn_with(const asio::any_io_executor& ex, asio::awaitable<std::tuple<erro
                                                                     std::exception_ptr e, std::tuple<error_code, R> r) mutable {
                        finish(std::move(e), std::move(r));
                    }));
+}
+
+// As above, cancelled through `signal`, a signal of the caller's own: for an operation that
+// connected the caller's slot before the coroutine existed (an uncontended first attempt that
+// goes on as a coroutine). The caller keeps `signal` alive until `done` has run, and emits it on
+// `ex`.
+template <class R, class Done>
+void spawn_with(const asio::any_io_executor& ex, asio::awaitable<std::tuple<error_code, R>> coro,
+                asio::cancellation_signal& signal, Done done)
+{
+    asio::co_spawn(ex, std::move(coro), asio::bind_cancellation_slot(signal.slot(), spawned_completion<R>(std::move(done))));
 }
 
 }  // namespace zkcoro::detail

@@ -112,19 +112,11 @@ struct redis_backend::first_attempt : std::enable_shared_from_this<first_attempt
             return complete_counted(*s, *op, started, {}, std::optional<guard>(std::move(g)));
         }
         st = stage::coroutine;
-        auto self = shared_from_this();
-        asio::co_spawn(s->ex,
-                       take(s, b, owner, steady_clock::time_point::max(), promoted, value,
-                            attempt_reply{ec, std::move(r), sent}),
-                       asio::bind_cancellation_slot(to_coroutine.slot(), [self](std::exception_ptr e, acquire_result res) {
-                           self->st = stage::done;
-                           if (e)
-                               return complete_counted(*self->s, *self->op, self->started,
-                                                       make_error_code(client_errc::internal_error),
-                                                       std::optional<guard>());
-                           complete_counted(*self->s, *self->op, self->started, std::get<0>(res),
-                                            std::move(std::get<1>(res)));
-                       }));
+        spawn_with(s->ex, take(s, b, owner, steady_clock::time_point::max(), promoted, value, attempt_reply{ec, std::move(r), sent}),
+                   to_coroutine, [self = shared_from_this()](error_code e, std::optional<guard> g) {
+                       self->st = stage::done;
+                       complete_counted(*self->s, *self->op, self->started, e, std::move(g));
+                   });
     }
 
     void cancel(asio::cancellation_type t)

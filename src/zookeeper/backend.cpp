@@ -140,13 +140,10 @@ private:
                                     true);
         }
         // The walk goes on from these replies; our signal carries later cancellations to it.
-        auto self = shared_from_this();
-        asio::co_spawn(s_->ex, queue_in_zk(s_, owner_, deadline_, false, std::move(entry_)),
-                       asio::bind_cancellation_slot(signal_.slot(), [self](std::exception_ptr e, acquire_result r) {
-                           auto ec = e ? make_error_code(client_errc::internal_error) : std::get<0>(r);
-                           complete_counted(*self->s_, *self->op_, self->started_, ec, std::move(std::get<1>(r)),
-                                            self->owner_, true);
-                       }));
+        spawn_with(s_->ex, queue_in_zk(s_, owner_, deadline_, false, std::move(entry_)), signal_,
+                   [self = shared_from_this()](error_code ec, std::optional<guard> g) {
+                       complete_counted(*self->s_, *self->op_, self->started_, ec, std::move(g), self->owner_, true);
+                   });
         // A cancellation that came before the signal was connected.
         if (cancelled_)
             signal_.emit(asio::cancellation_type::terminal);
