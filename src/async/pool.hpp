@@ -49,8 +49,8 @@ public:
 
     static void deallocate(void* p, std::size_t n) noexcept
     {
-        const std::size_t k = class_of(n);
 #ifndef ZKCORO_POOL_DISABLED
+        const std::size_t k = class_of(n);
         auto& c = tls_;
         if (k < classes && c.state != gone && c.counts[k] < per_class) {
             if (c.state == fresh)
@@ -59,6 +59,8 @@ public:
             ++c.counts[k];
             return;
         }
+#else
+        (void)n;
 #endif
         ::operator delete(p);
     }
