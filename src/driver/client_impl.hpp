@@ -10,6 +10,7 @@
 #include "session/session_fsm.hpp"
 
 #include "async/op_state.hpp"
+#include "async/recycling_map.hpp"
 #include "async/state_listener.hpp"
 #include "driver/connect_string.hpp"
 
@@ -221,12 +222,11 @@ private:
 
     // Registry of pending operations (intrusive list).
     pending_request* ops_head_ = nullptr;
-    using watch_map = std::unordered_map<std::string, std::vector<std::shared_ptr<watch_state>>>;
+    // By path. Each keeps the entry of the last path whose watches fired for the next path
+    // watched: a lock's children watch, set and fired every cycle, costs no allocation.
+    using watch_map = recycling_map<std::string, std::vector<std::shared_ptr<watch_state>>>;
     watch_map data_watches_;
     watch_map child_watches_;
-    // The entry of the last path whose watches fired, kept for the next path watched: a lock's
-    // children watch, set and fired every cycle, then costs no allocation (key, node, vector).
-    watch_map::node_type spare_watch_;
 
     struct connect_waiter {
         std::shared_ptr<op_state<>> op;

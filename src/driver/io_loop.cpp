@@ -5,8 +5,6 @@
 
 #include <zkcoro/error.hpp>
 
-#include <boost/asio/bind_allocator.hpp>
-
 #include <fmt/format.h>
 
 #include <sys/ioctl.h>
@@ -106,7 +104,7 @@ void client_impl::rearm()
         timer_.expires_at(deadline);
         timer_pending_ = true;
         auto gen = ++timer_gen_;
-        timer_.async_wait(asio::bind_allocator(pool_allocator<void>(), [self = shared_from_this(), gen](const error_code& ec) {
+        timer_.async_wait(pooled([self = shared_from_this(), gen](const error_code& ec) {
             self->on_timer(gen, ec);
         }));
     }
@@ -117,8 +115,7 @@ void client_impl::start_wait(bool write)
     (write ? write_pending_ : read_pending_) = true;
     desc_.async_wait(write ? asio::posix::stream_descriptor::wait_write
                            : asio::posix::stream_descriptor::wait_read,
-                     asio::bind_allocator(pool_allocator<void>(), [self = shared_from_this(), gen = desc_gen_,
-                                                                   write](const error_code& ec) {
+                     pooled([self = shared_from_this(), gen = desc_gen_, write](const error_code& ec) {
                          self->on_ready(gen, write ? ZOOKEEPER_WRITE : ZOOKEEPER_READ, ec);
                      }));
 }

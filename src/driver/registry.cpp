@@ -91,15 +91,7 @@ void client_impl::unlink(pending_request* r) noexcept
 
 void client_impl::add_watch(bool child, const std::string& path, std::shared_ptr<watch_state> w)
 {
-    auto& map = child ? child_watches_ : data_watches_;
-    if (auto it = map.find(path); it != map.end())
-        return it->second.push_back(std::move(w));
-    if (spare_watch_.empty())
-        return map[path].push_back(std::move(w));
-    auto entry = std::move(spare_watch_);
-    entry.key() = path;  // within the old key's capacity: no allocation
-    entry.mapped().push_back(std::move(w));
-    map.insert(std::move(entry));
+    (child ? child_watches_ : data_watches_)[path].push_back(std::move(w));
 }
 
 void client_impl::cleanup_node(std::string path)
@@ -154,13 +146,10 @@ void client_impl::on_watch_event(int type, const char* path)
         auto it = map->find(ev.path);
         if (it == map->end())
             continue;
-        auto entry = map->extract(it);
-        for (auto& w : entry.mapped())
-            w->deliver({}, ev);
-        // A delivery may have set a new watch (on its own executor, not inline: see
-        // watch_state::deliver), so the entry is out of the map by now; kept, emptied, for reuse.
-        entry.mapped().clear();
-        spare_watch_ = std::move(entry);
+        map->take(it, [&ev](auto& ws) {
+            for (auto& w : ws)
+                w->deliver({}, ev);
+        });
     }
 }
 

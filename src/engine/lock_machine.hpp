@@ -12,7 +12,7 @@
 #ifndef ZKCORO_SRC_ENGINE_LOCK_MACHINE_HPP
 #define ZKCORO_SRC_ENGINE_LOCK_MACHINE_HPP
 
-#include "engine/recycling_map.hpp"
+#include "async/recycling_map.hpp"
 
 #include <zkcoro/detail/api.hpp>
 

@@ -1,6 +1,6 @@
 // The recycled memory of async/pool.hpp and the recycling map of the engine: pure logic.
 #include "async/pool.hpp"
-#include "engine/recycling_map.hpp"
+#include "async/recycling_map.hpp"
 
 #include <doctest/doctest.h>
 
@@ -103,4 +103,26 @@ TEST_CASE("the recycling map inserts, finds and erases as a map, reusing the era
     CHECK(m.size() == 1);
     // Existing keys are not replaced by operator[].
     CHECK(*m[3] == 30);
+}
+
+TEST_CASE("the recycling map's take: the value is handed out before the entry goes, and a vector keeps its capacity")
+{
+    recycling_map<std::string, std::vector<int>> m;
+    m["/locks/a"].push_back(1);
+    m["/locks/a"].push_back(2);
+    std::vector<int> seen;
+    m.take(m.find("/locks/a"), [&](std::vector<int>& v) {
+        seen = v;
+        m["/locks/b"].push_back(3);  // inserting from inside take: the map is usable there
+    });
+    CHECK(seen == std::vector<int>{1, 2});
+    CHECK(m.find("/locks/a") == m.end());
+    REQUIRE(m.find("/locks/b") != m.end());
+    m.erase(m.find("/locks/b"));
+    // The kept node comes back empty, with the capacity its vector had.
+    auto& v = m["/locks/c"];
+    CHECK(v.empty());
+    CHECK(v.capacity() >= 1);
+    m.clear();
+    CHECK(m.empty());
 }

@@ -1,7 +1,9 @@
 // An unordered_map that keeps the node of its last erased entry for its next insertion
-// (internal): who holds a lock changes every cycle, and then costs no allocation. Pure.
-#ifndef ZKCORO_SRC_ENGINE_RECYCLING_MAP_HPP
-#define ZKCORO_SRC_ENGINE_RECYCLING_MAP_HPP
+// (internal): what changes every lock cycle (who holds a lock, the watches on its path) then
+// costs no allocation. An erased entry's value is reset at once: cleared where it can be (a
+// vector keeps its capacity), else replaced by a default one (a lease it held is released). Pure.
+#ifndef ZKCORO_SRC_ASYNC_RECYCLING_MAP_HPP
+#define ZKCORO_SRC_ASYNC_RECYCLING_MAP_HPP
 
 #include <cstddef>
 #include <unordered_map>
@@ -18,12 +20,14 @@ public:
 
     iterator find(const K& k) { return map_.find(k); }
     const_iterator find(const K& k) const { return map_.find(k); }
+    iterator begin() noexcept { return map_.begin(); }
     iterator end() noexcept { return map_.end(); }
     const_iterator end() const noexcept { return map_.end(); }
     std::size_t size() const noexcept { return map_.size(); }
     bool empty() const noexcept { return map_.empty(); }
+    void clear() noexcept { map_.clear(); }
 
-    // The value at `k`, inserted (default) when absent: in the spare node when there is one.
+    // The value at `k`, inserted (default, or reset) when absent: in the spare node when there is one.
     V& operator[](const K& k)
     {
         if (auto it = map_.find(k); it != map_.end())
@@ -31,14 +35,12 @@ public:
         if (spare_.empty())
             return map_[k];
         spare_.key() = k;
-        spare_.mapped() = V{};
         return map_.insert(std::move(spare_)).position->second;
     }
 
     void erase(iterator it)
     {
-        spare_ = map_.extract(it);
-        spare_.mapped() = V{};  // the value goes now (a lease it held is released)
+        take(it, [](V&) {});
     }
     std::size_t erase(const K& k)
     {
@@ -47,6 +49,20 @@ public:
             return 0;
         erase(it);
         return 1;
+    }
+
+    // Takes the entry at `it` out of the map, then calls `f` with its value (so that `f` may
+    // insert into the map again), then keeps the node, its value reset, for the next insertion.
+    template <class F>
+    void take(iterator it, F&& f)
+    {
+        auto node = map_.extract(it);
+        std::forward<F>(f)(node.mapped());
+        if constexpr (requires(V& v) { v.clear(); })
+            node.mapped().clear();
+        else
+            node.mapped() = V{};
+        spare_ = std::move(node);
     }
 
 private:
