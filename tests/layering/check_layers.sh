@@ -79,33 +79,26 @@ includers() {
   grep -rlE "^[[:space:]]*#[[:space:]]*include[[:space:]]*[<\"]($2)" "$1" || true
 }
 
+# forbid DIR REGEX WHAT: each file under DIR that includes a header matching REGEX is a violation.
+forbid() {
+  local f
+  for f in $(includers "$1" "$2"); do
+    fail "$f $3"
+  done
+}
+
 c_client='zookeeper/zookeeper\.h|driver/'
 for dir in src/engine src/recipes src/async include; do
-  for f in $(includers "$dir" "$c_client"); do
-    fail "$f includes the C client or a driver header"
-  done
+  forbid "$dir" "$c_client" "includes the C client or a driver header"
 done
-for f in $(includers src/recipes 'session/'); do
-  fail "$f (a recipe) includes a session header"
-done
-for f in $(includers src/engine 'recipes/'); do
-  fail "$f (the engine) includes a recipe"
-done
-for f in $(includers src/engine '"?zookeeper/|redis/|zkcoro/client\.hpp|session/'); do
-  fail "$f (the engine) includes a backend's header, the ZooKeeper client or a session header"
-done
-for f in $(includers src/zookeeper 'redis/|recipes/'); do
-  fail "$f (the ZooKeeper backend) includes a header of the Redis backend or a recipe"
-done
-for f in $(includers src/redis 'zookeeper/|zkcoro/client\.hpp'); do
-  fail "$f (the Redis backend) includes a header of the ZooKeeper backend or client"
-done
-for f in $(includers src/session 'driver/|engine/|recipes/|async/|zookeeper/'); do
-  fail "$f (the session machine, pure) includes another layer"
-done
-for f in $(includers src/async 'engine/|recipes/|session/'); do
-  fail "$f (async/, below every layer) includes a layer above it"
-done
+forbid src/recipes 'session/' "(a recipe) includes a session header"
+forbid src/engine 'recipes/' "(the engine) includes a recipe"
+forbid src/engine '"?zookeeper/|redis/|zkcoro/client\.hpp|session/' \
+  "(the engine) includes a backend's header, the ZooKeeper client or a session header"
+forbid src/zookeeper 'redis/|recipes/' "(the ZooKeeper backend) includes a header of the Redis backend or a recipe"
+forbid src/redis 'zookeeper/|zkcoro/client\.hpp' "(the Redis backend) includes a header of the ZooKeeper backend or client"
+forbid src/session 'driver/|engine/|recipes/|async/|zookeeper/' "(the session machine, pure) includes another layer"
+forbid src/async 'engine/|recipes/|session/' "(async/, below every layer) includes a layer above it"
 for f in $(grep -rlE '^[[:space:]]*#[[:space:]]*include[[:space:]]*<zookeeper/zookeeper\.h>' src include); do
   case $f in
     src/driver/*|src/client.cpp|src/client_requests.cpp|src/watch.cpp|src/error.cpp) ;;
@@ -118,13 +111,9 @@ for f in $(grep -rlE '^[[:space:]]*#[[:space:]]*include[[:space:]]*<hiredis/' sr
     *) fail "$f includes hiredis (only src/redis/link.cpp and src/redis/resp.cpp may)" ;;
   esac
 done
-for f in $(includers src/redis "$c_client|session/|recipes/"); do
-  fail "$f (the Redis backend) includes a ZooKeeper driver, session or recipe header"
-done
+forbid src/redis "$c_client|session/|recipes/" "(the Redis backend) includes a ZooKeeper driver, session or recipe header"
 for dir in src/engine src/zookeeper src/recipes src/driver src/session src/async include; do
-  for f in $(includers "$dir" 'redis/'); do
-    fail "$f includes a header of the Redis backend"
-  done
+  forbid "$dir" 'redis/' "includes a header of the Redis backend"
 done
 while read -r lines file; do
   [ "$file" = total ] && continue
