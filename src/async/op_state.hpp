@@ -41,6 +41,9 @@ struct op_base : std::enable_shared_from_this<op_base> {
     std::atomic<bool> done{false};
     // The caller gave up (cancellation): the reply is consumed, side effects are undone.
     std::atomic<bool> abandoned{false};
+    // Set before the operation starts, by an internal operation whose handler may run inline in
+    // the reply's callback (complete_here): it runs on the client's executor and is written for it.
+    bool inline_ok = false;
 };
 
 // A pending operation completing with void(error_code, Args...).
@@ -61,8 +64,8 @@ public:
         // Asked with the io_context's own executor as the candidate where there is one: wrapping
         // that in the completion executor needs no allocation, where wrapping an any_io_executor
         // does (a shared target), for every operation whose handler has no executor of its own.
-        const auto* ctx_ex = io_ex.target<asio::io_context::executor_type>();
-        auto ex = ctx_ex ? asio::get_associated_executor(handler_, *ctx_ex) : asio::get_associated_executor(handler_, io_ex);
+        // The Redis client's strand is held in place the same way.
+        auto ex = candidate(io_ex);
         bool same = false;
         if (auto* t = ex.template target<asio::any_io_executor>(); t && *t == io_ex_)
             same = true;
@@ -168,17 +171,35 @@ private:
             return true;
         }
         auto work = std::exchange(elsewhere_->work, asio::any_completion_executor{});
-        // Posted through the client's I/O executor (never inline), then run on the handler's own.
-        asio::post(io_ex_, asio::bind_executor(elsewhere_->ex, [h = std::move(h), ec, args = std::make_tuple(Args(std::forward<Vs>(vs))...),
-                        work = std::move(work), bound = bound_.load()]() mutable {
+        auto run = [h = std::move(h), ec, args = std::make_tuple(Args(std::forward<Vs>(vs))...), work = std::move(work),
+                    bound = bound_.load()]() mutable {
             // The cancellation handler we installed must not outlive the operation. A slot we
             // handed on (to co_spawn) is its user's to clear, not ours.
             auto slot = asio::get_associated_cancellation_slot(h);
             if (bound && slot.is_connected())
                 slot.clear();
             std::apply([&](auto&&... a) { std::move(h)(ec, std::move(a)...); }, std::move(args));
-        }));
+        };
+        // Posted (never inline) to the handler's own executor: one hop where its type says how to
+        // post (a coroutine's any_io_executor, an io_context's); else through the client's I/O
+        // executor first, as a type-erased completion executor cannot be asked not to block.
+        if (auto* any = elsewhere_->ex.template target<asio::any_io_executor>())
+            asio::post(*any, pooled(std::move(run)));
+        else if (auto* ctx = elsewhere_->ex.template target<asio::io_context::executor_type>())
+            asio::post(*ctx, pooled(std::move(run)));
+        else
+            asio::post(io_ex_, asio::bind_executor(elsewhere_->ex, std::move(run)));
         return true;
+    }
+
+    // The handler's associated executor, with the I/O executor's own target as the candidate.
+    asio::any_completion_executor candidate(const asio::any_io_executor& io_ex) const
+    {
+        if (const auto* ctx_ex = io_ex.target<asio::io_context::executor_type>())
+            return asio::get_associated_executor(handler_, *ctx_ex);
+        if (const auto* st = io_ex.target<io_strand>())
+            return asio::get_associated_executor(handler_, *st);
+        return asio::get_associated_executor(handler_, io_ex);
     }
 
     // The handler's own executor, when it is not the client's, and the work that keeps its
