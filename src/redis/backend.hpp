@@ -85,11 +85,13 @@ public:
                    std::shared_ptr<op_state<>> op) override
     {
         ns->released = true;
-        asio::post(rc->strand, [s, ns, op, self = shared_from_this()] {
+        // On the strand: at once when the caller may enter it (the release's own thread), the
+        // compare-and-delete then written in the same turn.
+        asio::dispatch(rc->strand, pooled([s, ns, op = std::move(op), self = shared_from_this()]() mutable {
             ns->monitor_stop.emit(asio::cancellation_type::terminal);
             // Until the key would have expired anyway (a renewal extends it at most to now + TTL).
             const auto until = steady_clock::now() + self->opts.ttl;
-            self->compare_and_delete(ns->node, ns->value, until, [s, ns, op, self](error_code ec) {
+            self->compare_and_delete(ns, ns->node, ns->value, until, [s, ns, op = std::move(op), self](error_code ec) {
                 if (!ec)
                     return void(op->complete({}));
                 {
@@ -101,28 +103,30 @@ public:
                                           ns->node, ec.message()));
                 op->complete(ec);
             });
-        });
+        }));
     }
 
     // Compare-and-delete of `key` while it holds `value`, and the release's PUBLISH. Tried again
     // on connection_lost (a drop, or NOSCRIPT after a SCRIPT FLUSH) while `until` has not passed,
     // at most 8 times: it is idempotent, and sent later it still runs after the command it
-    // follows. `done` (may be empty) gets the last outcome. On the strand.
-    void compare_and_delete(std::string key, std::string value, steady_clock::time_point until,
-                            std::function<void(error_code)> done, int tries = 8)
+    // follows. `done(error_code)` gets the last outcome. `key` and `value` live as long as `keep`.
+    // On the strand.
+    template <class Done>
+    void compare_and_delete(std::shared_ptr<const void> keep, std::string_view key, std::string_view value,
+                            steady_clock::time_point until, Done done, int tries = 8)
     {
-        auto op = std::make_shared<reply_op>(
-            [self = shared_from_this(), key, value, until, done = std::move(done), tries](error_code ec,
-                                                                                          redis_reply) mutable {
+        auto op = make_pooled<reply_op>(
+            pooled([self = shared_from_this(), keep, key, value, until, done = std::move(done),
+                    tries](error_code ec, redis_reply) mutable {
                 if (ec == redis_errc::connection_lost && tries > 1 && steady_clock::now() < until &&
                     !self->rc->closing())
-                    return self->compare_and_delete(std::move(key), std::move(value), until, std::move(done),
-                                                    tries - 1);
-                if (done)
-                    done(ec);
-            },
+                    return self->compare_and_delete(std::move(keep), key, value, until, std::move(done), tries - 1);
+                done(ec);
+            }),
             rc->strand);
-        rc->eval(release_script().text, release_script().sha, {key, value, channel}, 1, std::move(op));
+        op->inline_ok = true;
+        const std::string_view args[] = {key, value, channel};
+        rc->eval(release_script().text, release_script().sha, args, 1, std::move(op));
     }
 
     // Who holds the key: GET it (Redis keeps no queue: waiters are not listed).
@@ -142,9 +146,9 @@ public:
                 op->complete(ec, std::move(out));
             },
             rc->strand);
-        asio::dispatch(rc->strand, [rc = rc, got, key = s->path] {
-            std::vector<std::string> args{"GET", key};
-            rc->exec(std::move(args), got);
+        asio::dispatch(rc->strand, [rc = rc, got, s] {
+            const std::string_view args[] = {"GET", s->path};
+            rc->exec(args, got);
         });
     }
 
@@ -221,7 +225,8 @@ public:
     // it: the connection keeps the order, see redis_link::send). On the strand.
     void take_back(const std::string& key, const std::string& value)
     {
-        compare_and_delete(key, value, steady_clock::now() + opts.ttl, {});
+        auto kept = std::make_shared<const std::pair<std::string, std::string>>(key, value);
+        compare_and_delete(kept, kept->first, kept->second, steady_clock::now() + opts.ttl, [](error_code) {});
     }
 
     void wake_all()
@@ -234,13 +239,15 @@ public:
     }
 
     // Runs a script, bounded by `until` (asio::error::timed_out then; the script may still run).
+    // `args` are read when the command is sent, at the start.
     asio::awaitable<std::tuple<error_code, redis_reply>> run(const std::string& script, const std::string& sha, int nkeys,
-                                                       std::vector<std::string> args, steady_clock::time_point until)
+                                                       command_args args, steady_clock::time_point until)
     {
-        auto start = [this, &script, &sha, nkeys, &args](auto handler) {
-            auto op = std::make_shared<reply_op>(std::move(handler), rc->strand);
+        auto start = [this, &script, &sha, nkeys, args](auto handler) {
+            auto op = make_pooled<reply_op>(std::move(handler), rc->strand);
+            op->inline_ok = true;  // the coroutine runs on the strand
             op->bind_cancellation();
-            eval_acked(*rc, script, sha, std::move(args), nkeys, std::move(op));  // + WAIT when asked
+            eval_acked(*rc, script, sha, args, nkeys, std::move(op));  // + WAIT when asked
         };
         if (until == steady_clock::time_point::max()) {
             auto [ec, r] = co_await asio::async_initiate<decltype(redis_use_tuple), void(error_code, redis_reply)>(

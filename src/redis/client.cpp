@@ -207,7 +207,7 @@ void redis_impl::connect(std::shared_ptr<op_state<>> op)
     cmd_->start();
 }
 
-void redis_impl::exec(const std::vector<std::string>& args, std::shared_ptr<reply_op> op, const std::string* script)
+void redis_impl::exec(command_args args, std::shared_ptr<reply_op> op, const std::string* script)
 {
     if (url_ec)
         return void(op->fail(url_ec));
@@ -222,19 +222,16 @@ void redis_impl::exec(const std::vector<std::string>& args, std::shared_ptr<repl
     sent = cmd_->sent;
 }
 
-void redis_impl::eval(const std::string& script, const std::string& sha1, std::vector<std::string> keys_and_args,
-                      int nkeys, std::shared_ptr<reply_op> op)
+void redis_impl::eval(const std::string& script, const std::string& sha1, command_args keys_and_args, int nkeys,
+                      std::shared_ptr<reply_op> op)
 {
     // EVALSHA; the link sends EVAL instead the first time its connection runs the script, and
     // drops the connection on NOSCRIPT (see redis_link::send): a NOSCRIPT is never retried here,
     // as a retry would run after the commands sent behind it.
-    std::vector<std::string> args;
-    args.reserve(keys_and_args.size() + 3);
-    args.emplace_back("EVALSHA");
-    args.push_back(sha1);
-    args.push_back(std::to_string(nkeys));
-    for (auto& a : keys_and_args)
-        args.push_back(std::move(a));
+    char n[12];
+    const auto n_end = std::to_chars(n, n + sizeof n, nkeys).ptr;
+    arg_views args{"EVALSHA", sha1, std::string_view(n, static_cast<std::size_t>(n_end - n))};
+    args.insert(args.end(), keys_and_args.begin(), keys_and_args.end());
     exec(args, std::move(op), &script);
 }
 
@@ -416,7 +413,7 @@ void redis_client::start_connect(detail::any_handler<void(error_code)> h)
 void redis_client::start_exec(std::vector<std::string> args, detail::any_handler<void(error_code, redis_reply)> h)
 {
     auto op = std::make_shared<detail::reply_op>(std::move(h), impl_->ex);
-    asio::dispatch(impl_->strand, [impl = impl_, op, a = std::move(args)]() mutable { impl->exec(std::move(a), op); });
+    asio::dispatch(impl_->strand, [impl = impl_, op, a = std::move(args)]() mutable { impl->exec(detail::views_of(a), op); });
 }
 
 void redis_client::start_wait_state(redis_state known, detail::any_handler<void(error_code, redis_state)> h)

@@ -28,19 +28,49 @@ struct redis_link::attachment : std::enable_shared_from_this<attachment> {
         if (pending || !ac)
             return;
         pending = true;
-        sd.async_wait(type, [self = shared_from_this(), type, read](error_code ec) {
+        sd.async_wait(type, pooled([self = shared_from_this(), type, read](error_code ec) {
             (read ? self->read_pending : self->write_pending) = false;
             if (ec || !self->ac || !(read ? self->want_read : self->want_write))
                 return;
-            if (read)
+            if (read) {
+                // What the replies' callbacks send is written once the read is done.
+                scope s(self);
                 redisAsyncHandleRead(self->ac);
-            else
+            } else {
                 redisAsyncHandleWrite(self->ac);
+            }
             // The context may be gone now (cleanup cleared ac); else wait again if still wanted.
             if (self->ac && (read ? self->want_read : self->want_write))
                 self->wait(type);
-        });
+        }));
     }
+
+    // Writes what hiredis holds for the socket now, and waits for writability if the socket does
+    // not take it all. On the strand, outside hiredis' calls.
+    void write_now()
+    {
+        if (!ac || !want_write)
+            return;
+        redisAsyncHandleWrite(ac);
+        if (ac && want_write)
+            wait(asio::posix::stream_descriptor::wait_write);
+    }
+
+    // While a scope is open (a send, the read of replies), commands only queue their output; the
+    // outermost scope's end writes it all, in that turn of the strand.
+    struct scope {
+        explicit scope(std::shared_ptr<attachment> a) : a_(std::move(a)) { ++a_->scopes; }
+        scope(const scope&) = delete;
+        scope& operator=(const scope&) = delete;
+        ~scope()
+        {
+            if (--a_->scopes == 0)
+                a_->write_now();
+        }
+
+    private:
+        std::shared_ptr<attachment> a_;
+    };
 
     static attachment* of(void* p) { return static_cast<attachment*>(p); }
     static void add_read(void* p)
@@ -49,10 +79,25 @@ struct redis_link::attachment : std::enable_shared_from_this<attachment> {
         of(p)->wait(asio::posix::stream_descriptor::wait_read);
     }
     static void del_read(void* p) { of(p)->want_read = false; }
+    // hiredis has output for the socket. On a connected context it is written without waiting for
+    // the reactor to say the socket is writable (it nearly always is): at the end of the scope
+    // that sent it, else from a turn of the strand of its own (one for all the commands sent
+    // before it runs). What the socket does not take then waits for writability. (While
+    // connecting, writability is what tells that the connection is made: there the reactor's
+    // wait it is.)
     static void add_write(void* p)
     {
-        of(p)->want_write = true;
-        of(p)->wait(asio::posix::stream_descriptor::wait_write);
+        auto* a = of(p);
+        a->want_write = true;
+        if (!a->ac || !(a->ac->c.flags & REDIS_CONNECTED))
+            return a->wait(asio::posix::stream_descriptor::wait_write);
+        if (a->scopes > 0 || a->write_posted)
+            return;
+        a->write_posted = true;
+        asio::post(a->sd.get_executor(), pooled([self = a->shared_from_this()] {
+            self->write_posted = false;
+            self->write_now();
+        }));
     }
     static void del_write(void* p) { of(p)->want_write = false; }
     static void cleanup(void* p)
@@ -77,6 +122,8 @@ struct redis_link::attachment : std::enable_shared_from_this<attachment> {
     redis_link* link = nullptr;
     bool want_read = false, want_write = false;
     bool read_pending = false, write_pending = false;
+    bool write_posted = false;  // add_write posted a write_now
+    int scopes = 0;             // open scopes (see scope)
 };
 
 namespace {
@@ -94,11 +141,6 @@ struct pending_reply {
     std::shared_ptr<reply_op> op;
     std::weak_ptr<redis_link> link;
     std::shared_ptr<bool> alive;
-};
-
-struct handshake_step {
-    redis_link* link;
-    int step;
 };
 
 }  // namespace
@@ -198,116 +240,15 @@ void redis_link::attempt_context_error(const redisAsyncContext* ac)
         fail_attempt(code_of(ac), ac->errstr[0] ? ac->errstr : "the connection dropped");
 }
 
-void redis_link::connect_cb(const redisAsyncContext* ac, int status)
-{
-    static_cast<redis_link*>(ac->data)->on_connected(status);
-}
-
-void redis_link::on_connected(int status)
-{
-    if (status != REDIS_OK) {
-        fail_attempt(redis_errc::connect_failed,
-                     fmt::format("cannot connect to {}:{}: {}", url_.host, url_.port, ac_ && ac_->errstr[0] ? ac_->errstr : "refused"));
-        return;  // hiredis frees the context: cleanup follows
-    }
-    // The handshake: AUTH, SELECT, then PING (which a server that is not Redis cannot answer).
-    if (!url_.password.empty() && !url_.user.empty())
-        send_command(ac_, &redis_link::handshake_cb, new handshake_step{this, 0}, {"AUTH", url_.user, url_.password});
-    else if (!url_.password.empty())
-        send_command(ac_, &redis_link::handshake_cb, new handshake_step{this, 0}, {"AUTH", url_.password});
-    if (url_.db != 0)
-        send_command(ac_, &redis_link::handshake_cb, new handshake_step{this, 1}, {"SELECT", std::to_string(url_.db)});
-    send_command(ac_, &redis_link::handshake_cb, new handshake_step{this, 2}, {"PING"});
-    // Found through sentinels: it must be the master (a sentinel may still name a master that was
-    // demoted, or one that is being replaced).
-    if (!url_.sentinels.empty())
-        send_command(ac_, &redis_link::handshake_cb, new handshake_step{this, 3}, {"ROLE"});
-}
-
-void redis_link::handshake_cb(redisAsyncContext* ac, void* reply, void* privdata)
-{
-    std::unique_ptr<handshake_step> st(static_cast<handshake_step*>(privdata));
-    if (st->link->closing_)
-        return;
-    if (!reply) {
-        st->link->attempt_context_error(ac);
-        return;
-    }
-    st->link->handshake_reply(st->step, reply);
-}
-
-void redis_link::handshake_reply(int step, const void* reply)
-{
-    // A step of this attempt failed already: the replies after it (the PONG of the pipelined
-    // PING) must not make the link ready.
-    if (attempt_code_)
-        return;
-    auto r = copy_reply(reply);
-    if (r.type == redis_reply::kind::error) {
-        if (step == 0 && !url_.user.empty())
-            fail_attempt(redis_errc::auth_failed, fmt::format("AUTH as user '{}' refused by {}:{}: {}", url_.user,
-                                                              url_.host, url_.port, r.str));
-        else if (step == 0)
-            fail_attempt(redis_errc::auth_failed, fmt::format("AUTH refused by {}:{}: {}", url_.host, url_.port, r.str));
-        else if (step == 3)
-            fail_attempt(redis_errc::not_master, fmt::format("ROLE refused by {}:{}: {}", url_.host, url_.port, r.str));
-        else if (step == 1)
-            fail_attempt(redis_errc::error_reply,
-                         fmt::format("SELECT {} refused by {}:{}: {}", url_.db, url_.host, url_.port, r.str));
-        else if (r.str.starts_with("NOAUTH"))
-            fail_attempt(redis_errc::auth_failed, fmt::format("{}:{} needs a password: {}", url_.host, url_.port, r.str));
-        else
-            fail_attempt(redis_errc::error_reply, fmt::format("PING refused: {}", r.str));
-        if (ac_)
-            redisAsyncDisconnect(ac_);
-        return;
-    }
-    if (step == 3) {
-        if (r.type != redis_reply::kind::array || r.elements.empty() || r.elements[0].str != "master") {
-            fail_attempt(redis_errc::not_master,
-                         fmt::format("{}:{}, named by the sentinels as master '{}', says it is a {} (ROLE)", url_.host,
-                                     url_.port, url_.master_name,
-                                     r.elements.empty() ? std::string("?") : r.elements[0].str));
-            if (ac_)
-                redisAsyncDisconnect(ac_);
-            return;
-        }
-        return ready();
-    }
-    if (step != 2)
-        return;
-    if (r.type != redis_reply::kind::status || r.str != "PONG") {
-        fail_attempt(redis_errc::not_redis,
-                     fmt::format("the peer at {}:{} does not speak the Redis protocol (its answer to PING is not PONG)",
-                                 url_.host, url_.port));
-        if (ac_)
-            redisAsyncDisconnect(ac_);
-        return;
-    }
-    if (url_.sentinels.empty())
-        ready();
-}
-
-void redis_link::ready()
-{
-    ready_ = true;
-    ever_connected_ = true;
-    backoff_ = std::chrono::milliseconds{0};
-    ++connects;
-    timer_.cancel();
-    if (!subscriber_)
-        redisAsyncSetDisconnectCallback(ac_, nullptr);
-    set_state(redis_state::connected);
-    flush();
-    if (hooks_.ready)
-        hooks_.ready();
-}
-
-void redis_link::dispatch_send(const std::vector<std::string>& args, std::shared_ptr<reply_op> op,
-                               const std::string* script)
+void redis_link::dispatch_send(command_args args, std::shared_ptr<reply_op> op, const std::string* script)
 {
     if (op->done)
         return;  // cancelled while queued
+    if (!ac_ || !ready_) {
+        // The context ended under an earlier command of the same flush (its write failed).
+        queue_.push_back(queued{std::vector<std::string>(args.begin(), args.end()), std::move(op), script});
+        return;
+    }
     // Kept to fail at once on close(); the done ones are dropped as the list grows.
     if (inflight_.size() >= inflight_prune_at_) {
         std::erase_if(inflight_, [](const std::weak_ptr<reply_op>& w) {
@@ -323,6 +264,7 @@ void redis_link::dispatch_send(const std::vector<std::string>& args, std::shared
     if (script && std::find(scripts_sent_.begin(), scripts_sent_.end(), script) == scripts_sent_.end())
         as_eval = script;
     auto* p = new pending_reply{std::move(op), weak_from_this(), alive_};
+    attachment::scope written(att_);  // last: the write may end the context (its replies fail)
     if (send_command(ac_, &redis_link::reply_cb, p, args, as_eval) != REDIS_OK) {
         std::unique_ptr<pending_reply> owned(p);
         owned->op->fail(redis_errc::connection_lost);
@@ -386,7 +328,12 @@ void redis_link::reply_cb(redisAsyncContext* ac, void* reply, void* privdata)
         if (l && l->hooks_.resolve)
             asio::post(l->strand_, [l] { l->drop("READONLY: the server became a replica"); });
     }
-    p->op->complete(ec, std::move(r));
+    // An internal operation continues in this callback (on the strand, inside hiredis' read, which
+    // takes new commands from it); any other is posted.
+    if (p->op->inline_ok)
+        p->op->complete_here(ec, std::move(r));
+    else
+        p->op->complete(ec, std::move(r));
 }
 
 void redis_link::free_context()
@@ -395,7 +342,7 @@ void redis_link::free_context()
         redisAsyncFree(ac_);  // pending replies fail with connection_lost; cleanup posts on_context_gone
 }
 
-void redis_link::send(const std::vector<std::string>& args, std::shared_ptr<reply_op> op, const std::string* script)
+void redis_link::send(command_args args, std::shared_ptr<reply_op> op, const std::string* script)
 {
     if (op->done)
         return;  // its caller gave up already (and its handler is gone)
@@ -406,7 +353,7 @@ void redis_link::send(const std::vector<std::string>& args, std::shared_ptr<repl
     op->bind_cancellation();
     if (ac_ && ready_)
         return dispatch_send(args, std::move(op), script);
-    queue_.push_back(queued{args, std::move(op), script});
+    queue_.push_back(queued{std::vector<std::string>(args.begin(), args.end()), std::move(op), script});
     start();
 }
 
@@ -419,7 +366,7 @@ void redis_link::send_push(std::vector<std::string> args)
         start();
         return;
     }
-    send_command(ac_, &redis_link::push_cb, this, args);
+    send_command(ac_, &redis_link::push_cb, this, views_of(args));
     ++sent;
 }
 

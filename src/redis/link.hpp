@@ -11,12 +11,15 @@
 
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/container/small_vector.hpp>
 
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 struct redisAsyncContext;
@@ -29,6 +32,10 @@ namespace zkcoro::detail {
 using redis_strand = asio::any_io_executor;
 redis_strand make_redis_strand(const asio::any_io_executor& ex);
 using reply_op = op_state<redis_reply>;
+// A command's words, read (not kept) by the call they are passed to.
+using command_args = std::span<const std::string_view>;
+using arg_views = boost::container::small_vector<std::string_view, 8>;
+inline arg_views views_of(const std::vector<std::string>& a) { return arg_views(a.begin(), a.end()); }
 
 class redis_link : public std::enable_shared_from_this<redis_link> {
 public:
@@ -61,7 +68,7 @@ public:
     // command and every one pipelined behind it fail with connection_lost (a retried EVAL would
     // run after them, out of order: a take-back before the grant it undoes); the next connection
     // loads the scripts again.
-    void send(const std::vector<std::string>& args, std::shared_ptr<reply_op> op, const std::string* script = nullptr);
+    void send(command_args args, std::shared_ptr<reply_op> op, const std::string* script = nullptr);
     // Subscribe mode: SUBSCRIBE/UNSUBSCRIBE with replies through hooks.push.
     void send_push(std::vector<std::string> args);
     void close();
@@ -91,7 +98,7 @@ private:
     void give_up(error_code ec, std::string why);  // the first connection failed
     void flush();
     void fail_attempt(error_code ec, std::string why);
-    void dispatch_send(const std::vector<std::string>& args, std::shared_ptr<reply_op> op, const std::string* script);
+    void dispatch_send(command_args args, std::shared_ptr<reply_op> op, const std::string* script);
     void noscript(redisAsyncContext* ac);  // a NOSCRIPT reply on `ac`: drop it (see send)
 
     static void connect_cb(const redisAsyncContext* ac, int status);

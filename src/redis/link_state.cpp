@@ -36,13 +36,12 @@ void redis_link::flush()
     auto q = std::move(queue_);
     queue_.clear();
     for (auto& item : q)
-        dispatch_send(item.args, std::move(item.op), item.script);
+        dispatch_send(views_of(item.args), std::move(item.op), item.script);
     auto pq = std::move(push_queue_);
     push_queue_.clear();
     for (auto& a : pq)
         send_push(std::move(a));
 }
-
 void redis_link::on_context_gone()
 {
     ac_ = nullptr;

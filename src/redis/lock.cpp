@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <list>
 #include <mutex>
 
@@ -75,7 +76,7 @@ struct redis_backend::first_attempt : std::enable_shared_from_this<first_attempt
                       std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started,
                       bool promoted)
     {
-        auto a = std::make_shared<first_attempt>();
+        auto a = make_pooled<first_attempt>();
         a->s = s;
         a->b = std::move(b);
         a->owner = owner;
@@ -86,7 +87,7 @@ struct redis_backend::first_attempt : std::enable_shared_from_this<first_attempt
         a->op->bind_cancellation_with([a](asio::cancellation_type t) {
             asio::dispatch(a->b->rc->strand, [a, t] { a->cancel(t); });
         });
-        asio::dispatch(a->b->rc->strand, [a] { a->send(); });
+        asio::dispatch(a->b->rc->strand, pooled([a] { a->send(); }));
     }
 
     void send()
@@ -95,11 +96,13 @@ struct redis_backend::first_attempt : std::enable_shared_from_this<first_attempt
             return;
         value = new_value(owner);
         sent = steady_clock::now();
-        auto r = std::make_shared<reply_op>(
-            [self = shared_from_this()](error_code ec, redis_reply reply) { self->on_reply(ec, std::move(reply)); },
+        auto r = make_pooled<reply_op>(
+            pooled([self = shared_from_this()](error_code ec, redis_reply reply) { self->on_reply(ec, std::move(reply)); }),
             b->rc->strand);
-        eval_acked(*b->rc, acquire_script().text, acquire_script().sha,
-                   {s->path, b->fence_key, value, std::to_string(b->opts.ttl.count())}, 2, std::move(r));
+        r->inline_ok = true;
+        const auto ttl = std::to_string(b->opts.ttl.count());
+        const std::string_view args[] = {s->path, b->fence_key, value, ttl};
+        eval_acked(*b->rc, acquire_script().text, acquire_script().sha, args, 2, std::move(r));
     }
 
     void on_reply(error_code ec, redis_reply r)
@@ -183,10 +186,10 @@ awaitable<acquire_result> redis_backend::take(std::shared_ptr<lock_object> s, st
             first.reset();
         } else {
             // (The arguments are built apart: g++ 12 miscompiles a braced list inside co_await.)
-            std::vector<std::string> args{s->path, b->fence_key, value, ttl};
+            const std::array<std::string_view, 4> args{s->path, b->fence_key, value, ttl};
             // The reply is awaited until the deadline, and at least a second: a zero wait
             // (try_acquire) is one round trip, then an answer.
-            std::tie(ec, r) = co_await b->run(acquire_script().text, acquire_script().sha, 2, std::move(args),
+            std::tie(ec, r) = co_await b->run(acquire_script().text, acquire_script().sha, 2, args,
                                               std::max(deadline, sent + std::chrono::seconds(1)));
         }
         if (co_await cancelled()) {

@@ -38,10 +38,10 @@ private:
     void arm(steady_clock::time_point at)
     {
         timer_.expires_at(at);
-        timer_.async_wait([self = shared_from_this(), g = ++gen_](error_code ec) {
+        timer_.async_wait(pooled([self = shared_from_this(), g = ++gen_](error_code ec) {
             if (!ec && g == self->gen_)
                 self->fire();
-        });
+        }));
     }
 
     void lose(std::string_view why)
@@ -58,11 +58,12 @@ private:
             return lose("no renewal confirmed within the TTL less the safety margin");
         const auto sent = steady_clock::now();
         in_flight_ = true;
-        auto op = std::make_shared<reply_op>(
-            [self = shared_from_this(), sent](error_code ec, redis_reply r) { self->on_reply(ec, r, sent); },
+        auto op = make_pooled<reply_op>(
+            pooled([self = shared_from_this(), sent](error_code ec, redis_reply r) { self->on_reply(ec, r, sent); }),
             b_->rc->strand);
-        eval_acked(*b_->rc, renew_script().text, renew_script().sha, {ns_->node, ns_->value, ttl_arg_}, 1,
-                   std::move(op));
+        op->inline_ok = true;
+        const std::string_view args[] = {ns_->node, ns_->value, ttl_arg_};
+        eval_acked(*b_->rc, renew_script().text, renew_script().sha, args, 1, std::move(op));
         arm(lost_at());  // the bound on this renewal
     }
 
@@ -95,13 +96,13 @@ private:
 guard hold_key(const std::shared_ptr<lock_object>& s, const std::shared_ptr<redis_backend>& b, owner_id owner,
                std::string value, std::int64_t fence, steady_clock::time_point sent)
 {
-    auto ns = std::make_shared<node_state>();
+    auto ns = make_pooled<node_state>();
     ns->node = s->path;
     ns->value = std::move(value);
     ns->fence_base = fence;
-    auto h = std::make_shared<object_lease>(s, ns, owner);
+    auto h = make_pooled<object_lease>(s, ns, owner);
     record_grant(s, ns, h, false);
-    std::make_shared<renewal>(s, b, ns, sent)->start();
+    make_pooled<renewal>(s, b, ns, sent)->start();
     return access::make_guard(std::move(h), owner);
 }
 

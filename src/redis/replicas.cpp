@@ -29,16 +29,17 @@ bool wrote(const std::string& script, const redis_reply& r)
 
 }  // namespace
 
-void eval_acked(redis_impl& rc, const std::string& script, const std::string& sha,
-                std::vector<std::string> keys_and_args, int nkeys, std::shared_ptr<reply_op> op)
+void eval_acked(redis_impl& rc, const std::string& script, const std::string& sha, command_args keys_and_args,
+                int nkeys, std::shared_ptr<reply_op> op)
 {
     const int n = replica_acks(rc);
     if (n <= 0 || (&script != &acquire_script().text && &script != &renew_script().text))
-        return rc.eval(script, sha, std::move(keys_and_args), nkeys, std::move(op));
+        return rc.eval(script, sha, keys_and_args, nkeys, std::move(op));
     // An unconfirmed grant is given back: the acquire script's KEYS[1] and ARGV[1] (key, value).
     std::vector<std::string> give_back;
     if (&script == &acquire_script().text && keys_and_args.size() >= 3)
-        give_back = {keys_and_args[0], keys_and_args[2], keys_and_args[0] + ":released"};
+        give_back = {std::string(keys_and_args[0]), std::string(keys_and_args[2]),
+                     fmt::format("{}:released", keys_and_args[0])};
     std::weak_ptr<redis_impl> weak = rc.shared_from_this();
     auto after = std::make_shared<reply_op>(
         [weak, op, n, &script, give_back = std::move(give_back)](error_code ec, redis_reply r) {
@@ -68,18 +69,21 @@ void eval_acked(redis_impl& rc, const std::string& script, const std::string& sh
                             // Set on the master, not confirmed by the replicas: compare-and-delete
                             // (and PUBLISH the release), on this connection, before answering.
                             auto ignore = std::make_shared<reply_op>([](error_code, redis_reply) {}, s->strand);
-                            s->eval(release_script().text, release_script().sha, give_back, 1, std::move(ignore));
+                            s->eval(release_script().text, release_script().sha, views_of(give_back), 1,
+                                    std::move(ignore));
                         }
                         return void(op->complete(redis_errc::not_replicated, std::move(*script_reply)));
                     }
                     op->complete({}, std::move(*script_reply));
                 },
                 self->strand);
-            std::vector<std::string> args{"WAIT", std::to_string(n), std::to_string(timeout.count())};
+            const auto n_arg = std::to_string(n);
+            const auto timeout_arg = std::to_string(timeout.count());
+            const std::string_view args[] = {"WAIT", n_arg, timeout_arg};
             self->exec(args, std::move(waited));
         },
         rc.strand);
-    rc.eval(script, sha, std::move(keys_and_args), nkeys, std::move(after));
+    rc.eval(script, sha, keys_and_args, nkeys, std::move(after));
 }
 
 }  // namespace zkcoro::detail

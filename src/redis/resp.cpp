@@ -6,6 +6,7 @@
 #include <hiredis/hiredis.h>
 
 #include <charconv>
+#include <cstring>
 #include <string_view>
 
 namespace zkcoro::detail {
@@ -35,43 +36,67 @@ redis_reply copy_reply(const void* p)
 
 namespace {
 
-// Appends one bulk string of RESP: $<len>\r\n<bytes>\r\n.
-void append_bulk(std::string& out, std::string_view a)
+// The decimal digits of n.
+std::size_t digits(std::size_t n)
 {
-    char head[24];
-    head[0] = '$';
-    auto end = std::to_chars(head + 1, head + sizeof head - 2, a.size()).ptr;
-    *end++ = '\r';
-    *end++ = '\n';
-    out.append(head, end);
-    out.append(a);
-    out.append("\r\n", 2);
+    std::size_t d = 1;
+    while (n >= 10) {
+        n /= 10;
+        ++d;
+    }
+    return d;
+}
+
+// The size of one bulk string of RESP: $<len>\r\n<bytes>\r\n.
+std::size_t bulk_size(std::string_view a) { return 1 + digits(a.size()) + 2 + a.size() + 2; }
+
+// Writes a RESP header (`*` or `$`, then n) at p; returns the end.
+char* put_head(char* p, char kind, std::size_t n)
+{
+    *p++ = kind;
+    p = std::to_chars(p, p + 20, n).ptr;
+    *p++ = '\r';
+    *p++ = '\n';
+    return p;
+}
+
+char* put_bulk(char* p, std::string_view a)
+{
+    p = put_head(p, '$', a.size());
+    std::memcpy(p, a.data(), a.size());
+    p += a.size();
+    *p++ = '\r';
+    *p++ = '\n';
+    return p;
 }
 
 }  // namespace
 
-// The command is written in RESP here, into a buffer kept between calls (hiredis copies it):
-// hiredis' own formatting (sdscatfmt per argument) cost more than the rest of a send.
-int send_command(redisAsyncContext* ac, reply_callback* cb, void* privdata, const std::vector<std::string>& args,
+// The command is written in RESP here, sized first and then filled in, into a buffer kept between
+// calls (hiredis copies it): hiredis' own formatting (sdscatfmt per argument) cost more than the
+// rest of a send.
+int send_command(redisAsyncContext* ac, reply_callback* cb, void* privdata, command_args args,
                  const std::string* script)
 {
     static thread_local std::string buf;
-    buf.clear();
-    char head[24];
-    head[0] = '*';
-    auto end = std::to_chars(head + 1, head + sizeof head - 2, args.size()).ptr;
-    *end++ = '\r';
-    *end++ = '\n';
-    buf.append(head, end);
-    std::size_t i = 0;
-    if (script && args.size() >= 2) {
-        append_bulk(buf, "EVAL");
-        append_bulk(buf, *script);
-        i = 2;
+    constexpr std::string_view eval = "EVAL";
+    const bool as_eval = script && args.size() >= 2;
+    const std::size_t from = as_eval ? 2 : 0;
+    std::size_t size = 1 + digits(args.size()) + 2;
+    if (as_eval)
+        size += bulk_size(eval) + bulk_size(*script);
+    for (std::size_t i = from; i < args.size(); ++i)
+        size += bulk_size(args[i]);
+    if (buf.size() < size)
+        buf.resize(size);
+    char* p = put_head(buf.data(), '*', args.size());
+    if (as_eval) {
+        p = put_bulk(p, eval);
+        p = put_bulk(p, *script);
     }
-    for (; i < args.size(); ++i)
-        append_bulk(buf, args[i]);
-    return redisAsyncFormattedCommand(ac, cb, privdata, buf.data(), buf.size());
+    for (std::size_t i = from; i < args.size(); ++i)
+        p = put_bulk(p, args[i]);
+    return redisAsyncFormattedCommand(ac, cb, privdata, buf.data(), static_cast<std::size_t>(p - buf.data()));
 }
 
 }  // namespace zkcoro::detail

@@ -1,11 +1,13 @@
-// The wire (RESP) side of a Redis connection (internal; hiredis is included by redis/link.cpp and
-// redis/resp.cpp only).
+// The wire (RESP) side of a Redis connection (internal; hiredis is included by redis/link.cpp,
+// redis/handshake.cpp and redis/resp.cpp only).
 #ifndef ZKCORO_SRC_REDIS_RESP_HPP
 #define ZKCORO_SRC_REDIS_RESP_HPP
 
 #include "redis/link.hpp"
 
+#include <initializer_list>
 #include <string>
+#include <string_view>
 #include <vector>
 
 struct redisAsyncContext;
@@ -21,8 +23,13 @@ redis_reply copy_reply(const void* reply);
 // Sends one command; `privdata` goes to `cb` with the reply (or null when the context goes).
 // With `script`, args[0] and args[1] (EVALSHA, its SHA1) are sent as EVAL and the script.
 // Returns hiredis' REDIS_OK or REDIS_ERR.
-int send_command(redisAsyncContext* ac, reply_callback* cb, void* privdata, const std::vector<std::string>& args,
+int send_command(redisAsyncContext* ac, reply_callback* cb, void* privdata, command_args args,
                  const std::string* script = nullptr);
+inline int send_command(redisAsyncContext* ac, reply_callback* cb, void* privdata,
+                        std::initializer_list<std::string_view> args)
+{
+    return send_command(ac, cb, privdata, command_args(args.begin(), args.size()));
+}
 
 }  // namespace zkcoro::detail
 

@@ -48,7 +48,7 @@ struct discovery : std::enable_shared_from_this<discovery> {
         auto op = std::make_shared<reply_op>(
             [self = shared_from_this(), e](error_code ec, redis_reply r) { self->answered(e, ec, std::move(r)); },
             strand);
-        std::vector<std::string> args{"SENTINEL", "get-master-addr-by-name", url.master_name};
+        const std::string_view args[] = {"SENTINEL", "get-master-addr-by-name", url.master_name};
         link->send(args, std::move(op));
     }
 
