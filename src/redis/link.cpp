@@ -137,10 +137,14 @@ error_code code_of(const redisAsyncContext* ac)
     }
 }
 
+// What hiredis holds for a command until its reply (one per command: a recycled block).
 struct pending_reply {
     std::shared_ptr<reply_op> op;
     std::weak_ptr<redis_link> link;
     std::shared_ptr<bool> alive;
+
+    static void* operator new(std::size_t n) { return block_cache::allocate(n); }
+    static void operator delete(void* p, std::size_t n) noexcept { block_cache::deallocate(p, n); }
 };
 
 }  // namespace
