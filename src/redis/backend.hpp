@@ -43,10 +43,12 @@ struct waiter {
     bool notified = false;
 };
 
+class key_renewal;
+
 class redis_backend final : public lock_backend, public std::enable_shared_from_this<redis_backend> {
 public:
     redis_backend(std::shared_ptr<redis_impl> r, const std::string& key, redis_mutex_options o)
-        : rc(std::move(r)), fence_key(key + ":fencing"), channel(key + ":released"), opts(o)
+        : rc(std::move(r)), fence_key(key + ":fencing"), channel(key + ":released"), opts(o), renew_timer_(rc->strand)
     {
         if (key.empty() || key.size() > max_redis_key_size)
             config_error = redis_errc::bad_key;
@@ -59,6 +61,7 @@ public:
 
     ~redis_backend() override
     {
+        end_renewal();
         if (sub_id || close_hook)
             asio::post(rc->strand, [rc = rc, ch = channel, id = sub_id, hook = close_hook] {
                 if (id)
@@ -289,6 +292,18 @@ public:
     mutable std::mutex text_m;
     std::string last_server_text;  // guarded by text_m
     std::list<waiter*> waiters;
+
+    // The holders' renewal (redis/renewal.cpp), on the strand: the current holder's, and the one
+    // timer its renewals wait on. arm_renewal(at): the timer fires at `at` or before.
+    std::shared_ptr<key_renewal> renewing;
+    void arm_renewal(steady_clock::time_point at);
+    void end_renewal() noexcept;  // the backend goes: a reply still due finds the renewal stopped
+
+private:
+    asio::steady_timer renew_timer_;
+    steady_clock::time_point renew_at_;
+    std::uint64_t renew_gen_ = 0;
+    bool renew_armed_ = false;
 };
 
 // Unique per holder: the process, the task, and this acquisition among all of the process.

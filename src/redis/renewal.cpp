@@ -5,93 +5,131 @@
 
 namespace zkcoro::detail {
 
-namespace {
-
 // Renews the key we hold every third of its TTL (sooner after a failure) until the release
-// (ns->monitor_stop) or the loss: one timer and one pending reply, no coroutine. On the strand.
-// The timer has two roles: the next renewal's time while none is in flight, and the bound on the
-// one in flight (TTL less the safety margin after the last confirmed one) while it is.
-class renewal : public std::enable_shared_from_this<renewal> {
+// (ns->monitor_stop) or the loss: one pending reply, no coroutine, and the backend's renewal
+// timer. On the strand. The time it waits for has two roles: the next renewal's time while none
+// is in flight, and the bound on the one in flight (TTL less the safety margin after the last
+// confirmed one) while it is.
+//
+// The backend keeps one timer for its holds, one after another, and leaves it armed when a hold
+// ends: a hold that wants a later time finds it armed earlier and is asked again then
+// (on_timer), so a short hold costs no timer operation (no timerfd_settime, no cancelled wait).
+// The backend owns the renewal of its current hold (`renewing`); the renewal refers back to the
+// lock object weakly, so that the object, its backend and the renewal do not keep each other.
+class key_renewal : public std::enable_shared_from_this<key_renewal> {
 public:
-    renewal(std::shared_ptr<lock_object> s, std::shared_ptr<redis_backend> b, std::shared_ptr<node_state> ns,
-            steady_clock::time_point confirmed)
-        : s_(std::move(s)), b_(std::move(b)), ns_(std::move(ns)), timer_(s_->ex), confirmed_(confirmed),
-          ttl_arg_(std::to_string(b_->opts.ttl.count()))
+    key_renewal(const std::shared_ptr<lock_object>& s, redis_backend& b, std::shared_ptr<node_state> ns,
+                steady_clock::time_point confirmed)
+        : s_(s), b_(b), ns_(std::move(ns)), confirmed_(confirmed), ttl_arg_(std::to_string(b.opts.ttl.count()))
     {
     }
 
     void start()
     {
+        b_.renewing = shared_from_this();
         ns_->monitor_stop.slot().assign([w = weak_from_this()](asio::cancellation_type) {
-            if (auto self = w.lock()) {
-                self->stopped_ = true;
-                self->timer_.cancel();
-            }
+            if (auto self = w.lock())
+                self->stop();
         });
-        arm(std::min(confirmed_ + b_->opts.ttl / 3, lost_at()));
+        arm(std::min(confirmed_ + b_.opts.ttl / 3, lost_at()));
+    }
+
+    // The backend's timer fired, at due_ or before.
+    void on_timer()
+    {
+        if (over())
+            return stop();
+        if (steady_clock::now() < due_)
+            return b_.arm_renewal(due_);
+        fire();
+    }
+
+    // Stopped for good: the release, the loss, or the backend's end. Nothing after it reaches
+    // the backend (a reply still due returns at once).
+    void stop()
+    {
+        stopped_ = true;
+        if (b_.renewing.get() == this)
+            b_.renewing.reset();  // last: may end this object
     }
 
 private:
-    steady_clock::time_point lost_at() const { return confirmed_ + b_->opts.ttl - b_->opts.safety_margin; }
+    steady_clock::time_point lost_at() const { return confirmed_ + b_.opts.ttl - b_.opts.safety_margin; }
     bool over() const { return stopped_ || ns_->lost || ns_->released; }
 
     void arm(steady_clock::time_point at)
     {
-        timer_.expires_at(at);
-        timer_.async_wait(pooled([self = shared_from_this(), g = ++gen_](error_code ec) {
-            if (!ec && g == self->gen_)
-                self->fire();
-        }));
+        due_ = at;
+        b_.arm_renewal(at);
     }
 
     void lose(std::string_view why)
     {
-        if (mark_lost(s_, ns_))
-            b_->rc->log(log_level::warn, fmt::format("redis lock {} lost: {}", ns_->node, why));
+        if (auto s = s_.lock(); s && mark_lost(s, ns_))
+            b_.rc->log(log_level::warn, fmt::format("redis lock {} lost: {}", ns_->node, why));
+        stop();
     }
 
     void fire()
     {
-        if (over())
-            return;
         if (in_flight_ || steady_clock::now() >= lost_at())
             return lose("no renewal confirmed within the TTL less the safety margin");
         const auto sent = steady_clock::now();
         in_flight_ = true;
         auto op = make_pooled<reply_op>(
             pooled([self = shared_from_this(), sent](error_code ec, redis_reply r) { self->on_reply(ec, r, sent); }),
-            b_->rc->strand);
+            b_.rc->strand);
         op->inline_ok = true;
         const std::string_view args[] = {ns_->node, ns_->value, ttl_arg_};
-        eval_acked(*b_->rc, renew_script().text, renew_script().sha, args, 1, std::move(op));
         arm(lost_at());  // the bound on this renewal
+        eval_acked(*b_.rc, renew_script().text, renew_script().sha, args, 1, std::move(op));
     }
 
     void on_reply(error_code ec, const redis_reply& r, steady_clock::time_point sent)
     {
         if (!in_flight_ || over())
-            return;  // lost (the bound fired first), or released
+            return;  // lost (the bound fired first), released, or the backend is gone
         in_flight_ = false;
         if (ec)  // not confirmed (connection lost, server busy): try again soon, until lost_at
             return arm(std::min(lost_at(), steady_clock::now() + std::chrono::milliseconds(50)));
         if (r.type != redis_reply::kind::integer || r.integer != 1)
             return lose("the key is gone or holds another token");
         confirmed_ = sent;
-        arm(std::min(confirmed_ + b_->opts.ttl / 3, lost_at()));
+        arm(std::min(confirmed_ + b_.opts.ttl / 3, lost_at()));
     }
 
-    std::shared_ptr<lock_object> s_;
-    std::shared_ptr<redis_backend> b_;
+    std::weak_ptr<lock_object> s_;
+    redis_backend& b_;  // owns this renewal while it runs (renewing); stop() before it goes
     std::shared_ptr<node_state> ns_;
-    asio::steady_timer timer_;
     steady_clock::time_point confirmed_;
+    steady_clock::time_point due_;
     std::string ttl_arg_;
-    std::uint64_t gen_ = 0;
     bool in_flight_ = false;
     bool stopped_ = false;
 };
 
-}  // namespace
+void redis_backend::end_renewal() noexcept
+{
+    if (auto r = std::move(renewing))
+        r->stop();
+}
+
+void redis_backend::arm_renewal(steady_clock::time_point at)
+{
+    if (renew_armed_ && renew_at_ <= at)
+        return;  // it fires first; the hold is asked again then
+    renew_armed_ = true;
+    renew_at_ = at;
+    renew_timer_.expires_at(at);
+    renew_timer_.async_wait(pooled([w = weak_from_this(), gen = ++renew_gen_](error_code ec) {
+        auto self = w.lock();
+        if (ec || !self || gen != self->renew_gen_)
+            return;  // moved earlier (a newer wait has it), or the backend is gone
+        self->renew_armed_ = false;
+        if (auto r = self->renewing)
+            r->on_timer();
+    }));
+}
 
 guard hold_key(const std::shared_ptr<lock_object>& s, const std::shared_ptr<redis_backend>& b, owner_id owner,
                std::string value, std::int64_t fence, steady_clock::time_point sent)
@@ -102,7 +140,7 @@ guard hold_key(const std::shared_ptr<lock_object>& s, const std::shared_ptr<redi
     ns->fence_base = fence;
     auto h = make_pooled<object_lease>(s, ns, owner);
     record_grant(s, ns, h, false);
-    make_pooled<renewal>(s, b, ns, sent)->start();
+    make_pooled<key_renewal>(s, *b, ns, sent)->start();
     return access::make_guard(std::move(h), owner);
 }
 

@@ -199,3 +199,36 @@ TEST_CASE("classify() knows Redis' codes: transient ones are retriable, a closed
     CHECK(zkcoro::classify(zkcoro::redis_error_code("READONLY You can't write against a read only replica.")) ==
           error_kind::retriable);
 }
+
+// The holds of one lock share one renewal timer, left armed when a hold ends (issue 21): after
+// many short holds (each wanting a later renewal than the timer is armed for), a long hold is
+// still renewed past its TTL, and when its key is deleted behind its back the next renewal
+// reports it lost, within the TTL.
+TEST_CASE("after short holds, a long hold is renewed past its TTL and lost within the TTL once its key is deleted")
+{
+    auto& srv = shared_redis();
+    asio::io_context ioc;
+    zktest::run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        zkcoro::redis_client rc(ex, srv.url());
+        const auto key = unique_key("renewal");
+        zkcoro::redis_mutex m(rc, key, ttl(600ms));  // renewed every 200 ms
+        for (int i = 0; i < 50; ++i) {
+            auto g = co_await m.acquire(2s);
+            REQUIRE(g);
+            co_await g->release();
+        }
+        auto g = co_await m.acquire(2s);
+        REQUIRE(g);
+        co_await pause(1500ms);  // 2.5 TTLs
+        CHECK_FALSE(g->lost());
+        CHECK(srv.command(cmd("EXISTS", key)) == "1");
+        CHECK(srv.command(cmd("DEL", key)) == "1");
+        const auto deleted = std::chrono::steady_clock::now();
+        auto [ec] = co_await g->async_wait_lost(asio::as_tuple(asio::use_awaitable));
+        CHECK(ec == zkcoro::client_errc::lock_lost);
+        CHECK(g->lost());
+        CHECK(std::chrono::steady_clock::now() - deleted < 600ms);
+        co_await g->release();
+    });
+}
