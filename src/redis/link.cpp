@@ -11,6 +11,7 @@
 #include <hiredis/hiredis.h>
 
 #include <algorithm>
+#include <optional>
 #include <string_view>
 
 namespace zkcoro::detail {
@@ -268,7 +269,13 @@ void redis_link::dispatch_send(command_args args, std::shared_ptr<reply_op> op, 
     if (script && std::find(scripts_sent_.begin(), scripts_sent_.end(), script) == scripts_sent_.end())
         as_eval = script;
     auto* p = new pending_reply{std::move(op), weak_from_this(), alive_};
-    attachment::scope written(att_);  // last: the write may end the context (its replies fail)
+    // Alone on the connection (no reply awaited: one task's acquire or release), the command is
+    // written at the end of this call, for its latency. Behind others (many tasks), its output
+    // waits for the write posted by add_write, with every command sent before that runs: one
+    // write for them all. The scope goes last: the write may end the context (its replies fail).
+    std::optional<attachment::scope> written;
+    if (ac_->replies.head == nullptr)
+        written.emplace(att_);
     if (send_command(ac_, &redis_link::reply_cb, p, args, as_eval) != REDIS_OK) {
         std::unique_ptr<pending_reply> owned(p);
         owned->op->fail(redis_errc::connection_lost);
