@@ -22,15 +22,15 @@ bool lock_machine::batch_time_over(time_point now) const noexcept
 }
 
 // The first waiter still waiting, taken off the queue. Bounded by the queue's length.
-bool lock_machine::pop_waiting(waiter_id& id, waiter_rec& rec)
+bool lock_machine::pop_waiting(waiter_id& id, machine_owner& owner)
 {
     while (!queue_.empty()) {
-        id = queue_.front();
+        const queued q = queue_.front();
         queue_.pop_front();
-        auto it = waiting_.find(id);
-        if (it != waiting_.end()) {
-            rec = it->second;
-            waiting_.erase(it);
+        if (q.owner != 0) {
+            id = q.id;
+            owner = q.owner;
+            --waiting_;
             return true;
         }
         if (abandoned_ > 0)
@@ -39,30 +39,43 @@ bool lock_machine::pop_waiting(waiter_id& id, waiter_rec& rec)
     return false;
 }
 
+// The queue is in id order: a binary search.
+const lock_machine::queued* lock_machine::find_waiting(waiter_id id) const noexcept
+{
+    auto it = std::lower_bound(queue_.begin(), queue_.end(), id,
+                               [](const queued& q, waiter_id v) { return q.id < v; });
+    return it != queue_.end() && it->id == id && it->owner != 0 ? &*it : nullptr;
+}
+
 // Passes the active role to the first waiter, or clears it.
 void lock_machine::promote_next(lock_action& a)
 {
     waiter_id id = 0;
-    waiter_rec rec{};
-    if (pop_waiting(id, rec)) {
+    machine_owner owner = 0;
+    if (pop_waiting(id, owner)) {
         a.what = lock_action::kind::promote;
         a.waiter = id;
-        a.owner = rec.owner;
+        a.owner = owner;
         return;
     }
     active_ = false;
 }
 
-// A waiter gives up. The queue is compacted once most of it has given up (O(1) amortised).
+// A waiter (still waiting) gives up. The queue is compacted once most of it has given up (O(1)
+// amortised).
 void lock_machine::abandon(waiter_id id)
 {
-    waiting_.erase(id);
-    if (!queue_.empty() && queue_.back() == id) {
+    auto* q = const_cast<queued*>(find_waiting(id));
+    if (!q)
+        return;
+    --waiting_;
+    if (q == &queue_.back()) {
         queue_.pop_back();
         return;
     }
+    q->owner = 0;
     if (++abandoned_ > 16 && abandoned_ > queue_.size() / 2) {
-        std::erase_if(queue_, [this](waiter_id q) { return waiting_.count(q) == 0; });
+        std::erase_if(queue_, [](const queued& e) { return e.owner == 0; });
         abandoned_ = 0;
     }
 }
@@ -78,8 +91,8 @@ void lock_machine::rearm(lock_action& a)
 // Entries of waiters that are done are dropped once they make up most of the heap.
 void lock_machine::add_deadline(waiter_id id, time_point at, lock_action& a)
 {
-    if (deadlines_.size() > 64 && deadlines_.size() > 2 * waiting_.size()) {
-        std::erase_if(deadlines_, [this](const deadline_entry& e) { return waiting_.count(e.id) == 0; });
+    if (deadlines_.size() > 64 && deadlines_.size() > 2 * waiting_) {
+        std::erase_if(deadlines_, [this](const deadline_entry& e) { return !is_waiting(e.id); });
         std::make_heap(deadlines_.begin(), deadlines_.end());
     }
     deadlines_.push_back({at, id});
@@ -111,8 +124,13 @@ lock_action lock_machine::acquire(machine_owner owner, waiter_id id, time_point 
         return a;
     }
     if (active_ && cfg_.local_handoff) {
-        queue_.push_back(id);
-        waiting_[id] = waiter_rec{owner, deadline};
+        if (queue_.empty() || queue_.back().id < id)
+            queue_.push_back({id, owner});
+        else  // numbered out of order by the caller: kept in order all the same
+            queue_.insert(std::lower_bound(queue_.begin(), queue_.end(), id,
+                                           [](const queued& q, waiter_id v) { return q.id < v; }),
+                          queued{id, owner});
+        ++waiting_;
         if (deadline != never)
             add_deadline(id, deadline, a);
         a.what = lock_action::kind::wait;
@@ -139,7 +157,7 @@ lock_action lock_machine::granted(machine_owner owner, time_point now, bool othe
     handoffs_ = 0;
     granted_at_ = now;
     others_queued_ = others_queued;
-    a.watch_queue = !waiting_.empty();
+    a.watch_queue = waiting_ > 0;
     return a;
 }
 
@@ -172,14 +190,14 @@ lock_action lock_machine::released(machine_owner owner, time_point now)
         return a;  // lost: the loss handed the role on already
     const bool over = batch_time_over(now);
     waiter_id id = 0;
-    waiter_rec rec{};
-    if (handoffs_ < cfg_.max_handoffs && !over && pop_waiting(id, rec)) {
+    machine_owner next = 0;
+    if (handoffs_ < cfg_.max_handoffs && !over && pop_waiting(id, next)) {
         ++handoffs_;
         if (cfg_.reentrant)
-            holds_[rec.owner] = 1;
+            holds_[next] = 1;
         a.what = lock_action::kind::grant;
         a.waiter = id;
-        a.owner = rec.owner;
+        a.owner = next;
         return a;
     }
     promote_next(a);
@@ -214,7 +232,7 @@ lock_action lock_machine::deadline_fired(time_point now)
         std::pop_heap(deadlines_.begin(), deadlines_.end());
         waiter_id id = deadlines_.back().id;
         deadlines_.pop_back();
-        if (waiting_.count(id) != 0) {
+        if (is_waiting(id)) {
             abandon(id);
             a.timed_out.push_back(id);
         }
@@ -226,7 +244,7 @@ lock_action lock_machine::deadline_fired(time_point now)
 lock_action lock_machine::cancelled(waiter_id id)
 {
     lock_action a;
-    if (waiting_.count(id) == 0)
+    if (!is_waiting(id))
         return a;
     abandon(id);
     a.what = lock_action::kind::cancelled;
