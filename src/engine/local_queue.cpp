@@ -63,7 +63,12 @@ void arm_deadline_timer(const std::shared_ptr<lock_object>& s, const lock_action
 void enqueue_local(const std::shared_ptr<lock_object>& s, const std::shared_ptr<local_waiter>& w,
                    const lock_action& a)
 {
-    s->waiters[w->id] = w;
+    auto& q = s->waiters;
+    if (q.empty() || q.back().first < w->id)
+        q.emplace_back(w->id, w);
+    else  // not reached: ids increase; kept in order all the same
+        q.emplace(std::lower_bound(q.begin(), q.end(), w->id, [](const auto& e, waiter_id v) { return e.first < v; }),
+                  w->id, w);
     arm_deadline_timer(s, a);
     std::weak_ptr<lock_object> weak_s = s;
     const waiter_id id = w->id;
@@ -77,12 +82,25 @@ void enqueue_local(const std::shared_ptr<lock_object>& s, const std::shared_ptr<
 
 std::shared_ptr<local_waiter> take_waiter(lock_object& s, waiter_id id, local_waiter::status st)
 {
-    auto it = s.waiters.find(id);
-    if (it == s.waiters.end())
+    auto& ws = s.waiters;
+    auto it = std::lower_bound(ws.begin(), ws.end(), id, [](const auto& e, waiter_id v) { return e.first < v; });
+    if (it == ws.end() || it->first != id || !it->second)
         return nullptr;
     auto w = std::move(it->second);
-    s.waiters.erase(it);
     w->st = st;
+    // Emptied entries at the ends go at once (the FIFO's front, the usual case); inside, once they
+    // are most of the deque (O(1) amortised).
+    const bool inside = it != ws.begin() && std::next(it) != ws.end();
+    while (!ws.empty() && !ws.front().second)
+        ws.pop_front();
+    while (!ws.empty() && !ws.back().second)
+        ws.pop_back();
+    if (inside && ++s.waiters_taken > 16 && s.waiters_taken > ws.size() / 2) {
+        std::erase_if(ws, [](const auto& e) { return !e.second; });
+        s.waiters_taken = 0;
+    }
+    if (ws.empty())
+        s.waiters_taken = 0;
     return w;
 }
 
