@@ -443,12 +443,15 @@ TEST_CASE("a SCRIPT FLUSH under a cancelled acquisition confirmed by a replica (
 {
     zktest::redis_server srv;
     zktest::redis_server replica({.extra_args = {"--replicaof", "127.0.0.1", std::to_string(srv.port())}});
+    // The replica's first sync (a fork and an RDB transfer) took over 5 s on a loaded machine
+    // (three copies of this test at once, beside builds): up to 30 s.
     bool linked = false;
-    for (int i = 0; i < 200 && !linked; ++i) {
+    for (int i = 0; i < 1200 && !linked; ++i) {
         linked = srv.info("replication")["slave0"].find("state=online") != std::string::npos;
         if (!linked)
             std::this_thread::sleep_for(25ms);
     }
+    INFO("the replica did not report state=online to its master within 30 s");
     REQUIRE(linked);
     flush_under_cancelled_acquisition(srv, 1, 5s);
     flush_under_cancelled_acquisition(srv, 1, std::chrono::steady_clock::duration::max());
