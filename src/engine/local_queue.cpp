@@ -60,6 +60,12 @@ void arm_deadline_timer(const std::shared_ptr<lock_object>& s, const lock_action
     s->deadline_timer->async_wait([weak_s](error_code ec) { on_deadline_timer(weak_s, ec); });
 }
 
+// The order of lock_object::waiters (and of its binary searches): by id.
+static bool waiter_before(const std::pair<waiter_id, std::shared_ptr<local_waiter>>& e, waiter_id v) noexcept
+{
+    return e.first < v;
+}
+
 void enqueue_local(const std::shared_ptr<lock_object>& s, const std::shared_ptr<local_waiter>& w,
                    const lock_action& a)
 {
@@ -67,7 +73,7 @@ void enqueue_local(const std::shared_ptr<lock_object>& s, const std::shared_ptr<
     if (q.empty() || q.back().first < w->id)
         q.emplace_back(w->id, w);
     else  // not reached: ids increase; kept in order all the same
-        q.emplace(std::lower_bound(q.begin(), q.end(), w->id, [](const auto& e, waiter_id v) { return e.first < v; }),
+        q.emplace(std::lower_bound(q.begin(), q.end(), w->id, waiter_before),
                   w->id, w);
     arm_deadline_timer(s, a);
     std::weak_ptr<lock_object> weak_s = s;
@@ -83,7 +89,7 @@ void enqueue_local(const std::shared_ptr<lock_object>& s, const std::shared_ptr<
 std::shared_ptr<local_waiter> take_waiter(lock_object& s, waiter_id id, local_waiter::status st)
 {
     auto& ws = s.waiters;
-    auto it = std::lower_bound(ws.begin(), ws.end(), id, [](const auto& e, waiter_id v) { return e.first < v; });
+    auto it = std::lower_bound(ws.begin(), ws.end(), id, waiter_before);
     if (it == ws.end() || it->first != id || !it->second)
         return nullptr;
     auto w = std::move(it->second);

@@ -5,6 +5,17 @@
 
 namespace zkcoro::detail {
 
+namespace {
+
+// The order of the machine's queue (and of its binary searches): by id.
+template <class Queued>
+bool id_before(const Queued& q, waiter_id v) noexcept
+{
+    return q.id < v;
+}
+
+}  // namespace
+
 std::size_t lock_machine::hold_count(machine_owner owner) const noexcept
 {
     auto it = holds_.find(owner);
@@ -43,7 +54,7 @@ bool lock_machine::pop_waiting(waiter_id& id, machine_owner& owner)
 const lock_machine::queued* lock_machine::find_waiting(waiter_id id) const noexcept
 {
     auto it = std::lower_bound(queue_.begin(), queue_.end(), id,
-                               [](const queued& q, waiter_id v) { return q.id < v; });
+                               id_before<queued>);
     return it != queue_.end() && it->id == id && it->owner != 0 ? &*it : nullptr;
 }
 
@@ -128,7 +139,7 @@ lock_action lock_machine::acquire(machine_owner owner, waiter_id id, time_point 
             queue_.push_back({id, owner});
         else  // numbered out of order by the caller: kept in order all the same
             queue_.insert(std::lower_bound(queue_.begin(), queue_.end(), id,
-                                           [](const queued& q, waiter_id v) { return q.id < v; }),
+                                           id_before<queued>),
                           queued{id, owner});
         ++waiting_;
         if (deadline != never)
