@@ -7,7 +7,6 @@
 
 #include <fmt/format.h>
 
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -146,11 +145,7 @@ void client_impl::on_timer(std::uint64_t gen, const error_code& ec)
 
 void client_impl::process(int events)
 {
-    int fd = desc_.is_open() ? desc_.native_handle() : -1;
-    auto bytes_ready = [fd] {
-        int n = 0;
-        return fd >= 0 && ::ioctl(fd, FIONREAD, &n) == 0 ? n : 0;
-    };
+    auto before = delivered_;
     ++in_library_;
     int rc = zookeeper_process(zh_, events);
     --in_library_;
@@ -158,16 +153,19 @@ void client_impl::process(int events)
     // stream or an error would have dropped the connection). Saves a FIONREAD per wake-up.
     if ((events & ZOOKEEPER_READ) && rc == ZOK && zh_ && zoo_state(zh_) == ZOO_CONNECTED_STATE)
         mark_heard();
-    // The library reads one packet per call: drain what is already buffered, in bounded steps
-    // (readiness is reported again if more remains: the next wait's EPOLL_CTL_MOD re-reports a
-    // readable socket). Only while requests are outstanding: the last reply, the common case,
-    // then costs no FIONREAD; a watch event or ping reply still buffered is reported by the next
-    // wait.
+    // The library reads one packet per call: drain what is already buffered, in bounded steps,
+    // while each call delivers a reply or a watch event (readiness is reported again if more
+    // remains: the next wait's EPOLL_CTL_MOD re-reports a readable socket). Only while requests
+    // are outstanding: the last reply, the common case, then costs no read; a watch event or
+    // ping reply still buffered is reported by the next wait. A call that finds nothing costs a
+    // recv that fails with EAGAIN, as a FIONREAD before each call did; a pipelined reply (the
+    // listing behind the create, the delete behind its watch event) costs no FIONREAD now.
     if (events & ZOOKEEPER_READ) {
         for (int i = 0; i < 256 && rc == ZOK && zh_ && !need_recreate_ && !need_release_ && ops_head_ != nullptr &&
-                        bytes_ready() > 0;
+                        delivered_ != before;
              ++i)
         {
+            before = delivered_;
             ++in_library_;
             rc = zookeeper_process(zh_, ZOOKEEPER_READ);
             --in_library_;

@@ -79,6 +79,7 @@ void client_impl::unlink(pending_request* r) noexcept
 {
     if (!r->linked)
         return;
+    ++delivered_;
     if (r->prev)
         r->prev->next = r->next;
     else
@@ -119,6 +120,7 @@ void client_impl::cleanup_node(std::string path)
 
 void client_impl::on_watch_event(int type, const char* path)
 {
+    ++delivered_;
     if (!path)
         return;
     watch_event ev;
