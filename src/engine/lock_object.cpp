@@ -90,36 +90,38 @@ void lock_object::participants(std::shared_ptr<op_state<std::vector<participant>
     backend->participants(shared_from_this(), std::move(op));
 }
 
+// Decided here, in this order: the argument, the recipe's hooks, then (under the lock) the
+// machine and the wait-for graph; completed or started once, at the end. (One way through this
+// file, then out of it: the walk of a mutex acquisition visits each file once.)
 void lock_object::acquire(owner_id owner, steady_clock::time_point deadline,
                           std::shared_ptr<op_state<std::optional<guard>>> op)
 {
     auto self = shared_from_this();
     const auto started = steady_clock::now();
-    auto fail = [&](error_code ec) { complete_counted(*this, *op, started, ec, std::optional<guard>{}, owner); };
+    error_code ec;
     if (owner == 0)
-        return fail(client_errc::invalid_argument);
-    if (path_error)
-        return fail(path_error);
+        ec = client_errc::invalid_argument;
+    else if (path_error)
+        ec = path_error;
     // The hooks look at the other side of a read-write lock: they run without our lock held.
     std::string immediate;
-    if ((recipe.precheck || recipe.immediate_node) && held_count(owner) == 0) {
+    if (!ec && (recipe.precheck || recipe.immediate_node) && held_count(owner) == 0) {
         if (recipe.precheck)
-            if (auto ec = recipe.precheck(owner))
-                return fail(ec);
-        if (recipe.immediate_node)
+            ec = recipe.precheck(owner);
+        if (!ec && recipe.immediate_node)
             if (auto name = recipe.immediate_node(owner))
                 immediate = std::move(*name);
     }
     std::shared_ptr<object_lease> reentered;
     std::vector<owner_id> cycle;  // detect_deadlocks: the wait refused, the tasks it would close
-    bool unrecorded_hold = false;
-    {
+    if (!ec) {
         std::lock_guard lk(m);
         auto& fsm = machine(lk);
         auto it = holds.find(owner);
         const bool holding = recipe.reentrant && fsm.hold_count(owner) > 0 && it != holds.end();
         if (!holding && graph && !(cycle = graph->wait_unless_cycle(owner, this)).empty()) {
             // Refused below, outside the lock; nothing was changed.
+            ec = client_errc::would_deadlock;
         } else if (!holding && !immediate.empty()) {
             // A downgrade: granted with a node of its own, outside the machine's queue.
         } else {
@@ -128,7 +130,7 @@ void lock_object::acquire(owner_id owner, steady_clock::time_point deadline,
             switch (a.what) {
             case lock_action::kind::reenter:
                 if (it == holds.end()) {  // the machine and holds agree: not reached
-                    unrecorded_hold = true;
+                    ec = client_errc::invalid_argument;
                     break;
                 }
                 ++it->second->count;
@@ -155,8 +157,6 @@ void lock_object::acquire(owner_id owner, steady_clock::time_point deadline,
             }
         }
     }
-    if (unrecorded_hold)
-        return fail(client_errc::invalid_argument);
     if (!cycle.empty()) {
         std::string tasks;
         for (auto t : cycle)
@@ -165,14 +165,16 @@ void lock_object::acquire(owner_id owner, steady_clock::time_point deadline,
                     fmt::format("lock {}: task {:#x} would deadlock: the lock's holder waits, through the tasks "
                                 "{}, for a lock task {:#x} holds; refused with would_deadlock",
                                 path, owner, tasks, owner));
-        return fail(client_errc::would_deadlock);
     }
-    if (reentered)
-        return complete_counted(*this, *op, started, error_code{}, std::optional<guard>(access::make_guard(reentered, owner)),
-                                owner);
+    if (ec || reentered) {
+        std::optional<guard> g;
+        if (!ec)
+            g = access::make_guard(reentered, owner);
+        return complete_counted(*this, *op, started, ec, std::move(g), owner);
+    }
     if (!immediate.empty())
         return backend->start_immediate(self, owner, std::move(immediate), std::move(op), started);
-    start_active(self, owner, deadline, std::move(op), started, false);
+    backend->start(self, owner, deadline, std::move(op), started, false);  // as start_active
 }
 
 void start_active(const std::shared_ptr<lock_object>& s, owner_id owner, steady_clock::time_point deadline,
