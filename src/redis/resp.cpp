@@ -86,8 +86,11 @@ int send_command(redisAsyncContext* ac, reply_callback* cb, void* privdata, comm
         size += bulk_size(verb) + bulk_size(name);
     for (std::size_t i = from; i < args.size(); ++i)
         size += bulk_size(args[i]);
-    if (buf.size() < size)
-        buf.resize(size);
+    // One byte more for a NUL after the command: hiredis reads a SUBSCRIBE's channels with
+    // strchr, past the length it was given, as its own formatting always ends in one. Without it,
+    // a longer command's bytes left in the buffer were read as more channels, and past the end.
+    if (buf.size() < size + 1)
+        buf.resize(size + 1);
     char* p = put_head(buf.data(), '*', args.size());
     if (replaced) {
         p = put_bulk(p, verb);
@@ -95,6 +98,7 @@ int send_command(redisAsyncContext* ac, reply_callback* cb, void* privdata, comm
     }
     for (std::size_t i = from; i < args.size(); ++i)
         p = put_bulk(p, args[i]);
+    *p = '\0';
     return redisAsyncFormattedCommand(ac, cb, privdata, buf.data(), static_cast<std::size_t>(p - buf.data()));
 }
 
