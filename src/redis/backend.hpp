@@ -129,7 +129,7 @@ public:
             rc->strand);
         op->inline_ok = true;
         const std::string_view args[] = {key, value, channel};
-        rc->eval(release_script(), args, 1, std::move(op));
+        rc->eval(release_script().text, release_script().sha, args, 1, std::move(op));
     }
 
     // Who holds the key: GET it (Redis keeps no queue: waiters are not listed).
@@ -243,14 +243,14 @@ public:
 
     // Runs a script, bounded by `until` (asio::error::timed_out then; the script may still run).
     // `args` are read when the command is sent, at the start.
-    asio::awaitable<std::tuple<error_code, redis_reply>> run(const lua_script& script, int nkeys, command_args args,
-                                                       steady_clock::time_point until)
+    asio::awaitable<std::tuple<error_code, redis_reply>> run(const std::string& script, const std::string& sha, int nkeys,
+                                                       command_args args, steady_clock::time_point until)
     {
-        auto start = [this, &script, nkeys, args](auto handler) {
+        auto start = [this, &script, &sha, nkeys, args](auto handler) {
             auto op = make_pooled<reply_op>(std::move(handler), rc->strand);
             op->inline_ok = true;  // the coroutine runs on the strand
             op->bind_cancellation();
-            eval_acked(*rc, script, args, nkeys, std::move(op));  // + WAIT when asked
+            eval_acked(*rc, script, sha, args, nkeys, std::move(op));  // + WAIT when asked
         };
         if (until == steady_clock::time_point::max()) {
             auto [ec, r] = co_await asio::async_initiate<decltype(redis_use_tuple), void(error_code, redis_reply)>(

@@ -207,7 +207,7 @@ void redis_impl::connect(std::shared_ptr<op_state<>> op)
     cmd_->start();
 }
 
-void redis_impl::exec(command_args args, std::shared_ptr<reply_op> op, const lua_script* script)
+void redis_impl::exec(command_args args, std::shared_ptr<reply_op> op, const std::string* script)
 {
     if (url_ec)
         return void(op->fail(url_ec));
@@ -222,15 +222,15 @@ void redis_impl::exec(command_args args, std::shared_ptr<reply_op> op, const lua
     sent = cmd_->sent;
 }
 
-void redis_impl::eval(const lua_script& script, command_args keys_and_args, int nkeys, std::shared_ptr<reply_op> op)
+void redis_impl::eval(const std::string& script, const std::string& sha1, command_args keys_and_args, int nkeys,
+                      std::shared_ptr<reply_op> op)
 {
-    // EVALSHA; the link sends EVAL instead the first time its connection runs the script, FCALL
-    // once the connection has loaded it as a function, and drops the connection on NOSCRIPT (see
-    // redis_link::send): a NOSCRIPT is never retried here, as a retry would run after the
-    // commands sent behind it.
+    // EVALSHA; the link sends EVAL instead the first time its connection runs the script, and
+    // drops the connection on NOSCRIPT (see redis_link::send): a NOSCRIPT is never retried here,
+    // as a retry would run after the commands sent behind it.
     char n[12];
     const auto n_end = std::to_chars(n, n + sizeof n, nkeys).ptr;
-    arg_views args{"EVALSHA", script.sha, std::string_view(n, static_cast<std::size_t>(n_end - n))};
+    arg_views args{"EVALSHA", sha1, std::string_view(n, static_cast<std::size_t>(n_end - n))};
     args.insert(args.end(), keys_and_args.begin(), keys_and_args.end());
     exec(args, std::move(op), &script);
 }

@@ -143,17 +143,9 @@ struct pending_reply {
     std::shared_ptr<reply_op> op;
     std::weak_ptr<redis_link> link;
     std::shared_ptr<bool> alive;
-    bool fcall = false;  // sent as FCALL of one of our functions
 
     static void* operator new(std::size_t n) { return block_cache::allocate(n); }
     static void operator delete(void* p, std::size_t n) noexcept { block_cache::deallocate(p, n); }
-};
-
-// What hiredis holds for a FUNCTION LOAD (once per script and connection).
-struct function_load {
-    std::weak_ptr<redis_link> link;
-    std::shared_ptr<bool> alive;
-    const lua_script* script;
 };
 
 }  // namespace
@@ -218,8 +210,6 @@ void redis_link::connect_to(const redis_url::endpoint& e)
     }
     ac_ = ac;
     scripts_sent_.clear();  // a new connection: the server may have lost its scripts
-    functions_.clear();
-    functions_refused_ = false;
     poisoned_ = nullptr;
     att_ = std::make_shared<attachment>(strand_, ac);
     att_->link = this;
@@ -255,7 +245,7 @@ void redis_link::attempt_context_error(const redisAsyncContext* ac)
         fail_attempt(code_of(ac), ac->errstr[0] ? ac->errstr : "the connection dropped");
 }
 
-void redis_link::dispatch_send(command_args args, std::shared_ptr<reply_op> op, const lua_script* script)
+void redis_link::dispatch_send(command_args args, std::shared_ptr<reply_op> op, const std::string* script)
 {
     if (op->done)
         return;  // cancelled while queued
@@ -274,21 +264,11 @@ void redis_link::dispatch_send(command_args args, std::shared_ptr<reply_op> op, 
     }
     inflight_.push_back(op);
     // A script this connection has not run yet goes as EVAL (which caches it on the server):
-    // every EVALSHA after it on this connection runs after it, so finds it. FUNCTION LOAD follows
-    // it; once that is answered, the script goes as FCALL (see send).
-    std::string_view verb, name;
-    bool first = false;
-    if (script) {
-        if (std::find(functions_.begin(), functions_.end(), script) != functions_.end()) {
-            verb = "FCALL";
-            name = script->function;
-        } else if (std::find(scripts_sent_.begin(), scripts_sent_.end(), script) == scripts_sent_.end()) {
-            verb = "EVAL";
-            name = script->text;
-            first = true;
-        }
-    }
-    auto* p = new pending_reply{std::move(op), weak_from_this(), alive_, verb == "FCALL"};
+    // every EVALSHA after it on this connection runs after it, so finds it.
+    const std::string* as_eval = nullptr;
+    if (script && std::find(scripts_sent_.begin(), scripts_sent_.end(), script) == scripts_sent_.end())
+        as_eval = script;
+    auto* p = new pending_reply{std::move(op), weak_from_this(), alive_};
     // Alone on the connection (no reply awaited: one task's acquire or release), the command is
     // written at the end of this call, for its latency. Behind others (many tasks), its output
     // waits for the write posted by add_write, with every command sent before that runs: one
@@ -296,65 +276,32 @@ void redis_link::dispatch_send(command_args args, std::shared_ptr<reply_op> op, 
     std::optional<attachment::scope> written;
     if (ac_->replies.head == nullptr)
         written.emplace(att_);
-    if (send_command(ac_, &redis_link::reply_cb, p, args, verb, name) != REDIS_OK) {
+    if (send_command(ac_, &redis_link::reply_cb, p, args, as_eval) != REDIS_OK) {
         std::unique_ptr<pending_reply> owned(p);
         owned->op->fail(redis_errc::connection_lost);
         return;
     }
+    if (as_eval)
+        scripts_sent_.push_back(as_eval);
     ++sent;
-    if (!first)
-        return;
-    scripts_sent_.push_back(script);
-    if (!functions_refused_ && !script->library.empty()) {
-        auto* load = new function_load{weak_from_this(), alive_, script};
-        if (send_command(ac_, &redis_link::function_load_cb, load, {"FUNCTION", "LOAD", script->library}) != REDIS_OK)
-            delete load;
-    }
 }
 
-void redis_link::function_load_cb(redisAsyncContext* ac, void* reply, void* privdata)
-{
-    std::unique_ptr<function_load> f(static_cast<function_load*>(privdata));
-    if (!reply || !*f->alive)
-        return;  // the context goes: the next one loads it again
-    if (auto l = f->link.lock())
-        l->function_loaded(ac, f->script, reply);
-}
-
-// Loaded, or loaded already (by another client, or an earlier connection): FCALL from now on.
-// Refused (an older server, an ACL, a server out of memory): EVALSHA, as before, on this context.
-void redis_link::function_loaded(const redisAsyncContext* ac, const lua_script* script, const void* reply)
-{
-    if (ac != ac_ || poisoned_ == ac)
-        return;
-    const auto* raw = static_cast<const redisReply*>(reply);
-    const std::string_view text = raw->str ? std::string_view(raw->str, raw->len) : std::string_view();
-    if (raw->type != REDIS_REPLY_ERROR || text.find("already exists") != std::string_view::npos) {
-        functions_.push_back(script);
-        return;
-    }
-    if (!functions_refused_ && opts_.log)
-        opts_.log(log_level::info, fmt::format("redis {}:{}: FUNCTION LOAD refused ({}): the lock's scripts run by "
-                                               "EVALSHA on this connection",
-                                               url_.host, url_.port, text));
-    functions_refused_ = true;
-}
-
-void redis_link::noscript(redisAsyncContext* ac, const char* what)
+void redis_link::noscript(redisAsyncContext* ac)
 {
     // From here on the context's replies fail their commands (reply_cb), and new commands wait
     // for the next connection; the drop itself is posted (we are inside hiredis' read).
     poisoned_ = ac;
     if (ac_ == ac)
         ready_ = false;
-    asio::post(strand_, [w = weak_from_this(), ac, what] {
+    asio::post(strand_, [w = weak_from_this(), ac] {
         auto l = w.lock();
         if (!l || l->ac_ != ac || l->closing_)
             return;
         if (l->opts_.log)
-            l->opts_.log(log_level::warn, fmt::format("redis {}:{}: {}; reconnecting to load the scripts again",
-                                                      l->url_.host, l->url_.port, what));
-        l->fail_attempt(redis_errc::connection_lost, what);
+            l->opts_.log(log_level::warn, fmt::format("redis {}:{}: NOSCRIPT: the server's script cache was emptied "
+                                                      "(SCRIPT FLUSH); reconnecting to load the scripts again",
+                                                      l->url_.host, l->url_.port));
+        l->fail_attempt(redis_errc::connection_lost, "the server's script cache was emptied (NOSCRIPT)");
         l->backoff_ = std::chrono::milliseconds{0};
         l->free_context();
     });
@@ -371,18 +318,10 @@ void redis_link::reply_cb(redisAsyncContext* ac, void* reply, void* privdata)
         return;
     }
     const auto* raw = static_cast<const redisReply*>(reply);
-    const char* gone = nullptr;
-    if (raw->type == REDIS_REPLY_ERROR) {
-        const std::string_view text(raw->str, raw->len);
-        if (text.starts_with("NOSCRIPT"))
-            gone = "the server's script cache was emptied (NOSCRIPT after a SCRIPT FLUSH)";
-        else if (p->fcall && text.find("Function not found") != std::string_view::npos)
-            gone = "the server's functions were deleted (Function not found after a FUNCTION FLUSH)";
-    }
-    if (gone) {
+    if (raw->type == REDIS_REPLY_ERROR && std::string_view(raw->str, raw->len).starts_with("NOSCRIPT")) {
         // Did not run; the commands behind it may have: none of them is answered (see send).
         if (auto l = p->link.lock(); l && l->poisoned_ != ac)
-            l->noscript(ac, gone);
+            l->noscript(ac);
         p->op->fail(redis_errc::connection_lost);
         return;
     }
@@ -414,7 +353,7 @@ void redis_link::free_context()
         redisAsyncFree(ac_);  // pending replies fail with connection_lost; cleanup posts on_context_gone
 }
 
-void redis_link::send(command_args args, std::shared_ptr<reply_op> op, const lua_script* script)
+void redis_link::send(command_args args, std::shared_ptr<reply_op> op, const std::string* script)
 {
     if (op->done)
         return;  // its caller gave up already (and its handler is gone)

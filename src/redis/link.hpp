@@ -37,16 +37,6 @@ using command_args = std::span<const std::string_view>;
 using arg_views = boost::container::small_vector<std::string_view, 8>;
 inline arg_views views_of(const std::vector<std::string>& a) { return arg_views(a.begin(), a.end()); }
 
-// A Lua script of the lock, run as a Redis function (FCALL) on a server that lets us load it
-// (Redis 7 and later, FUNCTION LOAD allowed), else by its SHA1 (EVALSHA). The lock's are
-// function-local statics (redis/lock_scripts.cpp), alive until exit: the link refers to them.
-struct lua_script {
-    std::string text;      // the body, with KEYS and ARGV as in EVAL
-    std::string sha;       // SHA1 of text (EVALSHA)
-    std::string function;  // "zkcoro_<sha>": the function's name and its library's
-    std::string library;   // what FUNCTION LOAD is given: the library of that one function
-};
-
 class redis_link : public std::enable_shared_from_this<redis_link> {
 public:
     struct hooks {
@@ -71,17 +61,14 @@ public:
     void start();  // the first connection (no-op unless idle)
     // Sends now when connected (the arguments are read, not kept), else once connected (a copy
     // waits in the queue); fails with the reason when closed.
-    // With `script`, `args` is EVALSHA <sha of script> ...: the first time a connection runs that
-    // script it is sent as EVAL <script> ... instead, which also loads it into the server's cache,
-    // in order with everything else on the connection, and FUNCTION LOAD follows it. Once that is
-    // answered (loaded, or loaded already), the script goes as FCALL <function> ... on this
-    // connection: a function call costs the server about half a script call. Where FUNCTION LOAD
-    // is refused (Redis 6, an ACL), EVALSHA it stays. A NOSCRIPT reply (the cache was emptied
-    // under the connection: SCRIPT FLUSH), or "Function not found" to an FCALL (FUNCTION FLUSH),
-    // drops the connection: that command and every one pipelined behind it fail with
-    // connection_lost (a retried EVAL would run after them, out of order: a take-back before the
-    // grant it undoes); the next connection loads the scripts again.
-    void send(command_args args, std::shared_ptr<reply_op> op, const lua_script* script = nullptr);
+    // With `script` (a static string), `args` is EVALSHA <sha of script> ...: the first time a
+    // connection runs that script it is sent as EVAL <script> ... instead, which also loads it
+    // into the server's cache, in order with everything else on the connection. A NOSCRIPT reply
+    // (the cache was emptied under the connection: SCRIPT FLUSH) drops the connection: that
+    // command and every one pipelined behind it fail with connection_lost (a retried EVAL would
+    // run after them, out of order: a take-back before the grant it undoes); the next connection
+    // loads the scripts again.
+    void send(command_args args, std::shared_ptr<reply_op> op, const std::string* script = nullptr);
     // Subscribe mode: SUBSCRIBE/UNSUBSCRIBE with replies through hooks.push.
     void send_push(std::vector<std::string> args);
     void close();
@@ -111,16 +98,13 @@ private:
     void give_up(error_code ec, std::string why);  // the first connection failed
     void flush();
     void fail_attempt(error_code ec, std::string why);
-    void dispatch_send(command_args args, std::shared_ptr<reply_op> op, const lua_script* script);
-    // A NOSCRIPT reply on `ac`, or "Function not found": drop it (see send). `what` goes to the log.
-    void noscript(redisAsyncContext* ac, const char* what);
-    void function_loaded(const redisAsyncContext* ac, const lua_script* script, const void* reply);
+    void dispatch_send(command_args args, std::shared_ptr<reply_op> op, const std::string* script);
+    void noscript(redisAsyncContext* ac);  // a NOSCRIPT reply on `ac`: drop it (see send)
 
     static void connect_cb(const redisAsyncContext* ac, int status);
     static void reply_cb(redisAsyncContext* ac, void* reply, void* privdata);
     static void handshake_cb(redisAsyncContext* ac, void* reply, void* privdata);
     static void push_cb(redisAsyncContext* ac, void* reply, void* privdata);
-    static void function_load_cb(redisAsyncContext* ac, void* reply, void* privdata);
 
     redis_strand strand_;
     redis_url url_;
@@ -139,14 +123,11 @@ private:
     struct queued {
         std::vector<std::string> args;
         std::shared_ptr<reply_op> op;
-        const lua_script* script;
+        const std::string* script;
     };
     std::deque<queued> queue_;
     // The scripts sent on the current context (as EVAL, which loads them): EVALSHA from then on.
-    std::vector<const lua_script*> scripts_sent_;
-    // Those whose FUNCTION LOAD the current context answered: FCALL from then on.
-    std::vector<const lua_script*> functions_;
-    bool functions_refused_ = false;  // FUNCTION LOAD refused on the current context: EVALSHA
+    std::vector<const std::string*> scripts_sent_;
     // The context that answered NOSCRIPT: its replies from then on are not delivered (their
     // commands fail with connection_lost) until it is gone.
     const redisAsyncContext* poisoned_ = nullptr;

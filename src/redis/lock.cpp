@@ -102,7 +102,7 @@ struct redis_backend::first_attempt : std::enable_shared_from_this<first_attempt
         r->inline_ok = true;
         const auto ttl = std::to_string(b->opts.ttl.count());
         const std::string_view args[] = {s->path, b->fence_key, value, ttl};
-        eval_acked(*b->rc, acquire_script(), args, 2, std::move(r));
+        eval_acked(*b->rc, acquire_script().text, acquire_script().sha, args, 2, std::move(r));
     }
 
     void on_reply(error_code ec, redis_reply r)
@@ -189,7 +189,7 @@ awaitable<acquire_result> redis_backend::take(std::shared_ptr<lock_object> s, st
             const std::array<std::string_view, 4> args{s->path, b->fence_key, value, ttl};
             // The reply is awaited until the deadline, and at least a second: a zero wait
             // (try_acquire) is one round trip, then an answer.
-            std::tie(ec, r) = co_await b->run(acquire_script(), 2, args,
+            std::tie(ec, r) = co_await b->run(acquire_script().text, acquire_script().sha, 2, args,
                                               std::max(deadline, sent + std::chrono::seconds(1)));
         }
         if (co_await cancelled()) {

@@ -3,8 +3,6 @@
 
 #include "redis/redis_impl.hpp"
 
-#include <fmt/format.h>
-
 #include <boost/uuid/random_generator.hpp>
 #include <boost/uuid/uuid_io.hpp>
 
@@ -17,17 +15,10 @@ namespace zkcoro::detail {
 
 namespace {
 
-// The function is named by the script's SHA1, and is the one function of a library of that name:
-// every version of zkcoro loads its own scripts beside the others', and loading one that is
-// there already changes nothing. KEYS and ARGV are the function's parameters, so the body reads
-// as the script does.
 lua_script with_sha(std::string text)
 {
     auto sha = script_sha1(text);
-    auto name = "zkcoro_" + sha;
-    auto library = fmt::format("#!lua name={}\nredis.register_function('{}', function(KEYS, ARGV)\n{}\nend)\n", name,
-                               name, text);
-    return {std::move(text), std::move(sha), std::move(name), std::move(library)};
+    return {std::move(text), std::move(sha)};
 }
 
 std::string& process_name_storage()

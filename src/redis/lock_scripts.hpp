@@ -2,16 +2,18 @@
 #ifndef ZKCORO_SRC_REDIS_LOCK_SCRIPTS_HPP
 #define ZKCORO_SRC_REDIS_LOCK_SCRIPTS_HPP
 
-#include "redis/link.hpp"
-
 #include <chrono>
 #include <string>
 #include <string_view>
 
 namespace zkcoro::detail {
 
-// The three below are function-local statics: initialised on first use (safe from any
-// translation unit's static initialisation) and alive until exit, as redis_impl::eval needs.
+// A script and its SHA1 for EVALSHA. Function-local statics: initialised on first use (safe from
+// any translation unit's static initialisation) and alive until exit, as redis_impl::eval needs.
+struct lua_script {
+    std::string text;
+    std::string sha;
+};
 
 // KEYS: key, fencing key. ARGV: our value, ttl ms. Takes the key when free (or ours): see the
 // definition for the fencing token and the checks before the first write.

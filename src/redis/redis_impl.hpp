@@ -27,13 +27,13 @@ public:
     // All below on the strand.
     // Sends `args` (read during the call: sent at once when connected, copied into the queue otherwise); with `script`,
     // see redis_link::send.
-    void exec(command_args args, std::shared_ptr<reply_op> op, const lua_script* script = nullptr);
-    // Runs a Lua script: by its SHA1 (EVALSHA), as EVAL the first time on a connection (which
-    // loads it), and as a function (FCALL) once the connection has loaded it as one (see
-    // redis_link::send). NOSCRIPT or a missing function (the server's cache or functions emptied
-    // under the connection) fails the command, and every command pipelined behind it, with
-    // connection_lost, and reconnects. `script` must outlive the command: a static.
-    void eval(const lua_script& script, command_args keys_and_args, int nkeys, std::shared_ptr<reply_op> op);
+    void exec(command_args args, std::shared_ptr<reply_op> op, const std::string* script = nullptr);
+    // Runs a Lua script by its SHA1 (EVALSHA), as EVAL the first time on a connection (which
+    // loads it). NOSCRIPT (the server's cache emptied under the connection) fails the command,
+    // and every command pipelined behind it, with connection_lost, and reconnects.
+    // `script` must outlive the command (it is referred to until it is sent): a static string.
+    void eval(const std::string& script, const std::string& sha1, command_args keys_and_args, int nkeys,
+              std::shared_ptr<reply_op> op);
     std::uint64_t subscribe(const std::string& channel, std::function<void(channel_event)> fn);
     void unsubscribe(const std::string& channel, std::uint64_t id);
     void connect(std::shared_ptr<op_state<>> op);

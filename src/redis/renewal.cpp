@@ -82,7 +82,7 @@ private:
         op->inline_ok = true;
         const std::string_view args[] = {ns_->node, ns_->value, ttl_arg_};
         arm(lost_at());  // the bound on this renewal
-        eval_acked(*b_.rc, renew_script(), args, 1, std::move(op));
+        eval_acked(*b_.rc, renew_script().text, renew_script().sha, args, 1, std::move(op));
     }
 
     void on_reply(error_code ec, const redis_reply& r, steady_clock::time_point sent)

@@ -17,27 +17,27 @@ int replica_acks(const redis_impl& rc) noexcept
 namespace {
 
 // Whether the reply of the acquire or renew script says it wrote.
-bool wrote(const lua_script& script, const redis_reply& r)
+bool wrote(const std::string& script, const redis_reply& r)
 {
-    if (&script == &acquire_script())
+    if (&script == &acquire_script().text)
         return r.type == redis_reply::kind::array && !r.elements.empty() &&
                r.elements[0].type == redis_reply::kind::integer && r.elements[0].integer == 1;
-    if (&script == &renew_script())
+    if (&script == &renew_script().text)
         return r.type == redis_reply::kind::integer && r.integer == 1;
     return false;
 }
 
 }  // namespace
 
-void eval_acked(redis_impl& rc, const lua_script& script, command_args keys_and_args,
+void eval_acked(redis_impl& rc, const std::string& script, const std::string& sha, command_args keys_and_args,
                 int nkeys, std::shared_ptr<reply_op> op)
 {
     const int n = replica_acks(rc);
-    if (n <= 0 || (&script != &acquire_script() && &script != &renew_script()))
-        return rc.eval(script, keys_and_args, nkeys, std::move(op));
+    if (n <= 0 || (&script != &acquire_script().text && &script != &renew_script().text))
+        return rc.eval(script, sha, keys_and_args, nkeys, std::move(op));
     // An unconfirmed grant is given back: the acquire script's KEYS[1] and ARGV[1] (key, value).
     std::vector<std::string> give_back;
-    if (&script == &acquire_script() && keys_and_args.size() >= 3)
+    if (&script == &acquire_script().text && keys_and_args.size() >= 3)
         give_back = {std::string(keys_and_args[0]), std::string(keys_and_args[2]),
                      fmt::format("{}:released", keys_and_args[0])};
     std::weak_ptr<redis_impl> weak = rc.shared_from_this();
@@ -69,7 +69,7 @@ void eval_acked(redis_impl& rc, const lua_script& script, command_args keys_and_
                             // Set on the master, not confirmed by the replicas: compare-and-delete
                             // (and PUBLISH the release), on this connection, before answering.
                             auto ignore = std::make_shared<reply_op>([](error_code, redis_reply) {}, s->strand);
-                            s->eval(release_script(), views_of(give_back), 1,
+                            s->eval(release_script().text, release_script().sha, views_of(give_back), 1,
                                     std::move(ignore));
                         }
                         return void(op->complete(redis_errc::not_replicated, std::move(*script_reply)));
@@ -83,7 +83,7 @@ void eval_acked(redis_impl& rc, const lua_script& script, command_args keys_and_
             self->exec(args, std::move(waited));
         },
         rc.strand);
-    rc.eval(script, keys_and_args, nkeys, std::move(after));
+    rc.eval(script, sha, keys_and_args, nkeys, std::move(after));
 }
 
 }  // namespace zkcoro::detail

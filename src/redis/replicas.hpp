@@ -18,8 +18,8 @@ int replica_acks(const redis_impl& rc) noexcept;
 // redis_errc::not_replicated (and the script's reply) when fewer than n replicas confirmed; an
 // acquire script's key is then given back first (compare-and-delete with its value).
 // On the strand.
-void eval_acked(redis_impl& rc, const lua_script& script, command_args keys_and_args, int nkeys,
-                std::shared_ptr<reply_op> op);
+void eval_acked(redis_impl& rc, const std::string& script, const std::string& sha, command_args keys_and_args,
+                int nkeys, std::shared_ptr<reply_op> op);
 
 }  // namespace zkcoro::detail
 

@@ -76,14 +76,15 @@ char* put_bulk(char* p, std::string_view a)
 // calls (hiredis copies it): hiredis' own formatting (sdscatfmt per argument) cost more than the
 // rest of a send.
 int send_command(redisAsyncContext* ac, reply_callback* cb, void* privdata, command_args args,
-                 std::string_view verb, std::string_view name)
+                 const std::string* script)
 {
     static thread_local std::string buf;
-    const bool replaced = !verb.empty() && args.size() >= 2;
-    const std::size_t from = replaced ? 2 : 0;
+    constexpr std::string_view eval = "EVAL";
+    const bool as_eval = script && args.size() >= 2;
+    const std::size_t from = as_eval ? 2 : 0;
     std::size_t size = 1 + digits(args.size()) + 2;
-    if (replaced)
-        size += bulk_size(verb) + bulk_size(name);
+    if (as_eval)
+        size += bulk_size(eval) + bulk_size(*script);
     for (std::size_t i = from; i < args.size(); ++i)
         size += bulk_size(args[i]);
     // One byte more for a NUL after the command: hiredis reads a SUBSCRIBE's channels with
@@ -92,9 +93,9 @@ int send_command(redisAsyncContext* ac, reply_callback* cb, void* privdata, comm
     if (buf.size() < size + 1)
         buf.resize(size + 1);
     char* p = put_head(buf.data(), '*', args.size());
-    if (replaced) {
-        p = put_bulk(p, verb);
-        p = put_bulk(p, name);
+    if (as_eval) {
+        p = put_bulk(p, eval);
+        p = put_bulk(p, *script);
     }
     for (std::size_t i = from; i < args.size(); ++i)
         p = put_bulk(p, args[i]);

@@ -21,10 +21,10 @@ using reply_callback = void(redisAsyncContext*, void*, void*);
 redis_reply copy_reply(const void* reply);
 
 // Sends one command; `privdata` goes to `cb` with the reply (or null when the context goes).
-// With a `verb`, it and `name` are sent in place of args[0] and args[1] (EVALSHA and a SHA1
-// become EVAL and the script, or FCALL and the function). Returns hiredis' REDIS_OK or REDIS_ERR.
+// With `script`, args[0] and args[1] (EVALSHA, its SHA1) are sent as EVAL and the script.
+// Returns hiredis' REDIS_OK or REDIS_ERR.
 int send_command(redisAsyncContext* ac, reply_callback* cb, void* privdata, command_args args,
-                 std::string_view verb = {}, std::string_view name = {});
+                 const std::string* script = nullptr);
 inline int send_command(redisAsyncContext* ac, reply_callback* cb, void* privdata,
                         std::initializer_list<std::string_view> args)
 {

@@ -363,16 +363,13 @@ asio::awaitable<bool> sent_more_than(const zkcoro::redis_client& rc, std::uint64
     co_return rc.commands_sent() > n;
 }
 
-// The script cache emptied (SCRIPT FLUSH, on a server where the scripts run by EVALSHA) or the
-// functions deleted (FUNCTION FLUSH, where they run as functions) under a connection: an
-// acquisition whose script the server no longer knows (NOSCRIPT, "Function not found") must not
-// run after the take-back its cancellation sent, or the key would stay held, by nobody, until
-// its TTL. Deterministic: the server is stopped (SIGSTOP) while the acquisition and its take-back
-// are written, so both are pipelined. With `acks` replicas to confirm the grant (WAIT), and
-// without; with a timeout (the acquisition runs as a coroutine) and without (its first attempt is
-// a callback). `what` is SCRIPT or FUNCTION.
-void flush_under_cancelled_acquisition(zktest::redis_server& srv, int acks, std::chrono::steady_clock::duration timeout,
-                                       const std::string& what = "SCRIPT")
+// The script cache emptied (SCRIPT FLUSH) under a connection: an acquisition whose script the
+// server no longer knows (NOSCRIPT) must not run after the take-back its cancellation sent, or
+// the key would stay held, by nobody, until its TTL. Deterministic: the server is stopped
+// (SIGSTOP) while the acquisition and its take-back are written, so both are pipelined. With
+// `acks` replicas to confirm the grant (WAIT), and without; with a timeout (the acquisition runs
+// as a coroutine) and without (its first attempt is a callback).
+void flush_under_cancelled_acquisition(zktest::redis_server& srv, int acks, std::chrono::steady_clock::duration timeout)
 {
     asio::io_context ioc;
     run_bounded(ioc, [&]() -> asio::awaitable<void> {
@@ -387,7 +384,7 @@ void flush_under_cancelled_acquisition(zktest::redis_server& srv, int acks, std:
         zkcoro::redis_mutex held(rc, held_key, short_ttl(10000ms)), m(rc, key, short_ttl(10000ms));
         auto h = co_await held.acquire(10s);
         REQUIRE(h);
-        REQUIRE(srv.command(cmd(what, "FLUSH")) == "OK");
+        REQUIRE(srv.command(cmd("SCRIPT", "FLUSH")) == "OK");
         // The release runs its script after the flush: the server knows that one again (as when
         // another process releases a lock), not the acquisition's.
         co_await h->release();
@@ -420,8 +417,6 @@ void flush_under_cancelled_acquisition(zktest::redis_server& srv, int acks, std:
         for (int i = 0; i < 3; ++i)
             REQUIRE(co_await ping_through(rc));
         CHECK_MESSAGE(srv.command(cmd("EXISTS", key)) == "0", "a cancelled acquisition left " << key << " held");
-        // The acquisition met the flush (NOSCRIPT, or "Function not found"): the connection was dropped.
-        CHECK_MESSAGE(rc.connects() >= 2, "the acquisition did not meet the " << what << " FLUSH");
 
         // Locks still work after the flush, on this client and on a new connection.
         auto g = co_await m.try_acquire();
@@ -437,65 +432,14 @@ void flush_under_cancelled_acquisition(zktest::redis_server& srv, int acks, std:
     });
 }
 
-// A server where FUNCTION is not a command (as on Redis 6): the scripts run by EVALSHA.
-zktest::redis_options without_functions()
+TEST_CASE("a SCRIPT FLUSH under a cancelled acquisition leaves no key behind, and locks still work")
 {
-    return {.extra_args = {"--rename-command", "FUNCTION", ""}};
-}
-
-TEST_CASE("a SCRIPT FLUSH under a cancelled acquisition leaves no key behind, and locks still work (EVALSHA)")
-{
-    zktest::redis_server srv(without_functions());
+    zktest::redis_server srv;
     flush_under_cancelled_acquisition(srv, 0, 5s);
     flush_under_cancelled_acquisition(srv, 0, std::chrono::steady_clock::duration::max());
 }
 
-TEST_CASE("a FUNCTION FLUSH under a cancelled acquisition leaves no key behind, and locks still work (FCALL)")
-{
-    zktest::redis_server srv;
-    flush_under_cancelled_acquisition(srv, 0, 5s, "FUNCTION");
-    flush_under_cancelled_acquisition(srv, 0, std::chrono::steady_clock::duration::max(), "FUNCTION");
-}
-
-// Ten cycles, one after the other: the first of each script goes as EVAL, with FUNCTION LOAD
-// behind it; the others as FCALL where FUNCTION LOAD was taken, as EVALSHA where it was refused.
-void ten_cycles(zktest::redis_server& srv)
-{
-    asio::io_context ioc;
-    run_bounded(ioc, [&]() -> asio::awaitable<void> {
-        auto ex = co_await asio::this_coro::executor;
-        zkcoro::redis_client rc(ex, srv.url(), fast_reconnect());
-        zkcoro::redis_mutex m(rc, unique_key("fcall"), short_ttl(10000ms));
-        for (int i = 0; i < 10; ++i) {
-            auto g = co_await m.acquire(5s);
-            REQUIRE(g);
-            co_await g->release();
-        }
-    });
-}
-
-TEST_CASE("the lock's scripts run as functions where the server lets us load them, else by EVALSHA")
-{
-    SUBCASE("Redis 7: FCALL")
-    {
-        zktest::redis_server srv;
-        ten_cycles(srv);
-        CHECK(srv.command_calls("function|load") == 2);
-        CHECK(srv.command_calls("eval") == 2);
-        CHECK(srv.command_calls("evalsha") == 0);
-        CHECK(srv.command_calls("fcall") == 18);
-    }
-    SUBCASE("FUNCTION refused: EVALSHA")
-    {
-        zktest::redis_server srv(without_functions());
-        ten_cycles(srv);
-        CHECK(srv.command_calls("eval") == 2);
-        CHECK(srv.command_calls("evalsha") == 18);
-        CHECK(srv.command_calls("fcall") == 0);
-    }
-}
-
-TEST_CASE("a FUNCTION FLUSH under a cancelled acquisition confirmed by a replica (WAIT) leaves no key behind")
+TEST_CASE("a SCRIPT FLUSH under a cancelled acquisition confirmed by a replica (WAIT) leaves no key behind")
 {
     zktest::redis_server srv;
     zktest::redis_server replica({.extra_args = {"--replicaof", "127.0.0.1", std::to_string(srv.port())}});
@@ -509,14 +453,13 @@ TEST_CASE("a FUNCTION FLUSH under a cancelled acquisition confirmed by a replica
     }
     INFO("the replica did not report state=online to its master within 30 s");
     REQUIRE(linked);
-    flush_under_cancelled_acquisition(srv, 1, 5s, "FUNCTION");
-    flush_under_cancelled_acquisition(srv, 1, std::chrono::steady_clock::duration::max(), "FUNCTION");
+    flush_under_cancelled_acquisition(srv, 1, 5s);
+    flush_under_cancelled_acquisition(srv, 1, std::chrono::steady_clock::duration::max());
 }
 
-// SCRIPT FLUSH and FUNCTION FLUSH in turn, again and again, while tasks acquire and release:
-// every cycle completes (the commands a flush makes fail are tried again), and no key is left
-// behind. A SCRIPT FLUSH meets the commands sent by EVALSHA while a FUNCTION LOAD is unanswered.
-TEST_CASE("acquisitions pipelined across repeated SCRIPT and FUNCTION FLUSHes all complete and leave no key")
+// SCRIPT FLUSH again and again while tasks acquire and release: every cycle completes (the
+// commands a flush makes fail are tried again), and no key is left behind.
+TEST_CASE("acquisitions pipelined across repeated SCRIPT FLUSHes all complete and leave no key")
 {
     zktest::redis_server srv;
     asio::io_context ioc;
@@ -524,7 +467,7 @@ TEST_CASE("acquisitions pipelined across repeated SCRIPT and FUNCTION FLUSHes al
     std::atomic<int> flushes{0};
     std::thread flusher([&] {
         for (int i = 0; i < 200 && !stop; ++i) {
-            srv.command(cmd(i % 2 ? "FUNCTION" : "SCRIPT", "FLUSH"));
+            srv.command(cmd("SCRIPT", "FLUSH"));
             ++flushes;
             std::this_thread::sleep_for(3ms);  // pacing, not synchronisation
         }
@@ -555,7 +498,7 @@ TEST_CASE("acquisitions pipelined across repeated SCRIPT and FUNCTION FLUSHes al
         }
         CHECK(co_await all_done.wait(25s));
         stop = true;
-        MESSAGE(rc.connects() << " connection(s): one more per NOSCRIPT or missing function met");
+        MESSAGE(rc.connects() << " connection(s): one more per NOSCRIPT met");
     }, 30s);
     stop = true;
     flusher.join();
@@ -752,9 +695,7 @@ TEST_CASE("a holder killed with SIGKILL frees the key after its TTL; the waiter 
         zkcoro::redis_client rc(co_await asio::this_coro::executor, srv.url());
         co_await rc.async_connect();
         zkcoro::redis_mutex m(rc, key, short_ttl(ttl));
-        auto attempts = [&] {
-            return srv.command_calls("evalsha") + srv.command_calls("eval") + srv.command_calls("fcall");
-        };
+        auto attempts = [&] { return srv.command_calls("evalsha") + srv.command_calls("eval"); };
         auto before = attempts();
         auto g = co_await m.acquire(5s);
         auto took = std::chrono::steady_clock::now() - killed_at;
