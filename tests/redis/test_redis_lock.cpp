@@ -584,6 +584,47 @@ TEST_CASE("a multi_lock takes Redis keys all or nothing; participants name the h
     });
 }
 
+// A key with RESP's own bytes in it ("$99999", CR LF) is a key like any other. The waiter's
+// SUBSCRIBE is written where its attempt's command was, and ends inside that command's key:
+// hiredis reads a SUBSCRIBE's channels up to a NUL, past the length it is given, so without a
+// NUL after our command it read "$99999" as one more channel, 99999 bytes long, past the buffer
+// (AddressSanitizer in the sanitizer build).
+TEST_CASE("a key with RESP's bytes in it ($, CR LF) is locked, waited for and released like any other")
+{
+    auto& srv = shared_redis();
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        zkcoro::redis_client a(ex, srv.url()), b(ex, srv.url());
+        // b's scripts loaded first: its attempt below goes as EVALSHA, its key near the start.
+        {
+            zkcoro::redis_mutex warm(b, unique_key("warm"), short_ttl(10000ms));
+            auto g = co_await warm.acquire(5s);
+            REQUIRE(g);
+            co_await g->release();
+        }
+        const auto key = unique_key(std::string(30, 'x') + "$99999\r\n" + std::string(12, 'y'));
+        zkcoro::redis_mutex ma(a, key, short_ttl(10000ms)), mb(b, key, short_ttl(10000ms));
+        auto g = co_await ma.acquire(5s);
+        REQUIRE(g);
+        std::optional<zkcoro::guard> got;
+        rt::event done(ex);
+        asio::co_spawn(ex, [&]() -> asio::awaitable<void> {
+            got = co_await mb.acquire(8s);
+            done.fire();
+        }, asio::detached);
+        REQUIRE(co_await wait_subscribed(srv, key + ":released"));
+        CHECK(srv.command(cmd("GET", key)).find(':') != std::string::npos);
+        co_await g->release();
+        INFO("the waiter was not granted within 8 s of the release");
+        REQUIRE(co_await done.wait(8s));
+        REQUIRE(got);
+        CHECK(got->fencing_token() > g->fencing_token());
+        co_await got->release();
+        CHECK(srv.command(cmd("EXISTS", key)) == "0");
+    });
+}
+
 TEST_CASE("bad keys and TTLs are refused before anything is sent")
 {
     auto& srv = shared_redis();
