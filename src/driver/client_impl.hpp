@@ -222,7 +222,8 @@ private:
 
     // Registry of pending operations (intrusive list).
     pending_request* ops_head_ = nullptr;
-    // Replies and watch events delivered so far: whether a zookeeper_process call read a packet.
+    // Bumped by every request unlinked (answered, or failed) and every watch event seen: whether
+    // a zookeeper_process call read a packet that completed something (the read drain).
     std::uint64_t delivered_ = 0;
     // By path. Each keeps the entry of the last path whose watches fired for the next path
     // watched: a lock's children watch, set and fired every cycle, costs no allocation.

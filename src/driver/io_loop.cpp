@@ -157,9 +157,8 @@ void client_impl::process(int events)
     // while each call delivers a reply or a watch event (readiness is reported again if more
     // remains: the next wait's EPOLL_CTL_MOD re-reports a readable socket). Only while requests
     // are outstanding: the last reply, the common case, then costs no read; a watch event or
-    // ping reply still buffered is reported by the next wait. A call that finds nothing costs a
-    // recv that fails with EAGAIN, as a FIONREAD before each call did; a pipelined reply (the
-    // listing behind the create, the delete behind its watch event) costs no FIONREAD now.
+    // ping reply still buffered is reported by the next wait. A pipelined reply (the listing
+    // behind the create, the delete behind its watch event) costs no system call beyond its read.
     if (events & ZOOKEEPER_READ) {
         for (int i = 0; i < 256 && rc == ZOK && zh_ && !need_recreate_ && !need_release_ && ops_head_ != nullptr &&
                         delivered_ != before;
