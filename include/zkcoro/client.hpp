@@ -318,7 +318,9 @@ private:
         template <class Handler, class Op>
         void operator()(Handler&& h, Op op) const
         {
-            self->start(std::move(op), std::forward<Handler>(h));
+            detail::start_bound(std::forward<Handler>(h), [&](auto&& bh) {
+                self->start(std::move(op), std::forward<decltype(bh)>(bh));
+            });
         }
     };
 

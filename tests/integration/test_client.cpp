@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 #include <thread>
 
 using namespace zktest;
@@ -554,4 +555,67 @@ TEST_CASE("a host name that does not resolve")
     REQUIRE(::waitpid(pid, &status, 0) == pid);
     REQUIRE(WIFEXITED(status));
     CHECK_MESSAGE(WEXITSTATUS(status) == 0, "3: unshare failed, 1: wrong error or no log line");
+}
+
+// A coroutine resumes on its own executor after each operation: on a strand it stays on the strand
+// (the handler is bound to the io_context's executor only when that is the coroutine's executor);
+// on the io_context's executor it runs there. A strand knows whether it is running whatever the
+// thread, so one thread tells them apart.
+TEST_CASE("completions run on the caller's executor: a strand, or the io_context itself")
+{
+    asio::io_context ioc;
+    auto strand = asio::make_strand(ioc);
+    auto base = unique_path("executors");
+    auto body = [&](asio::any_io_executor mine, std::string path) -> awaitable<int> {
+        int off = 0;  // resumptions that were not on `mine`
+        auto on_mine = [&] {
+            bool here = false;
+            if (auto* s = mine.target<asio::strand<asio::io_context::executor_type>>())
+                here = s->running_in_this_thread();
+            else if (auto* e = mine.target<asio::io_context::executor_type>())
+                here = e->running_in_this_thread();
+            if (!here)
+                ++off;
+        };
+        client c(ioc.get_executor(), test_config());
+        co_await c.async_connect();
+        on_mine();
+        co_await c.async_create(path, "", create_mode::ephemeral);
+        on_mine();
+        co_await c.async_exists(path);
+        on_mine();
+        auto [ec, r] = co_await c.async_get_data(path + "/none", asio::as_tuple(asio::use_awaitable));
+        on_mine();
+        CHECK(ec == zk_errc::no_node);
+        for (int i = 0; i < 20; ++i) {
+            mutex m(c, path + "-lock");
+            auto g = co_await m.acquire();
+            on_mine();
+            co_await g.release();
+            on_mine();
+        }
+        co_await c.async_remove(path);
+        on_mine();
+        co_await c.async_close();
+        on_mine();
+        co_return off;
+    };
+    std::optional<int> off_strand, off_ioc;
+    auto record = [](std::optional<int>& into) {
+        return [&into](std::exception_ptr e, int off) {
+            if (e)
+                std::rethrow_exception(e);
+            into = off;
+        };
+    };
+    asio::co_spawn(strand, body(strand, base + "-strand"), record(off_strand));
+    asio::co_spawn(ioc, body(ioc.get_executor(), base + "-ioc"), record(off_ioc));
+    auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (!(off_strand && off_ioc) && std::chrono::steady_clock::now() < deadline) {
+        ioc.restart();
+        ioc.run_one_until(deadline);
+    }
+    REQUIRE_MESSAGE((off_strand && off_ioc), "the two coroutines did not finish within 60 s");
+    CHECK_MESSAGE(*off_strand == 0, "a coroutine on a strand resumed off its strand");
+    CHECK_MESSAGE(*off_ioc == 0, "a coroutine on the io_context resumed outside it");
 }
