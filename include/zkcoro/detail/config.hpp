@@ -30,15 +30,15 @@ using any_handler = asio::any_completion_handler<Sig>;
 // The default completion token: a deferred operation, so `co_await op(args)` works without one.
 using default_token = asio::deferred_t;
 
-// Calls start(handler), with the handler first bound to its io_context's own executor where it
-// names that executor as an any_io_executor (a coroutine's handler does). The type-erased handler
-// could otherwise only hand such an executor on as a shared, reference-counted completion
-// executor: two allocations per operation. Same executor, held in place.
 template <class T>
 inline constexpr bool is_executor_binder = false;
 template <class T, class E>
 inline constexpr bool is_executor_binder<asio::executor_binder<T, E>> = true;
 
+// Calls start(handler), with the handler first bound to its io_context's own executor where it
+// names that executor as an any_io_executor (a coroutine's handler does). The type-erased handler
+// could otherwise only hand such an executor on as a shared, reference-counted completion
+// executor: two allocations per operation. Same executor, held in place.
 template <class Handler, class Start>
 void start_bound(Handler&& handler, Start&& start)
 {
