@@ -2,8 +2,18 @@
 # Runs every test: installs what is missing, builds (warnings are errors), runs unit and
 # integration suites (the test programs start and stop their own ZooKeeper servers), runs the
 # examples, the benchmark smoke test and the consumer checks (Meson subproject, CMake against an
-# installed zkcoro) against throwaway servers, then the build and tests again under
+# installed zkcoro) and the fuzzers against throwaway servers, then the tests again under
 # AddressSanitizer + UndefinedBehaviorSanitizer.
+#
+# Time (2 cores): compiling is most of it, so the run compiles no more than it needs to.
+# - The normal build is -O1 -g1 (line tables only), about half the compile time of -O2 -g;
+#   the sanitizer build is -O0 -g1, without the benchmarks and examples (the normal build runs
+#   those).
+# - The sanitizer build compiles in the background, at idle priority (SCHED_IDLE, nice 19), while
+#   the normal build's tests, examples and checks run: they mostly wait on servers, and at idle
+#   priority the compiler only takes the CPU they leave, so their timing is not squeezed.
+# - The fuzzers link the normal build's objects for the code they do not fuzz
+#   (FUZZ_OBJECTS_FROM=build) instead of compiling the library once more.
 #
 # A skipped test is a failure of the run: after each `meson test` (both builds) the run stops if
 # Meson's test log (BUILD/meson-logs/testlog.json) shows any test as SKIP, for instance a test
@@ -39,42 +49,66 @@ for line in open(sys.argv[1]):
     exit 1
   fi
 }
-run_suite() {  # build-dir, meson test options (one word), extra meson -D options...
-  local dir=$1 test_opts=$2; shift 2
+configure() {  # build-dir, extra meson -D options...
+  local dir=$1; shift
   if [ -f "$dir/build.ninja" ]; then meson configure "$dir" "${common[@]}" "$@"
   else meson setup "$dir" "${common[@]}" "$@"; fi
-  ninja -C "$dir"
+}
+run_tests() {  # build-dir, meson test options (one word)
+  local dir=$1 test_opts=$2
   # shellcheck disable=SC2086  # empty or one option
   meson test -C "$dir" --print-errorlogs --num-processes 2 $test_opts
   check_skips "$dir"
-  for ex in "$dir"/examples/[0-9][0-9]_*; do
+}
+run_examples() {  # build-dir
+  local ex
+  for ex in "$1"/examples/[0-9][0-9]_*; do
     [ -f "$ex" ] && [ -x "$ex" ] || continue
     stamp "example $(basename "$ex")"
     case $ex in
-      *redis*) "$dir/tests/support/redis/zkcoro-with-redis" -- "$ex" ;;
-      *) "$dir/tools/zkserver/zkcoro-with-server" -- "$ex" ;;
+      *redis*) "$1/tests/support/redis/zkcoro-with-redis" -- "$ex" ;;
+      *) "$1/tools/zkserver/zkcoro-with-server" -- "$ex" ;;
     esac
   done
 }
+# -g1: line tables only. Stack traces (and the sanitizers' reports) keep file:line; the full
+# debug information of -g doubled the compile time of the coroutine-heavy sources.
+debug_lines=(-Ddebug=false -Dcpp_args=-g1)
 
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 stamp "API reference (scripts/docs.sh: Doxygen, warnings are errors)"
 bash scripts/docs.sh
 
-stamp "normal build"
-run_suite build "" -Dbuildtype=debugoptimized
+stamp "normal build (-O1 -g1)"
+configure build -Doptimization=1 "${debug_lines[@]}"
+ninja -C build
+
+# The sanitizer build, in the background at idle priority (see the top). Its output goes to a log
+# that is printed when it fails; the run ends it (by its PID) if the run stops first.
+stamp "sanitizer build (-O0 -g1, ASan+UBSan): configured here, compiled in the background"
+configure build-san -Doptimization=0 "${debug_lines[@]}" -Dbench=false -Dexamples=false \
+  -Db_sanitize=address,undefined -Db_lundef=false
+idle=(nice -n 19)
+if chrt --idle 0 true 2>/dev/null; then idle=(chrt --idle 0 nice -n 19); fi
+san_log=build-san/meson-logs/background-ninja.log
+"${idle[@]}" ninja -C build-san >"$san_log" 2>&1 &
+san_pid=$!
+tmp=$(mktemp -d)
+trap 'kill "$san_pid" 2>/dev/null || true; rm -rf "$tmp"' EXIT
+
+stamp "normal build: tests"
+run_tests build ""
 grep -h '^fault-suite:' build/meson-logs/testlog.txt || true  # the fault suite's summary line
+run_examples build
 stamp "benchmark smoke test (tiny counts; the full run is bash bench/run.sh)"
 BUILD_DIR=build bash bench/run.sh --quick
 
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 with_server=build/tools/zkserver/zkcoro-with-server
-stamp "consumer check: zkcoro as a Meson subproject"
+stamp "consumer check: zkcoro as a Meson subproject (built without optimisation or debug information)"
 mkdir -p "$tmp/meson/subprojects"
 cp tests/consumer/consumer.cpp tests/consumer/meson.build "$tmp/meson/"
 ln -s "$root" "$tmp/meson/subprojects/zkcoro"
-meson setup "$tmp/meson/build" "$tmp/meson" -Dwrap_mode=nodownload >/dev/null
+meson setup "$tmp/meson/build" "$tmp/meson" -Dwrap_mode=nodownload --buildtype=plain >/dev/null
 ninja -C "$tmp/meson/build"
 "$with_server" -- "$tmp/meson/build/consumer"
 
@@ -95,9 +129,16 @@ g++ -std=c++20 -o "$tmp/pkgconfig-consumer" tests/consumer/consumer.cpp $flags -
 "$with_server" -- "$tmp/pkgconfig-consumer"
 
 stamp "fuzzing: each libFuzzer target for ${FUZZ_SECONDS:-20} s on its seed corpus (tests/fuzz/README.md)"
-bash scripts/fuzz.sh
+FUZZ_OBJECTS_FROM=build bash scripts/fuzz.sh
 
-stamp "sanitizer build"
+stamp "sanitizer build: waiting for the background compile"
+if ! wait "$san_pid"; then
+  tail -n 60 "$san_log"
+  echo "== FAIL: the sanitizer build failed; its whole output is in $san_log" >&2
+  exit 1
+fi
+tail -n 1 "$san_log"
+stamp "sanitizer build: tests"
 # The fault suite runs once, in the normal build: under the sanitizers it would only be slower.
-run_suite build-san --no-suite=fault -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false
+run_tests build-san --no-suite=fault
 stamp "all tests passed"
