@@ -5,15 +5,20 @@
 # installed zkcoro) and the fuzzers against throwaway servers, then the tests again under
 # AddressSanitizer + UndefinedBehaviorSanitizer.
 #
-# Time (2 cores): compiling is most of it, so the run compiles no more than it needs to.
+# Time (2 cores): compiling is most of it, so the run compiles no more than it needs to, and
+# compiles while tests wait on their servers.
 # - The normal build is -O1 -g1 (line tables only), about half the compile time of -O2 -g;
-#   the sanitizer build is -O0 -g1, without the benchmarks and examples (the normal build runs
-#   those).
+#   the sanitizer build is -O0 -g1, without the benchmarks, examples and header checks (the
+#   normal build runs those).
 # - The sanitizer build compiles in the background, at idle priority (SCHED_IDLE, nice 19), while
-#   the normal build's tests, examples and checks run: they mostly wait on servers, and at idle
-#   priority the compiler only takes the CPU they leave, so their timing is not squeezed.
+#   the normal build's tests, examples and benchmark smoke test run: they mostly wait on servers,
+#   and at idle priority the compiler only takes the CPU they leave, so their timing is not
+#   squeezed. The consumer checks and the fuzzers run the same way beside the sanitizer build's
+#   tests.
 # - The fuzzers link the normal build's objects for the code they do not fuzz
 #   (FUZZ_OBJECTS_FROM=build) instead of compiling the library once more.
+# - In each `meson test`, the tests that may share the machine start first (the longest, redis_sentinel, first),
+#   and those that need it alone (is_parallel: false) follow (tests/meson.build: priority).
 #
 # A skipped test is a failure of the run: after each `meson test` (both builds) the run stops if
 # Meson's test log (BUILD/meson-logs/testlog.json) shows any test as SKIP, for instance a test
@@ -54,10 +59,9 @@ configure() {  # build-dir, extra meson -D options...
   if [ -f "$dir/build.ninja" ]; then meson configure "$dir" "${common[@]}" "$@"
   else meson setup "$dir" "${common[@]}" "$@"; fi
 }
-run_tests() {  # build-dir, meson test options (one word)
-  local dir=$1 test_opts=$2
-  # shellcheck disable=SC2086  # empty or one option
-  meson test -C "$dir" --print-errorlogs --num-processes 2 $test_opts
+run_tests() {  # build-dir, meson test options...
+  local dir=$1; shift
+  meson test -C "$dir" --print-errorlogs --num-processes 2 "$@"
   check_skips "$dir"
 }
 run_examples() {  # build-dir
@@ -91,45 +95,54 @@ configure build-san -Doptimization=0 "${debug_lines[@]}" -Dbench=false -Dexample
 idle=(nice -n 19)
 if chrt --idle 0 true 2>/dev/null; then idle=(chrt --idle 0 nice -n 19); fi
 san_log=build-san/meson-logs/background-ninja.log
-"${idle[@]}" ninja -C build-san >"$san_log" 2>&1 &
+"${idle[@]}" ninja -C build-san </dev/null >"$san_log" 2>&1 &
 san_pid=$!
 tmp=$(mktemp -d)
-trap 'kill "$san_pid" 2>/dev/null || true; rm -rf "$tmp"' EXIT
+checks_pid=
+trap 'kill "$san_pid" 2>/dev/null || true; [ -z "$checks_pid" ] || kill -- -"$checks_pid" 2>/dev/null || true
+rm -rf "$tmp"' EXIT
 
 stamp "normal build: tests"
-run_tests build ""
+run_tests build
 grep -h '^fault-suite:' build/meson-logs/testlog.txt || true  # the fault suite's summary line
 run_examples build
 stamp "benchmark smoke test (tiny counts; the full run is bash bench/run.sh)"
 BUILD_DIR=build bash bench/run.sh --quick
 
+# The checks that need the normal build only: the consumer checks and the fuzzers. They run in the
+# background, beside the sanitizer build's tests (which mostly wait on servers), with their
+# compiles and the fuzzers at idle priority; their output is printed when they end.
 with_server=build/tools/zkserver/zkcoro-with-server
-stamp "consumer check: zkcoro as a Meson subproject (built without optimisation or debug information)"
-mkdir -p "$tmp/meson/subprojects"
-cp tests/consumer/consumer.cpp tests/consumer/meson.build "$tmp/meson/"
-ln -s "$root" "$tmp/meson/subprojects/zkcoro"
-meson setup "$tmp/meson/build" "$tmp/meson" -Dwrap_mode=nodownload --buildtype=plain >/dev/null
-ninja -C "$tmp/meson/build"
-"$with_server" -- "$tmp/meson/build/consumer"
+other_checks() {
+  stamp "consumer check: zkcoro as a Meson subproject (built without optimisation or debug information)"
+  mkdir -p "$tmp/meson/subprojects"
+  cp tests/consumer/consumer.cpp tests/consumer/meson.build "$tmp/meson/"
+  ln -s "$root" "$tmp/meson/subprojects/zkcoro"
+  meson setup "$tmp/meson/build" "$tmp/meson" -Dwrap_mode=nodownload --buildtype=plain >/dev/null
+  "${idle[@]}" ninja -C "$tmp/meson/build"
+  "$with_server" -- "$tmp/meson/build/consumer"
 
-stamp "consumer check: CMake, find_package(zkcoro) against zkcoro installed under a temporary prefix"
-DESTDIR="$tmp/install" meson install -C build --quiet >/dev/null
-prefix="$tmp/install$(meson introspect build --buildoptions | python3 -c \
-  'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "prefix"))')"
-cp tests/consumer/consumer.cpp tests/consumer/CMakeLists.txt "$tmp/"
-cmake -S "$tmp" -B "$tmp/cmake-build" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
-ninja -C "$tmp/cmake-build"
-"$with_server" -- "$tmp/cmake-build/consumer"
+  stamp "consumer check: CMake, find_package(zkcoro) against zkcoro installed under a temporary prefix"
+  DESTDIR="$tmp/install" meson install -C build --quiet --no-rebuild >/dev/null
+  local prefix pcdir flags
+  prefix="$tmp/install$(meson introspect build --buildoptions | python3 -c \
+    'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "prefix"))')"
+  cp tests/consumer/consumer.cpp tests/consumer/CMakeLists.txt "$tmp/"
+  cmake -S "$tmp" -B "$tmp/cmake-build" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+  "${idle[@]}" ninja -C "$tmp/cmake-build"
+  "$with_server" -- "$tmp/cmake-build/consumer"
 
-stamp "consumer check: pkg-config against the same install"
-pcdir=$(dirname "$(find "$tmp/install" -name zkcoro.pc)")
-flags=$(PKG_CONFIG_SYSROOT_DIR="$tmp/install" PKG_CONFIG_PATH="$pcdir" pkg-config --cflags --libs zkcoro)
-# shellcheck disable=SC2086  # the flags are words
-g++ -std=c++20 -o "$tmp/pkgconfig-consumer" tests/consumer/consumer.cpp $flags -Wl,-rpath,"$(dirname "$pcdir")"
-"$with_server" -- "$tmp/pkgconfig-consumer"
+  stamp "consumer check: pkg-config against the same install"
+  pcdir=$(dirname "$(find "$tmp/install" -name zkcoro.pc)")
+  flags=$(PKG_CONFIG_SYSROOT_DIR="$tmp/install" PKG_CONFIG_PATH="$pcdir" pkg-config --cflags --libs zkcoro)
+  # shellcheck disable=SC2086  # the flags are words
+  "${idle[@]}" g++ -std=c++20 -o "$tmp/pkgconfig-consumer" tests/consumer/consumer.cpp $flags \
+    -Wl,-rpath,"$(dirname "$pcdir")"
+  "$with_server" -- "$tmp/pkgconfig-consumer"
 
-stamp "fuzzing: each libFuzzer target for ${FUZZ_SECONDS:-20} s on its seed corpus (tests/fuzz/README.md)"
-FUZZ_OBJECTS_FROM=build bash scripts/fuzz.sh
+  stamp "fuzzing: each libFuzzer target for ${FUZZ_SECONDS:-20} s on its seed corpus (tests/fuzz/README.md)"
+  FUZZ_OBJECTS_FROM=build "${idle[@]}" bash scripts/fuzz.sh
+}
 
 stamp "sanitizer build: waiting for the background compile"
 if ! wait "$san_pid"; then
@@ -138,7 +151,25 @@ if ! wait "$san_pid"; then
   exit 1
 fi
 tail -n 1 "$san_log"
+
+stamp "consumer checks and fuzzers: started in the background"
+checks_log=$tmp/other-checks.log
+# set -e holds inside the subshell: the first failing step ends it, with that step's status.
+# Job control gives it a process group of its own, so that the trap can end all it started.
+set -m
+( set -e; other_checks ) </dev/null >"$checks_log" 2>&1 &
+checks_pid=$!
+set +m
 stamp "sanitizer build: tests"
 # The fault suite runs once, in the normal build: under the sanitizers it would only be slower.
-run_tests build-san --no-suite=fault
+# The 'source' suite checks sources and documents, not the built code.
+run_tests build-san --no-suite=fault --no-suite=source
+stamp "consumer checks and fuzzers: waiting for them"
+checks_rc=0
+wait "$checks_pid" || checks_rc=$?
+cat "$checks_log"
+if [ "$checks_rc" -ne 0 ]; then
+  echo "== FAIL: the consumer checks or the fuzzers failed (exit $checks_rc): see their output above" >&2
+  exit 1
+fi
 stamp "all tests passed"
