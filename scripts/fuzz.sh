@@ -82,7 +82,9 @@ for src in $(find src -name '*.cpp' | sort); do
   if [[ $rel == redis/* ]] && (( !redis )); then rm -f "$out/obj/$(echo "${rel%.cpp}" | tr '/' '+').o"; continue; fi
   name=$(basename "$src" .cpp)
   obj="$out/obj/$(echo "${rel%.cpp}" | tr '/' '+').o"
-  if [ -n "$from" ] && [[ " $fuzzed " != *" $name.cpp "* ]]; then
+  is_fuzzed=0
+  [[ " $fuzzed " == *" $name.cpp "* ]] && is_fuzzed=1
+  if [ -n "$from" ] && (( !is_fuzzed )); then
     # Meson names an object after its source's path, '/' spelled '_' (engine_lease.cpp.o).
     mobj="$meson_objs/$(echo "${rel%.cpp}" | tr '/' '_').cpp.o"
     [ -f "$mobj" ] || { echo "fuzz.sh: FUZZ_OBJECTS_FROM=$from has no $mobj: build it first" >&2; exit 64; }
@@ -91,7 +93,7 @@ for src in $(find src -name '*.cpp' | sort); do
   fi
   stale "$obj" "$src" || continue
   plain="$gxx ${common[*]} -O0 -c $src -o $obj"
-  if [[ " $fuzzed " != *" $name.cpp "* ]]; then
+  if (( !is_fuzzed )); then
     jobs+=("$plain")
   else
     jobs+=("$cxx ${common[*]} ${instrumented[*]} -fsanitize=fuzzer-no-link -c $src -o $obj 2>$obj.log ||

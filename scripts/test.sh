@@ -17,8 +17,9 @@
 #   tests.
 # - The fuzzers link the normal build's objects for the code they do not fuzz
 #   (FUZZ_OBJECTS_FROM=build) instead of compiling the library once more.
-# - In each `meson test`, the tests that may share the machine start first (the longest, redis_sentinel, first),
-#   and those that need it alone (is_parallel: false) follow (tests/meson.build: priority).
+# - In each `meson test`, the tests that may share the machine start first (the longest,
+#   redis_sentinel, first), and those that need it alone (is_parallel: false) follow
+#   (tests/meson.build: priority).
 #
 # A skipped test is a failure of the run: after each `meson test` (both builds) the run stops if
 # Meson's test log (BUILD/meson-logs/testlog.json) shows any test as SKIP, for instance a test
