@@ -78,6 +78,12 @@ public:
     error_kind kind(int v) const noexcept override
     {
         switch (static_cast<client_errc>(v)) {
+        // No server reached yet, or no name resolved yet: a server down or a DNS entry missing at
+        // start-up may be back later, and async_connect may be called again on the same client
+        // (it resolves again). The same rule as Redis' connect_failed and no_sentinel.
+        case client_errc::connect_timeout:
+        case client_errc::name_resolution_failed:
+            return error_kind::retriable;
         case client_errc::session_expired:
         case client_errc::closed:
         case client_errc::auth_failed:

@@ -105,11 +105,16 @@ enum class error_kind {
     none,          ///< no error
     retriable,     ///< transient (connection loss, operation timeout, throttled; Redis: connection
                    ///< failed or lost, READONLY, OOM): the same request may succeed later on the
-                   ///< same session; a create (or SET) may still have happened
+                   ///< same session; a create (or SET) may still have happened. Connecting, on
+                   ///< both backends: no server reached in time or none answering (ZooKeeper's
+                   ///< connect_timeout, Redis' connect_failed) and no address found
+                   ///< (name_resolution_failed, Redis' no_sentinel) are retriable: a server that
+                   ///< is down at start-up may come up, and async_connect may be called again
     session_lost,  ///< the session is gone (expired, closed, authentication failed, lock lost;
                    ///< Redis: the client closed, credentials refused): nothing more will succeed
                    ///< on it; locks held through it are lost
-    permanent,     ///< anything else: retrying the same request cannot help
+    permanent,     ///< anything else: retrying the same request cannot help (bad input, a
+                   ///< refused operation, a chroot that does not exist)
 };
 
 namespace detail {

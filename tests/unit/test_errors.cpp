@@ -33,6 +33,23 @@ TEST_CASE("predicates")
     CHECK_FALSE(is_retriable(client_errc::closed));
 }
 
+// Issue 41: one rule for connecting on both backends. A server that is down (or a name not yet in
+// DNS) at start-up is retriable, as Redis' connect_failed and no_sentinel are
+// (tests/redis/test_redis_replies.cpp); bad configuration stays permanent.
+TEST_CASE("classify(): failures to connect are retriable, bad configuration is permanent")
+{
+    CHECK(classify(client_errc::connect_timeout) == error_kind::retriable);
+    CHECK(classify(client_errc::name_resolution_failed) == error_kind::retriable);
+    CHECK(is_retriable(client_errc::connect_timeout));
+    CHECK_FALSE(is_session_lost(client_errc::name_resolution_failed));
+    for (auto e : {client_errc::invalid_connect_string, client_errc::invalid_argument, client_errc::chroot_not_found,
+                   client_errc::invalid_path})
+        CHECK_MESSAGE(classify(e) == error_kind::permanent, make_error_code(e).message());
+    CHECK(classify(client_errc::auth_failed) == error_kind::session_lost);
+    CHECK(classify(client_errc::closed) == error_kind::session_lost);
+    CHECK(classify(error_code{}) == error_kind::none);
+}
+
 // Bad connect strings and option values are caught before anything is sent.
 TEST_CASE("check_config")
 {
