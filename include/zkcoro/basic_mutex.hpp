@@ -130,8 +130,11 @@ public:
     /// ZooKeeper lock deletes our node).
     ///
     /// \par Errors
-    /// - mutex: client_errc::invalid_path, client_errc::session_expired or client_errc::closed (the
-    ///   session ended while waiting), ZooKeeper's own (e.g. zk_errc::no_auth), operation_aborted.
+    /// - mutex: client_errc::invalid_path, client_errc::closed (the client was closed while the
+    ///   acquisition waited, or before it started), ZooKeeper's own (e.g. zk_errc::no_auth),
+    ///   operation_aborted. A session that expires while the acquisition waits does not end it:
+    ///   its node went with the old session, so it queues again on the client's new session and is
+    ///   granted in turn, within the same timeout (an empty optional when that runs out).
     /// - redis_mutex: redis_errc::bad_key, bad_ttl, bad_url, connect_failed, auth_failed,
     ///   not_redis, connection_lost (the connection dropped during the attempt; retried while the
     ///   deadline allows), closed, operation_aborted.

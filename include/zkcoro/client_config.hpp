@@ -32,8 +32,11 @@ struct auth_info {
 
 /// How a client connects: the ensemble, the session timeout, liveness checks, credentials and logging.
 struct client_config {
-    /// "host:port[,host:port...][/chroot]". Numeric addresses avoid the blocking name lookup the
-    /// C library does when it creates a handle (at connect and after an expiry).
+    /// "host:port[,host:port...][/chroot]"; a host is a name, an IPv4 address or a bracketed IPv6
+    /// address. Names are resolved with Asio's asynchronous resolver before the C library sees
+    /// them (at the first connect and after each expiry), so no thread blocks in a lookup; Asio's
+    /// resolver does that on a thread of its own, started at the first name (numeric addresses
+    /// need none).
     std::string connect_string = "127.0.0.1:2181";
 
     /// Asked of the server, which clamps it to [2, 20] x its tickTime; see negotiated value with

@@ -8,8 +8,10 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
 
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -170,6 +172,36 @@ private:
     std::shared_ptr<detail::lease> lease_;
     owner_id owner_ = 0;
 };
+
+namespace detail {
+/// release_on's task: the guard is a coroutine parameter, so it lives in this coroutine's frame.
+inline asio::awaitable<void> release_owned(guard g)
+{
+    co_await g.release();
+}
+}  // namespace detail
+
+/// Releases `g` in a task of its own, spawned on `ex` (asio::co_spawn), and completes when the
+/// release did. The guard travels as a coroutine parameter: the form GCC 12 compiles correctly.
+/// Do not write the spawned task as a coroutine lambda that captures the guard by move inside the
+/// co_await (`co_spawn(ex, [g = std::move(g)]() mutable -> awaitable<void> {...}, use_awaitable)`):
+/// GCC 12.2 destroys such a capture twice, which releases the acquisition twice (docs/building.md,
+/// "Compilers"). For example:
+///
+///     auto g1 = co_await m.acquire();
+///     auto g2 = co_await m.acquire();                  // the same task: hold count 2
+///     co_await zkcoro::release_on(ex, std::move(g1), asio::use_awaitable);   // hold count 1
+///
+/// Handler signature: void(std::exception_ptr), co_spawn's: a release that failed for good is a
+/// boost::system::system_error in it (with asio::use_awaitable, thrown); client_errc::empty_guard
+/// for an empty guard. Cancellation: none (a release is not taken back).
+template <class Executor, BOOST_ASIO_COMPLETION_TOKEN_FOR(void(std::exception_ptr))
+                              CompletionToken = detail::default_token>
+    requires(asio::execution::is_executor<Executor>::value || asio::is_executor<Executor>::value)
+auto release_on(const Executor& ex, guard g, CompletionToken&& token = {})
+{
+    return asio::co_spawn(ex, detail::release_owned(std::move(g)), std::forward<CompletionToken>(token));
+}
 
 }  // namespace zkcoro
 

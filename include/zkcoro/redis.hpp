@@ -127,8 +127,10 @@ public:
     /// The executor the client's operations complete on by default.
     using executor_type = asio::any_io_executor;
 
-    /// `url`: redis://[password@]host:port[/db]; a bad one makes every operation fail with
-    /// redis_errc::bad_url (see last_error()).
+    /// `url`: redis://[[user]:password@]host:port[/db], or
+    /// redis+sentinel://[[user]:password@]host:port[,host:port...]/MASTER[/db] (see redis_url above
+    /// for every form); a bad one makes every operation fail with redis_errc::bad_url (see
+    /// last_error()).
     redis_client(executor_type ex, std::string_view url, redis_options opts = {});
     redis_client(const redis_client&) = delete;
     redis_client& operator=(const redis_client&) = delete;

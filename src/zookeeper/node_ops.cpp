@@ -113,7 +113,10 @@ asio::awaitable<void> abandon_own_node(client& zk, const std::string& parent, co
                 break;
         }
         if (last) {
-            access::log(zk, log_level::error,
+            // The client's own close() is no failure: one line per unfinished acquisition at debug
+            // level (closing a client with many waiters is no news), as the Redis lock does.
+            const bool closing = last == client_errc::closed || zk.state() == session_state::closed;
+            access::log(zk, closing ? log_level::debug : log_level::error,
                         fmt::format("lock {}: could not look for the node of an unfinished acquisition ({}*): {}; "
                                     "if it was made, it goes with its session",
                                     parent, prefix, last.message()));

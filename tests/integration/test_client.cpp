@@ -619,3 +619,150 @@ TEST_CASE("completions run on the caller's executor: a strand, or the io_context
     CHECK_MESSAGE(*off_strand == 0, "a coroutine on a strand resumed off its strand");
     CHECK_MESSAGE(*off_ioc == 0, "a coroutine on the io_context resumed outside it");
 }
+
+namespace {
+
+// The parameter pattern of docs/building.md, "Compilers": the guard lives in this coroutine's frame.
+awaitable<void> release_given(guard g)
+{
+    co_await g.release();
+}
+
+}  // namespace
+
+// A task holds a mutex twice (hold count 2, one node) and has one of its guards released by a
+// task of its own: once through zkcoro::release_on, once through a coroutine that takes the guard
+// as a parameter. Each release takes one off the count; the node stays while the other guard
+// holds it. (The same with a coroutine lambda that captures the guard by move inside the co_await
+// releases twice when GCC 12 compiles it: tests/unit/test_compiler_coroutines.cpp shows why.)
+TEST_CASE("a guard released by a co_spawned task takes one off the hold count")
+{
+    run_with_clients({.name = "spawnrel"}, [&](fixture& f) -> awaitable<void> {
+        auto& c = f.client();
+        auto& path = f.path;
+        mutex m(c, path);
+        auto ex = co_await asio::this_coro::executor;
+        auto me = co_await this_task::id();
+        auto nodes = [&]() -> awaitable<std::size_t> { co_return (co_await c.async_get_children(path)).children.size(); };
+
+        auto g1 = co_await m.acquire();
+        auto g2 = co_await m.acquire();
+        CHECK(m.hold_count(me) == 2);
+        co_await release_on(ex, std::move(g1), asio::use_awaitable);
+        CHECK_FALSE(g1.valid());
+        CHECK(m.hold_count(me) == 1);
+        CHECK(co_await nodes() == 1);
+        CHECK(g2.valid());
+        CHECK_FALSE(g2.lost());
+
+        auto g3 = co_await m.acquire();
+        CHECK(m.hold_count(me) == 2);
+        co_await asio::co_spawn(ex, release_given(std::move(g3)), asio::use_awaitable);
+        CHECK(m.hold_count(me) == 1);
+        CHECK(co_await nodes() == 1);
+        CHECK_FALSE(g2.lost());
+
+        // An empty guard: release_on reports empty_guard.
+        guard empty;
+        bool threw_empty = false;
+        try {
+            co_await release_on(ex, std::move(empty), asio::use_awaitable);
+        } catch (const boost::system::system_error& e) {
+            threw_empty = e.code() == client_errc::empty_guard;
+        }
+        CHECK(threw_empty);
+
+        co_await g2.release();
+        CHECK(m.hold_count(me) == 0);
+        CHECK(co_await nodes() == 0);
+    });
+}
+
+// close() with acquisitions waiting, and one started after it: each completes with `closed`, and
+// the unfinished acquisitions' cleanup logs nothing at error level (the client's own close is no
+// failure; the Redis lock does the same).
+TEST_CASE("close with waiting acquisitions logs no error")
+{
+    auto log = std::make_shared<test_log>();
+    run_with_clients({.name = "closewait", .clients = 2, .log = log}, [&](fixture& f) -> awaitable<void> {
+        auto [c, holder] = f.clients<2>();
+        mutex held_by_other(holder, f.path);
+        auto g = co_await held_by_other.acquire();
+        mutex m(c, f.path);
+        constexpr int waiting = 3;
+        int completed = 0;
+        std::vector<error_code> results;
+        auto on_done = [&](error_code ec, std::optional<guard>) {
+            results.push_back(ec);
+            ++completed;
+        };
+        auto ex = co_await asio::this_coro::executor;
+        for (int i = 0; i < waiting; ++i)
+            asio::co_spawn(ex, [&m, &on_done]() -> awaitable<void> {
+                auto [ec, got] = co_await m.async_acquire(co_await this_task::id(), 20s, asio::as_tuple(asio::use_awaitable));
+                on_done(ec, std::move(got));
+            }, asio::detached);
+        // Every waiter has its node in the queue behind the holder's.
+        CHECK(co_await eventually([&]() -> awaitable<bool> {
+            co_return (co_await holder.async_get_children(f.path)).children.size() == 2;
+        }));
+        c.close();
+        asio::co_spawn(ex, [&m, &on_done]() -> awaitable<void> {
+            auto [ec, got] = co_await m.async_acquire(co_await this_task::id(), 20s, asio::as_tuple(asio::use_awaitable));
+            on_done(ec, std::move(got));
+        }, asio::detached);
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return completed == waiting + 1; }));
+        for (auto& ec : results)
+            CHECK(ec == client_errc::closed);
+        // Give the background cleanup of the unfinished acquisitions time to run and log.
+        asio::steady_timer settle(ex, 500ms);
+        co_await settle.async_wait(asio::use_awaitable);
+        // The session's nodes went with it.
+        CHECK(co_await eventually([&]() -> awaitable<bool> {
+            co_return (co_await holder.async_get_children(f.path)).children.size() == 1;
+        }));
+        co_await g.release();
+    });
+    std::lock_guard lk(log->m);
+    for (auto& [level, text] : log->lines)
+        CHECK_MESSAGE(level != log_level::error, "logged at error level after close(): " << text);
+}
+
+// An acquisition waiting when its session expires is not failed: its node went with the session,
+// so it queues again on the client's new session and is granted when the holder lets go
+// (basic_mutex.hpp, async_acquire's errors).
+TEST_CASE("a waiting acquisition survives its session's expiry and is granted on the new session")
+{
+    run_with_clients({.name = "expirewait", .clients = 2, .session_timeout = 2000ms, .limit = 60s},
+                     [&](fixture& f) -> awaitable<void> {
+        auto [c, holder] = f.clients<2>();
+        mutex held_by_other(holder, f.path);
+        auto g = co_await held_by_other.acquire();
+        mutex m(c, f.path);
+        auto first_session = c.session().id;
+        bool done = false;
+        error_code result = make_error_code(client_errc::internal_error);
+        std::optional<guard> got;
+        auto ex = co_await asio::this_coro::executor;
+        asio::co_spawn(ex, [&m, &done, &result, &got]() -> awaitable<void> {
+            auto [ec, lease] = co_await m.async_acquire(co_await this_task::id(), 30s, asio::as_tuple(asio::use_awaitable));
+            result = ec;
+            got = std::move(lease);
+            done = true;
+        }, asio::detached);
+        auto queued = [&]() -> awaitable<bool> { co_return (co_await holder.async_get_children(f.path)).children.size() == 2; };
+        REQUIRE(co_await eventually(queued));
+        REQUIRE(co_await expire_session(c));
+        REQUIRE(co_await wait_for_state(c, session_state::connected));
+        CHECK(c.session().id != first_session);
+        // Queued again, on the new session; still waiting.
+        CHECK(co_await eventually(queued, 10000ms));
+        CHECK_FALSE(done);
+        co_await g.release();
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return done; }, 10000ms));
+        CHECK_FALSE(result);
+        REQUIRE(got.has_value());
+        CHECK(got->session_id() == c.session().id);
+        co_await got->release();
+    });
+}
