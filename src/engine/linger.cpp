@@ -32,6 +32,7 @@ void arm_linger_timer(const std::shared_ptr<lock_object>& s, const lock_action& 
 
 std::shared_ptr<node_state> ended_linger(lock_object& s, const lock_action& a)
 {
+    disarm_timers(s, a);  // the node gone: its linger timer with it
     if (!a.end_linger)
         return nullptr;
     return std::exchange(s.lingering, nullptr);
@@ -48,7 +49,7 @@ void delete_unheld(const std::shared_ptr<lock_object>& s, const std::shared_ptr<
 void on_linger_timer(const std::weak_ptr<lock_object>& weak_s, error_code ec)
 {
     if (ec)
-        return;  // the object is being destroyed (the timer is only set while not armed)
+        return;  // cancelled: the node went, or the object is being destroyed
     auto s = weak_s.lock();
     if (!s)
         return;

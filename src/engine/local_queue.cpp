@@ -1,5 +1,6 @@
 // The local handoff: tasks of this process wait in memory, FIFO, behind the one task of ours in
-// ZooKeeper's queue, with no coroutine each; one timer per lock object serves all their deadlines.
+// ZooKeeper's queue, with no coroutine each; one timer per lock object serves all their deadlines
+// (armed while they wait, cancelled when the last one leaves).
 #include "engine/acquisition.hpp"
 #include "engine/lock_object.hpp"
 
@@ -20,6 +21,7 @@ void give_up_local(const std::shared_ptr<lock_object>& s, waiter_id id, error_co
         auto a = s->machine(lk).cancelled(id);
         if (a.what != lock_action::kind::cancelled)
             return;
+        disarm_timers(*s, a);  // the last waiter gone
         w = take_waiter(*s, id, local_waiter::status::waiting);
     }
     if (w)
@@ -48,6 +50,15 @@ void on_deadline_timer(const std::weak_ptr<lock_object>& weak_s, error_code ec)
 }
 
 }  // namespace
+
+void disarm_timers(lock_object& s, const lock_action& a)
+{
+    // A wait still pending completes as aborted (its handler returns).
+    if (a.disarm_deadline && s.deadline_timer)
+        s.deadline_timer->cancel();
+    if (a.disarm_linger && s.linger_timer)
+        s.linger_timer->cancel();
+}
 
 void arm_deadline_timer(const std::shared_ptr<lock_object>& s, const lock_action& a)
 {

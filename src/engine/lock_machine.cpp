@@ -67,9 +67,39 @@ void lock_machine::promote_next(lock_action& a)
         a.what = lock_action::kind::promote;
         a.waiter = id;
         a.owner = owner;
+        left(a);
         return;
     }
     active_ = false;
+}
+
+// A waiter left the queue (granted, promoted, cancelled). When it was the last, nobody needs the
+// deadline timer: it is cancelled now rather than left to fire for nobody, which would keep the
+// executor busy (run() from returning) until the longest timeout (issue 40). Only a queue that
+// had waiters with a deadline pays for it; the uncontended path never arms the timer. While
+// waiters without a deadline remain it stays, and when it fires it is re-armed only to a
+// deadline still pending (deadline_fired).
+void lock_machine::left(lock_action& a)
+{
+    if (waiting_ > 0)
+        return;
+    deadlines_.clear();  // all of them are of waiters that are gone
+    if (timer_at_ == never)
+        return;
+    timer_at_ = never;
+    a.disarm_deadline = true;
+}
+
+// The node goes (given back, handed on with a promotion, lost, its lingering ended): the linger
+// timer, armed for it, has nothing left to end. A node re-granted from lingering keeps it (the
+// burst of re-grants costs no timer operation).
+void lock_machine::node_gone(lock_action& a)
+{
+    node_ = false;
+    if (!linger_armed_)
+        return;
+    linger_armed_ = false;
+    a.disarm_linger = true;
 }
 
 // A waiter (still waiting) gives up. The queue is compacted once most of it has given up (O(1)
@@ -163,6 +193,7 @@ lock_action lock_machine::granted(machine_owner owner, time_point now, bool othe
         lingering_ = false;
         a.end_linger = true;
     }
+    node_gone(a);  // the other node's linger timer, if armed
     node_ = true;
     node_lost_ = false;
     handoffs_ = 0;
@@ -209,13 +240,14 @@ lock_action lock_machine::released(machine_owner owner, time_point now)
         a.what = lock_action::kind::grant;
         a.waiter = id;
         a.owner = next;
+        left(a);
         return a;
     }
     promote_next(a);
     if (a.what == lock_action::kind::promote) {
         a.batch_time_ended = over;
         a.give_back = true;
-        node_ = false;
+        node_gone(a);
         return a;
     }
     if (cfg_.linger.count() > 0 && !others_queued_ && handoffs_ < cfg_.max_handoffs && !lingering_) {
@@ -228,7 +260,7 @@ lock_action lock_machine::released(machine_owner owner, time_point now)
         a.what = lock_action::kind::linger;
         return a;
     }
-    node_ = false;
+    node_gone(a);
     a.what = lock_action::kind::give_back;
     a.give_back = true;
     return a;
@@ -248,6 +280,14 @@ lock_action lock_machine::deadline_fired(time_point now)
             a.timed_out.push_back(id);
         }
     }
+    // The waiters gone since (granted, cancelled) left their entries: the timer is re-armed only
+    // for a deadline still pending, else left unarmed.
+    if (waiting_ == 0)
+        deadlines_.clear();
+    while (!deadlines_.empty() && !is_waiting(deadlines_.front().id)) {
+        std::pop_heap(deadlines_.begin(), deadlines_.end());
+        deadlines_.pop_back();
+    }
     rearm(a);
     return a;
 }
@@ -260,6 +300,7 @@ lock_action lock_machine::cancelled(waiter_id id)
     abandon(id);
     a.what = lock_action::kind::cancelled;
     a.waiter = id;
+    left(a);
     return a;
 }
 
@@ -269,7 +310,7 @@ lock_action lock_machine::lost(machine_owner holder)
     if (holder == 0) {
         if (lingering_) {  // nobody holds it: nothing to tell, nothing to give back
             lingering_ = false;
-            node_ = false;
+            node_gone(a);
         }
         return a;
     }
@@ -279,7 +320,7 @@ lock_action lock_machine::lost(machine_owner holder)
         if (!node_ || node_lost_)
             return a;
         node_lost_ = true;
-        node_ = false;
+        node_gone(a);
     }
     promote_next(a);
     return a;
@@ -292,7 +333,7 @@ lock_action lock_machine::others_queued()
         others_queued_ = true;
     if (lingering_) {
         lingering_ = false;
-        node_ = false;
+        node_gone(a);
         a.end_linger = true;
     }
     return a;
@@ -320,7 +361,7 @@ lock_action lock_machine::end_linger()
     lock_action a;
     if (lingering_) {
         lingering_ = false;
-        node_ = false;
+        node_gone(a);
         a.end_linger = true;
     }
     return a;

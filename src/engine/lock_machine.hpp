@@ -7,7 +7,10 @@
 // It owns reentrancy (per-owner hold counts), the "active" role (the one task of ours on the
 // backend's queue, or holding its node), the FIFO of local waiters behind it (by id; entries that
 // gave up are removed lazily), their deadlines (one timer: the earliest), the batch bound of
-// in-process handoffs, and lingering. Unit-tested without a server (tests/unit/test_lock_machine.cpp)
+// in-process handoffs, and lingering. Its timers are armed only while needed: the deadline
+// timer while a waiter waits (cancelled when the last one leaves, re-armed only to a deadline
+// still pending), the linger timer while a node of ours lingers or is held again from lingering
+// (cancelled when the node goes). Unit-tested without a server (tests/unit/test_lock_machine.cpp)
 // and fuzzed (tests/fuzz/fuzz_lock_machine.cpp).
 #ifndef ZKCORO_SRC_ENGINE_LOCK_MACHINE_HPP
 #define ZKCORO_SRC_ENGINE_LOCK_MACHINE_HPP
@@ -62,6 +65,10 @@ struct lock_action {
     bool watch_queue = false;           // granted with waiters behind: learn whether others queue
     std::optional<time_point> arm_deadline;  // (re)arm the deadline timer at this moment
     std::optional<time_point> arm_linger;    // arm the linger timer at this moment
+    // Cancel the timer: no waiter needs it any more (the last one left), or no node lingers nor
+    // can linger again before a new grant. A timer is never left pending for nobody (issue 40).
+    bool disarm_deadline = false;
+    bool disarm_linger = false;
     std::vector<waiter_id> timed_out;        // complete these waiters with a timeout (no guard)
 };
 
@@ -107,6 +114,9 @@ public:
     int handoffs() const noexcept { return handoffs_; }
     std::size_t waiting() const noexcept { return waiting_; }
     bool is_waiting(waiter_id id) const noexcept { return find_waiting(id) != nullptr; }
+    // When the deadline timer is armed to fire (never: not armed), and whether the linger timer is.
+    time_point deadline_timer_at() const noexcept { return timer_at_; }
+    bool linger_timer_armed() const noexcept { return linger_armed_; }
     time_point linger_until() const noexcept { return linger_until_; }
     std::size_t queue_entries() const noexcept { return queue_.size(); }
     std::size_t deadline_entries() const noexcept { return deadlines_.size(); }
@@ -133,6 +143,8 @@ private:
     void abandon(waiter_id id);
     void add_deadline(waiter_id id, time_point at, lock_action& a);
     void rearm(lock_action& a);
+    void left(lock_action& a);
+    void node_gone(lock_action& a);
     bool batch_time_over(time_point now) const noexcept;
 
     lock_machine_config cfg_;

@@ -16,6 +16,7 @@ void hand_on(const std::shared_ptr<lock_object>& s)
     {
         std::lock_guard lk(s->m);
         auto a = s->machine(lk).failed();
+        disarm_timers(*s, a);
         if (a.what == lock_action::kind::promote)
             next = take_waiter(*s, a.waiter, local_waiter::status::promoted);
     }
@@ -32,7 +33,7 @@ bool mark_lost(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node
         std::lock_guard lk(s->m);
         if (s->lingering == ns) {
             s->lingering = nullptr;  // nobody holds it: nothing to tell
-            s->machine(lk).lost(0);
+            disarm_timers(*s, s->machine(lk).lost(0));
         }
         h = std::move(ns->current);
         if (h) {
@@ -48,6 +49,7 @@ bool mark_lost(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node
             if (it != s->holds.end() && it->second == h)
                 s->holds.erase(it);
             auto a = s->machine(lk).lost(h->owner());
+            disarm_timers(*s, a);
             if (a.what == lock_action::kind::promote)
                 next = take_waiter(*s, a.waiter, local_waiter::status::promoted);
         }
@@ -225,6 +227,7 @@ void object_lease::release(any_handler<void(error_code)> handler)
         // The machine counts the holds of a lease that is still the node's (not lost).
         const bool counted = count > 0 && !released && !lost() && ns_->current.get() == this;
         auto a = counted ? s.machine(lk).released(owner(), steady_clock::now()) : lock_action{};
+        disarm_timers(s, a);
         if (count > 0 && --count == 0 && !released) {
             released = true;
             last = true;

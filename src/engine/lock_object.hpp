@@ -217,6 +217,7 @@ private:
                               const lock_action&);
     friend std::shared_ptr<local_waiter> take_waiter(lock_object&, waiter_id, local_waiter::status);
     friend void arm_deadline_timer(const std::shared_ptr<lock_object>&, const lock_action&);
+    friend void disarm_timers(lock_object&, const lock_action&);
     friend bool record_grant(const std::shared_ptr<lock_object>&, const std::shared_ptr<node_state>&,
                              const std::shared_ptr<object_lease>&, bool);
     friend void start_linger(const std::shared_ptr<lock_object>&, const std::shared_ptr<node_state>&,
@@ -239,9 +240,11 @@ private:
     std::deque<std::pair<waiter_id, std::shared_ptr<local_waiter>>> waiters;
     std::size_t waiters_taken = 0;  // emptied entries inside the deque (not at its ends)
     waiter_id last_waiter = 0;
-    std::unique_ptr<asio::steady_timer> deadline_timer;  // set to the machine's earliest deadline
+    // Set to the machine's earliest deadline while waiters wait; cancelled when the last leaves.
+    std::unique_ptr<asio::steady_timer> deadline_timer;
     // Lingering (mutex_options::linger): our node, kept after the last release while nobody else
-    // queues (the machine decides how long). One timer, re-armed only when it fires early.
+    // queues (the machine decides how long). One timer, re-armed only when it fires early, and
+    // cancelled when the node goes (a contender, the loss, the close, the mutex's end).
     std::shared_ptr<node_state> lingering;
     std::unique_ptr<asio::steady_timer> linger_timer;
     // The node the machine's handoff is about (local_handoff): the last one granted by the backend.
@@ -257,6 +260,10 @@ void enqueue_local(const std::shared_ptr<lock_object>& s, const std::shared_ptr<
 std::shared_ptr<local_waiter> take_waiter(lock_object& s, waiter_id id, local_waiter::status st);
 // Arms the deadline timer as the machine asks. Lock held.
 void arm_deadline_timer(const std::shared_ptr<lock_object>& s, const lock_action& a);
+// Cancels the deadline and linger timers the machine no longer needs (`a`: disarm_deadline,
+// disarm_linger), so that none stays pending for nobody. Called with every action of the machine
+// that can carry them. Lock held.
+void disarm_timers(lock_object& s, const lock_action& a);
 // Tells a waiter whose status changed (granted or promoted) about it. Lock not held.
 void notify(const std::shared_ptr<lock_object>& s, const std::shared_ptr<local_waiter>& w);
 

@@ -6,7 +6,9 @@
 // - grants and promotions go to the first waiter still waiting (FIFO);
 // - no waiter is completed twice (granted, promoted, timed out or cancelled);
 // - at most max_handoffs handoffs per node, none once the batch time is over and others queue;
-// - never lingering while others queue; a timer is armed no later than the earliest deadline.
+// - never lingering while others queue; a timer is armed no later than the earliest deadline;
+// - no timer pending for nobody (issue 40): no deadline timer once no waiter waits, none re-armed
+//   but to the earliest deadline still pending, no linger timer once the node is gone.
 // Used by tests/fuzz/fuzz_lock_machine.cpp (bytes) and tests/unit/test_lock_machine.cpp (seeds).
 #ifndef ZKCORO_TESTS_FUZZ_LOCK_MACHINE_MODEL_HPP
 #define ZKCORO_TESTS_FUZZ_LOCK_MACHINE_MODEL_HPP
@@ -75,6 +77,10 @@ private:
     }
     failure check(const lock_action& a)
     {
+        if (a.disarm_deadline)
+            armed_ = lock_machine::never;
+        if (a.disarm_linger)
+            linger_armed_ = lock_machine::never;
         if (a.arm_deadline)
             armed_ = *a.arm_deadline;
         if (a.arm_linger)
@@ -102,6 +108,12 @@ private:
                 return "no timer armed for a waiter's deadline";
         if (lingering_ && linger_armed_ == lock_machine::never)
             return "lingering with no linger timer";
+        if (fifo_.empty() && armed_ != lock_machine::never)
+            return "a deadline timer left armed with no waiter";
+        if (!node_.has && linger_armed_ != lock_machine::never)
+            return "a linger timer left armed with no node";
+        if (m_.deadline_timer_at() != armed_ || m_.linger_timer_armed() != (linger_armed_ != lock_machine::never))
+            return "the machine's timers differ from those its actions armed";
         return nullptr;
     }
 
@@ -240,6 +252,11 @@ private:
                 if (auto f = complete(id))
                     return f;
             timeouts_ += want.size();
+            time_point next = lock_machine::never;
+            for (const auto& w : fifo_)
+                next = std::min(next, w.deadline);
+            if (a.arm_deadline.value_or(lock_machine::never) != next)
+                return "deadline: the timer not re-armed to the earliest deadline still pending";
             if (auto f = check(a))
                 return f;
         }

@@ -98,6 +98,91 @@ TEST_CASE("deadlines: one timer at the earliest; timed-out waiters reported once
     CHECK(m.deadline_fired(t0 + 200ms).timed_out.empty());
 }
 
+// Issue 40: the timer armed for waiters' deadlines does not outlive them (a program's run() would
+// wait for the longest timeout); the uncontended path arms and cancels nothing.
+TEST_CASE("deadlines: the timer is disarmed when its last waiter leaves, whichever way")
+{
+    lock_machine m;
+    // Uncontended: no timer operation at all.
+    auto a = m.acquire(1, 1, t0 + 30s, t0);
+    CHECK(a.what == kind::start_active);
+    CHECK_FALSE(a.arm_deadline);
+    a = m.granted(1, t0, false);
+    CHECK_FALSE(a.arm_deadline);
+    CHECK_FALSE(a.disarm_deadline);
+    a = m.released(1, t0);
+    CHECK(a.what == kind::give_back);
+    CHECK_FALSE(a.disarm_deadline);
+    CHECK(m.deadline_timer_at() == never);
+
+    // Granted in memory: disarmed with the last waiter's grant, not before.
+    m.acquire(1, 2, t0 + 30s, t0);
+    m.granted(1, t0, false);
+    a = m.acquire(2, 3, t0 + 30s, t0);
+    REQUIRE(a.arm_deadline);
+    CHECK(*a.arm_deadline == t0 + 30s);
+    CHECK_FALSE(m.acquire(3, 4, t0 + 30s, t0).arm_deadline);
+    a = m.released(1, t0 + 1ms);
+    CHECK(a.what == kind::grant);
+    CHECK_FALSE(a.disarm_deadline);  // 4 still waits
+    a = m.released(2, t0 + 2ms);
+    CHECK(a.what == kind::grant);
+    CHECK(a.waiter == 4);
+    CHECK(a.disarm_deadline);  // the last waiter with a deadline left
+    CHECK(m.deadline_timer_at() == never);
+    CHECK(m.deadline_entries() == 0);
+    CHECK_FALSE(m.released(3, t0 + 3ms).disarm_deadline);  // nothing armed any more
+
+    // Cancelled: the last one disarms.
+    m.acquire(1, 5, never, t0);
+    m.granted(1, t0, false);
+    REQUIRE(m.acquire(2, 6, t0 + 30s, t0).arm_deadline);
+    a = m.cancelled(6);
+    CHECK(a.what == kind::cancelled);
+    CHECK(a.disarm_deadline);
+    CHECK(m.deadline_timer_at() == never);
+
+    // Promoted (the batch bound, or the active task's failure): the last one disarms.
+    REQUIRE(m.acquire(2, 7, t0 + 30s, t0).arm_deadline);
+    a = m.lost(1);
+    CHECK(a.what == kind::promote);
+    CHECK(a.disarm_deadline);
+    a = m.granted(2, t0, false);
+    REQUIRE(m.acquire(3, 8, t0 + 30s, t0).arm_deadline);
+    m.lost(2);  // 3 promoted: queues on the backend
+    REQUIRE(m.acquire(4, 9, t0 + 30s, t0).arm_deadline);
+    a = m.failed();  // 3's attempt failed: 4 takes the active role
+    CHECK(a.what == kind::promote);
+    CHECK(a.disarm_deadline);
+    CHECK(m.deadline_timer_at() == never);
+}
+
+TEST_CASE("deadlines: a timer that fires is re-armed only to a deadline still pending")
+{
+    lock_machine m;
+    m.acquire(1, 1, never, t0);
+    m.granted(1, t0, false);
+    m.acquire(2, 2, t0 + 30s, t0);
+    auto a = m.acquire(3, 3, t0 + 50ms, t0);
+    REQUIRE(a.arm_deadline);
+    CHECK(*a.arm_deadline == t0 + 50ms);
+    m.acquire(4, 4, t0 + 40s, t0);
+    m.acquire(5, 5, never, t0);
+    a = m.released(1, t0 + 10ms);  // 2 granted: its deadline's entry is stale
+    CHECK(a.waiter == 2);
+    CHECK_FALSE(a.disarm_deadline);
+    a = m.deadline_fired(t0 + 50ms);
+    CHECK(a.timed_out == std::vector<zkcoro::detail::waiter_id>{3});
+    REQUIRE(a.arm_deadline);
+    CHECK(*a.arm_deadline == t0 + 40s);  // 4's, not 2's (gone)
+    CHECK(m.cancelled(4).disarm_deadline == false);  // 5 (no deadline) still waits
+    a = m.deadline_fired(t0 + 40s);  // fires for 4, gone: nothing pending, not re-armed
+    CHECK(a.timed_out.empty());
+    CHECK_FALSE(a.arm_deadline);
+    CHECK(m.deadline_timer_at() == never);
+    CHECK(m.is_waiting(5));
+}
+
 TEST_CASE("a cancelled waiter is skipped; cancelling twice does nothing")
 {
     lock_machine m;
@@ -192,6 +277,68 @@ TEST_CASE("linger: kept after the last release, re-granted with no request, ende
     CHECK_FALSE(m.lingering());
     CHECK_FALSE(m.has_node());  // given back
     CHECK_FALSE(m.linger_fired(t0 + 120ms).end_linger);
+}
+
+// Issue 40: the linger timer goes with the node it was armed for (a contender, the loss, the close,
+// the mutex's end); re-grants from lingering keep it (no timer operation per cycle).
+TEST_CASE("linger: the timer is disarmed when the node goes, kept while it is re-granted")
+{
+    lock_machine_config c;
+    c.linger = 30s;
+    lock_machine m(c);
+    auto lingers = [&](lock_machine::time_point at) {
+        m.acquire(1, 1, never, at);
+        m.granted(1, at, false);
+        auto a = m.released(1, at);
+        CHECK(a.what == kind::linger);
+        CHECK(a.arm_linger);
+        CHECK_FALSE(a.disarm_linger);
+        CHECK(m.linger_timer_armed());
+    };
+    lingers(t0);
+    for (int i = 0; i < 3; ++i) {
+        auto a = m.acquire(2, 2, never, t0 + 1ms);
+        CHECK(a.what == kind::grant_lingering);
+        CHECK_FALSE(a.disarm_linger);
+        a = m.released(2, t0 + 2ms);
+        CHECK(a.what == kind::linger);
+        CHECK_FALSE(a.arm_linger);
+        CHECK_FALSE(a.disarm_linger);
+    }
+    auto a = m.others_queued();  // a contender
+    CHECK(a.end_linger);
+    CHECK(a.disarm_linger);
+    CHECK_FALSE(m.linger_timer_armed());
+
+    lingers(t0 + 1s);
+    a = m.end_linger();  // the mutex goes
+    CHECK(a.disarm_linger);
+    CHECK_FALSE(m.linger_timer_armed());
+
+    lingers(t0 + 2s);
+    a = m.lost(0);  // the lingering node is lost (the session closed)
+    CHECK(a.disarm_linger);
+    CHECK_FALSE(m.linger_timer_armed());
+
+    lingers(t0 + 3s);
+    m.acquire(2, 3, never, t0 + 3s);  // held again from lingering, then lost while held
+    a = m.lost(2);
+    CHECK(a.disarm_linger);
+    CHECK_FALSE(m.linger_timer_armed());
+
+    lingers(t0 + 4s);
+    m.acquire(2, 4, never, t0 + 4s);  // held again, then others queue: the release gives it back
+    m.others_queued();
+    a = m.released(2, t0 + 4s);
+    CHECK(a.what == kind::give_back);
+    CHECK(a.disarm_linger);
+    CHECK_FALSE(m.linger_timer_armed());
+
+    lingers(t0 + 5s);
+    a = m.linger_fired(t0 + 5s + 30s);  // the window ends: the timer fired, nothing to cancel
+    CHECK(a.end_linger);
+    CHECK_FALSE(a.disarm_linger);
+    CHECK_FALSE(m.linger_timer_armed());
 }
 
 TEST_CASE("linger ends when its window is over; never while others queue")
