@@ -195,15 +195,18 @@ public:
         return last_server_text;
     }
 
-    // On the strand: the waiters give up at once when the client is closed.
+    // On the strand: when the client is closed, the waiters give up at once, and the holders'
+    // renewal ends with its timer (nothing of ours stays pending after the close: issue 40).
     void ensure_close_hook()
     {
         if (close_hook)
             return;
         std::weak_ptr<redis_backend> w = shared_from_this();
         close_hook = rc->add_close_hook([w] {
-            if (auto self = w.lock())
+            if (auto self = w.lock()) {
                 self->wake_all();
+                self->client_closed();
+            }
         });
     }
 
@@ -295,9 +298,14 @@ public:
 
     // The holders' renewal (redis/renewal.cpp), on the strand: the current holder's, and the one
     // timer its renewals wait on. arm_renewal(at): the timer fires at `at` or before.
+    // The timer stays armed after a hold ends (the next hold's renewal finds it armed: a short
+    // hold costs no timer operation); it is not re-armed for nobody, and the close cancels it.
     std::shared_ptr<key_renewal> renewing;
     void arm_renewal(steady_clock::time_point at);
     void end_renewal() noexcept;  // the backend goes: a reply still due finds the renewal stopped
+    // The client was closed: a key still held can no longer be renewed (its holder's guard is
+    // lost), and the renewal timer is cancelled.
+    void client_closed();
 
 private:
     asio::steady_timer renew_timer_;

@@ -14,6 +14,8 @@ namespace zkcoro::detail {
 // The backend keeps one timer for its holds, one after another, and leaves it armed when a hold
 // ends: a hold that wants a later time finds it armed earlier and is asked again then
 // (on_timer), so a short hold costs no timer operation (no timerfd_settime, no cancelled wait).
+// Fired with no hold, it is not re-armed; the client's close cancels it (and ends a hold still
+// renewed: issue 40), and so does the backend's end (the timer goes with it).
 // The backend owns the renewal of its current hold (`renewing`); the renewal refers back to the
 // lock object weakly, so that the object, its backend and the renewal do not keep each other.
 class key_renewal : public std::enable_shared_from_this<key_renewal> {
@@ -43,6 +45,9 @@ public:
             return b_.arm_renewal(due_);
         fire();
     }
+
+    // The client was closed: no renewal can be sent any more; the key expires within its TTL.
+    void client_closed() { lose("the client was closed; the key expires within its TTL"); }
 
     // Stopped for good: the release, the loss, or the backend's end. Nothing after it reaches
     // the backend (a reply still due returns at once).
@@ -114,10 +119,24 @@ void redis_backend::end_renewal() noexcept
         r->stop();
 }
 
+void redis_backend::client_closed()
+{
+    if (auto r = renewing)
+        r->client_closed();
+    if (renew_armed_) {
+        renew_armed_ = false;
+        ++renew_gen_;  // a wait that completed already finds itself stale
+        renew_timer_.cancel();
+    }
+}
+
 void redis_backend::arm_renewal(steady_clock::time_point at)
 {
     if (renew_armed_ && renew_at_ <= at)
         return;  // it fires first; the hold is asked again then
+    if (rc->closing())
+        return;  // nothing to renew after the close (client_closed has ended the renewal)
+    ensure_close_hook();  // once per backend: the close cancels this timer
     renew_armed_ = true;
     renew_at_ = at;
     renew_timer_.expires_at(at);
