@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <random>
+#include <string>
 
 using namespace std::chrono_literals;
 using zkcoro::detail::lock_action;
@@ -421,7 +422,7 @@ TEST_CASE("random scripts agree with the reference model")
             auto arg = static_cast<std::uint8_t>(rng());
             auto f = d.step(op, arg);
             if (f) {
-                FAIL_CHECK("seed " << seed << " step " << step << ": " << f);
+                FAIL_CHECK("seed " << seed << " step " << step << ": " << std::string(f));
                 break;
             }
         }
