@@ -115,6 +115,10 @@ client access::no_client() { return client(nullptr, false); }
 void access::log(const client& c, log_level level, std::string_view message) { c.log(level, message); }
 std::string access::holder_label(const client& c) { return c.impl_ ? c.impl_->cfg.holder_label : std::string(); }
 bool access::detect_deadlocks(const client& c) { return c.impl_ && c.impl_->cfg.detect_deadlocks; }
+std::uint64_t access::connections(const client& c) noexcept
+{
+    return c.impl_ ? c.impl_->connections.load(std::memory_order_acquire) : 0;
+}
 
 void access::listen_state(const client& c, std::weak_ptr<state_listener> l)
 {

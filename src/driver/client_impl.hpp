@@ -129,6 +129,7 @@ public:
     std::atomic<std::uint64_t> generation_atomic{0};
     std::atomic<std::uint64_t> requests_sent{0};
     std::atomic<std::uint64_t> watch_events{0};
+    std::atomic<std::uint64_t> connections{0};  // connections established (access::connections)
 
     session_credentials credentials() const;
     std::string connected_server() const;

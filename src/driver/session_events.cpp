@@ -122,6 +122,8 @@ void client_impl::on_session_event(int state)
         ev = zk_session_event::connecting;
     std::int64_t sid = zoo_client_id(zh_)->client_id;
     if (ev == zk_session_event::connected) {
+        // Before the re-registered watches can fire: they come after the connect on the socket.
+        connections.fetch_add(1, std::memory_order_release);
         negotiated_timeout_ms = zoo_recv_timeout(zh_);
         mark_heard();
         on_established();

@@ -60,7 +60,8 @@ awaitable<acquire_result> queue_in_zk(std::shared_ptr<lock_object> s, owner_id o
         co_return acquire_result{ec, std::nullopt};
     }
     co_return acquire_result{error_code{}, hold_node(s, owner, queued->path, queued->stat, std::move(queued->queue_watch),
-                                                           queued->others_queued, std::move(revocation))};
+                                                           queued->others_queued, std::move(revocation),
+                                                           std::move(queued->own_watch))};
 }
 
 // Granted at once with a node of a given name (a downgrade): no queueing, no handoff.

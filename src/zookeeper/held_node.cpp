@@ -134,6 +134,20 @@ struct session_watch final : state_listener {
 // "breaking" a stuck lock, a script) counts as a loss within one round trip, even while the
 // connection never dropped. The exists request is sent after the grant and nobody waits for its
 // reply. A data change re-arms the watch.
+void watch_node(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns);
+
+// Waits for the event of a watch on our node: a deletion is a loss, a data change re-arms.
+void await_node_event(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns, zkcoro::watch w)
+{
+    w.async_wait([s, ns](error_code wec, watch_event ev) {
+        if (wec || ns->lost || ns->released)
+            return;
+        if (ev.type == watch_event_type::deleted)
+            return fire_lost(s, ns, "the lock node was deleted by someone else");
+        watch_node(s, ns);
+    });
+}
+
 void watch_node(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns)
 {
     zk_of(*s).async_exists(ns->node, leave_watch, [s, ns](error_code ec, exists_result r) {
@@ -143,22 +157,19 @@ void watch_node(const std::shared_ptr<lock_object>& s, const std::shared_ptr<nod
             return;  // the session ended or the connection dropped: the session monitor decides
         if (!still_ours(r, *ns))
             return fire_lost(s, ns, "the lock node is gone (deleted by someone else)");
-        r.watch.async_wait([s, ns](error_code wec, watch_event ev) {
-            if (wec || ns->lost || ns->released)
-                return;
-            if (ev.type == watch_event_type::deleted)
-                return fire_lost(s, ns, "the lock node was deleted by someone else");
-            watch_node(s, ns);
-        });
+        await_node_event(s, ns, std::move(r.watch));
     });
 }
 
 // Watches a node we were just granted. When the listing that granted it left a children watch,
 // that watch already covers our node's deletion at no extra request (the uncontended case);
-// the first change of the queue (someone queues, or our node goes) moves us to watch_node.
+// the first change of the queue (someone queues, or our node goes) moves us to watch_node. A
+// node that waited has its own watch already (set before its predecessor's deletion granted it).
 void watch_held_node(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns,
-                     zkcoro::watch queue_watch)
+                     zkcoro::watch queue_watch, zkcoro::watch own_watch)
 {
+    if (!queue_watch.valid() && own_watch.valid())
+        return await_node_event(s, ns, std::move(own_watch));
     if (!queue_watch.valid())
         return watch_node(s, ns);
     queue_watch.async_wait(pooled([s, ns](error_code ec, watch_event) {
@@ -246,7 +257,8 @@ void session_changed(const std::shared_ptr<lock_object>& s)
 }  // namespace
 
 guard hold_node(const std::shared_ptr<lock_object>& s, owner_id owner, const std::string& node, const node_stat& st,
-                zkcoro::watch queue_watch, bool others_queued, std::shared_ptr<revocation_state> revocation)
+                zkcoro::watch queue_watch, bool others_queued, std::shared_ptr<revocation_state> revocation,
+                zkcoro::watch own_watch)
 {
     auto ns = make_pooled<node_state>();
     ns->node = node;
@@ -266,7 +278,7 @@ guard hold_node(const std::shared_ptr<lock_object>& s, owner_id owner, const std
     if (list_queue)
         watch_queue(s, ns);
     if (s->recipe.watch_own_node)
-        watch_held_node(s, ns, std::move(queue_watch));
+        watch_held_node(s, ns, std::move(queue_watch), std::move(own_watch));
     return access::make_guard(std::move(h), owner);
 }
 

@@ -65,9 +65,11 @@ std::shared_ptr<lock_object> make_zk_lock(const client& c, std::string path, mut
 // We hold `node`: records it, watches its session and the node itself, and makes the guard.
 // `others_queued`: the listing that granted it showed another participant behind it.
 // `revocation`: the revocable acquisition's state (null when not revocable).
+// `own_watch`: an exists watch on the node, set while it waited and not fired, if any (it then
+// serves as the held node's watch, with no new request).
 guard hold_node(const std::shared_ptr<lock_object>& s, owner_id owner, const std::string& node, const node_stat& st,
                 zkcoro::watch queue_watch = {}, bool others_queued = false,
-                std::shared_ptr<revocation_state> revocation = {});
+                std::shared_ptr<revocation_state> revocation = {}, zkcoro::watch own_watch = {});
 // Deletes our node after the last release (retried; a final failure is logged and counted).
 void delete_released_node(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns,
                           std::shared_ptr<op_state<>> op);

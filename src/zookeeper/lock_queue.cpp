@@ -2,8 +2,11 @@
 // protected name (_c_<uuid>-) and list the parent in the same round trip (ZooKeeper runs one
 // session's requests in order, so the listing includes our node); hold if the rule says so, else
 // leave a watch on the node the rule names (or on the children) and wait. When the watched node's
-// deletion grants by itself, no further round trip. The decisions are pure (engine/rules.hpp);
-// this file is the I/O around them, and each step's failure handling.
+// deletion grants by itself, no further round trip, provided our own node still exists: a watch
+// on it, asked just before the predecessor's, has not fired (ZooKeeper tells one connection the
+// changes in their order, so our node's deletion would have been told first). Else we list
+// again, as Curator does after every event. The decisions are pure (engine/rules.hpp); this file
+// is the I/O around them, and each step's failure handling.
 #include "zookeeper/lock_queue.hpp"
 
 #include "async/coroutine.hpp"
@@ -168,8 +171,9 @@ private:
         // was traced to this line once, and g++ 12's coroutines have had such bugs.)
         const bool connected = co_await wait_connected(zk_, deadline_);
         if (!connected)
-            co_return finish(give_up(clock::now() >= deadline_ ? error_code{}
-                                                               : make_error_code(client_errc::session_expired)));
+            co_return finish(give_up(clock::now() >= deadline_                 ? error_code{}
+                                     : zk_.state() == session_state::closed ? make_error_code(client_errc::closed)
+                                                                            : make_error_code(client_errc::session_expired)));
         auto [ec, found, st] = co_await find_protected(zk_, spec_.path, prefix_);
         if (!ec && !found.empty()) {
             access::log(zk_, log_level::info,
@@ -206,18 +210,21 @@ private:
         co_return step::evaluate;
     }
 
-    // Our node is not in the listing: the session was lost. Start over with a new node.
+    // Our node is not in the listing: the session was lost, or someone deleted it (an operator, a
+    // reaper). Start over with a new node, behind the queue as it is now.
     step restart()
     {
         access::log(zk_, log_level::warn, fmt::format("lock node {} vanished while waiting; starting over", node_));
         node_.clear();
+        own_watch_ = {};
         if (clock::now() >= deadline_)
             return finish(give_up(error_code{}));
         return step::again;
     }
 
     // Not holding: wait for the node the rule names, or for a change of the children, or the
-    // deadline.
+    // deadline. When the named node's deletion would grant by itself, also for our own node's
+    // deletion (see own_watch_armed).
     awaitable<step> wait_turn(const queue_decision& decision)
     {
         zkcoro::watch w;
@@ -230,7 +237,32 @@ private:
         } else {
             // A get_data watch: an exists watch on a node that vanished meanwhile would stay.
             auto watched = join_path(spec_.path, children_[decision.watch_index]);
-            auto [ec, d] = co_await zk_.async_get_data(watched, leave_watch, use_tuple);
+            error_code ec;
+            data_result d;
+            if (decision.deletion_grants && !own_watch_armed()) {
+                // Ours first, then the predecessor's: both replies come before any event of the
+                // predecessor's watch. The count of connections is read before either is sent.
+                own_connections_ = access::connections(zk_);
+                auto [order, own_ec, own, d_ec, dr] =
+                    co_await asio::experimental::make_parallel_group(
+                        zk_.async_exists(node_, leave_watch, asio::deferred),
+                        zk_.async_get_data(watched, leave_watch, asio::deferred))
+                        .async_wait(asio::experimental::wait_for_all(), asio::use_awaitable);
+                (void)order;
+                ec = d_ec;
+                d = std::move(dr);
+                if (!own_ec && (!own.stat || own.stat->ephemeral_owner != node_stat_.ephemeral_owner)) {
+                    own_watch_ = {};
+                    if (co_await cancelled())
+                        co_return finish(give_up(asio::error::operation_aborted));
+                    co_return restart();  // ours is gone already
+                }
+                own_watch_ = own_ec ? zkcoro::watch{} : std::move(own.watch);
+                if (!ec && own_ec)
+                    ec = own_ec;  // then go round as for the predecessor's failure
+            } else {
+                std::tie(ec, d) = co_await zk_.async_get_data(watched, leave_watch, use_tuple);
+            }
             if (co_await cancelled())
                 co_return finish(give_up(asio::error::operation_aborted));
             if (ec == zk_errc::no_node)
@@ -242,23 +274,51 @@ private:
             w = std::move(d.watch);
         }
         asio::steady_timer timer(ex_, deadline_);
-        auto [order, w_ec, ev, t_ec] =
-            co_await asio::experimental::make_parallel_group(w.async_wait(asio::deferred), timer.async_wait(asio::deferred))
-                .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
+        std::array<std::size_t, 3> order{};
+        error_code w_ec;
+        watch_event ev;
+        if (decision.deletion_grants && own_watch_.valid()) {
+            // Our own node's event wakes us too: a waiter whose node was deleted starts over now.
+            std::tie(order, w_ec, ev, std::ignore, std::ignore, std::ignore) =
+                co_await asio::experimental::make_parallel_group(w.async_wait(asio::deferred),
+                                                                 timer.async_wait(asio::deferred),
+                                                                 own_watch_.async_wait(asio::deferred))
+                    .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
+        } else {
+            std::array<std::size_t, 2> two{};
+            std::tie(two, w_ec, ev, std::ignore) =
+                co_await asio::experimental::make_parallel_group(w.async_wait(asio::deferred),
+                                                                 timer.async_wait(asio::deferred))
+                    .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
+            order[0] = two[0];
+        }
         if (co_await cancelled())
             co_return finish(give_up(asio::error::operation_aborted));
         if (order[0] == 1)
             co_return finish(give_up(error_code{}));
+        if (order[0] == 2) {
+            // Our own node changed or went: the listing tells which.
+            own_watch_ = {};
+            co_return step::again;
+        }
         if (w_ec) {
             if (!is_session_lost(w_ec))
                 co_return finish(give_up(w_ec));
             // The session ended while we waited: our node went with it.
             node_.clear();
+            own_watch_ = {};
             if (zk_.state() == session_state::closed)
                 co_return finish(give_up(w_ec));
             co_return step::again;
         }
         if (ev.type == watch_event_type::deleted && decision.deletion_grants) {
+            if (!own_watch_armed()) {
+                // Our node's watch fired (it changed or went) or the connection was made anew since
+                // it was set (the server then fires re-registered watches in an order of its own):
+                // whether our node is still there is not known. List, as Curator does.
+                own_watch_ = {};
+                co_return step::again;
+            }
             // The listing's children watch, if any, saw the queue before our turn: stale.
             children_watch_ = {};
             children_.clear();
@@ -266,6 +326,13 @@ private:
             co_return step::done;
         }
         co_return step::again;
+    }
+
+    // Whether our own node's watch says that it still exists, in the order of the server's
+    // changes: set on this connection (none made since it was asked for) and not fired.
+    bool own_watch_armed() const
+    {
+        return own_watch_.valid() && !own_watch_.ready() && access::connections(zk_) == own_connections_;
     }
 
     // A retriable failure: go round once connected again, or give up at the deadline.
@@ -279,7 +346,12 @@ private:
 
     queue_result granted()
     {
-        return queue_result{error_code{}, queued_node{node_, node_stat_, std::move(children_watch_), children_.size() > 1}};
+        // Our node's watch, if still armed, serves the held node's (watch_held_node): no new request.
+        zkcoro::watch own;
+        if (own_watch_.valid() && !own_watch_.ready())
+            own = std::move(own_watch_);
+        return queue_result{error_code{}, queued_node{node_, node_stat_, std::move(children_watch_),
+                                                      children_.size() > 1, std::move(own)}};
     }
 
     // Ends unsuccessfully: our node (or the one our protected name may have made) is deleted.
@@ -311,6 +383,10 @@ private:
     bool have_children_ = false;
     bool list_with_watch_ = false;  // for rules that wait on the children (semaphores)
     zkcoro::watch children_watch_;
+    // An exists watch on our own node, set with the first wait whose predecessor's deletion would
+    // grant, and the count of connections before it was asked for (see own_watch_armed).
+    zkcoro::watch own_watch_;
+    std::uint64_t own_connections_ = 0;
     queue_result result_;
 };
 
@@ -348,7 +424,7 @@ std::optional<queued_node> granted_at_entry(const std::function<void(std::vector
     auto ours = position_of(children, node_name(e.created.path));
     if (!ours || !rule(children, *ours).holds)
         return std::nullopt;
-    return queued_node{std::move(e.created.path), e.created.stat, std::move(e.listed.watch), children.size() > 1};
+    return queued_node{std::move(e.created.path), e.created.stat, std::move(e.listed.watch), children.size() > 1, {}};
 }
 
 void abandon_entry(client& zk, const std::string& path, const queue_entry& e)

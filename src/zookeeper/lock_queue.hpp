@@ -43,6 +43,9 @@ struct queued_node {
     // That listing showed other children than ours (false when granted by a deletion instead:
     // then nobody knows, and no queue_watch is given).
     bool others_queued = false;
+    // An exists watch on our node, set while it waited and not fired (else empty): it fires when
+    // the node is deleted or its data changes.
+    zkcoro::watch own_watch;
 };
 
 // An empty node and no error: the deadline passed. On any unsuccessful end our node is deleted

@@ -1,6 +1,9 @@
 // Leader election (leader_latch, run_as_leader), revocation and fenced transactions against a
 // real ZooKeeper, within one process (the cross-process and Curator cases: tests/interop).
 #include "common.hpp"
+#include "deleted_waiter.hpp"
+
+#include <map>
 
 using namespace zktest;
 using namespace zkcoro;
@@ -270,4 +273,22 @@ TEST_CASE("leader_latch: close while queued")
         CHECK_FALSE(ta->lost());
         co_await la.async_close(asio::use_awaitable);
     });
+}
+
+// Issue 38 on a leader latch: candidate B waits behind leader A, C behind B; B's node is deleted,
+// then A closes. C leads; B must not think it leads beside C: it joins again behind C.
+TEST_CASE("leader_latch: a candidate whose node was deleted does not lead when the leader goes")
+{
+    std::map<client*, std::unique_ptr<leader_latch>> latches;
+    participant_ops ops{
+        [&](client& c, const std::string& path, std::chrono::seconds timeout) -> awaitable<std::string> {
+            auto& l = latches[&c];
+            if (!l || l->path() != path)
+                l = std::make_unique<leader_latch>(c, path);
+            auto t = co_await l->await_leadership(timeout);
+            co_return t ? t->node_path() : std::string();
+        },
+        [&](client& c) -> awaitable<void> { co_await latches[&c]->async_close(asio::use_awaitable); },
+        [&] { latches.clear(); }};
+    deleted_waiter_scenario("deleted-candidate", [](const std::string& p) { return p; }, ops, ops, ops, 1);
 }

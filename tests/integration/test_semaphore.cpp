@@ -1,5 +1,6 @@
 // The counting semaphore and the semaphore mutex against a real ZooKeeper.
 #include "common.hpp"
+#include "deleted_waiter.hpp"
 
 using namespace zktest;
 using namespace zkcoro;
@@ -162,5 +163,50 @@ TEST_CASE("cancelled semaphore acquire leaves nothing")
         CHECK(mb.acquires == 1);
         CHECK(mb.wait.count() == 1);
         CHECK(sa.metrics().acquires == 1);
+    });
+}
+
+// Issue 38 on a semaphore lease: B's lease node waits while A holds the only lease; someone deletes
+// B's lease node; A releases. B is never handed a lease whose node does not exist: it queues a new
+// lease node and holds on it.
+TEST_CASE("a lease whose node was deleted while it waited is not granted")
+{
+    run_with_clients({.name = "deleted-lease", .clients = 3, .limit = 45s}, [&](fixture& f) -> awaitable<void> {
+        auto [ca, cb, obs] = f.clients<3>();
+        semaphore sa(ca, f.path, 1), sb(cb, f.path, 1);
+        auto ga = co_await sa.acquire(1, 10s);
+        REQUIRE(ga);
+        const auto leases = f.path + "/leases";
+        bool b_done = false;
+        std::string b_node;
+        bool b_node_existed = false;
+        std::optional<std::vector<guard>> gb;
+        asio::co_spawn(f.executor(), [&]() -> awaitable<void> {
+            gb = co_await sb.acquire(1, 20s);
+            if (gb && gb->size() == 1) {
+                b_node = gb->front().node_path();
+                auto [ec, e] = co_await obs.async_exists(b_node, asio::as_tuple(asio::use_awaitable));
+                b_node_existed = !ec && e.stat && e.stat->ephemeral_owner == cb.session().id;
+            }
+            b_done = true;
+        }, asio::detached);
+        std::string waiting;
+        REQUIRE(co_await eventually([&]() -> awaitable<bool> {
+            auto mine = co_await nodes_of_session(obs, leases, cb.session().id);
+            if (mine.size() != 1)
+                co_return false;
+            waiting = join_path(leases, mine[0]);
+            co_return true;
+        }, 10000ms));
+        co_await obs.async_remove(waiting, -1);
+        for (auto& g : *ga)
+            co_await g.release();
+        REQUIRE_MESSAGE(co_await eventually([&]() -> awaitable<bool> { co_return b_done; }, 20000ms),
+                        "B's acquire did not finish");
+        REQUIRE(gb);
+        CHECK(b_node != waiting);
+        CHECK_MESSAGE(b_node_existed, "B was granted a lease whose node did not exist: " << b_node);
+        for (auto& g : *gb)
+            co_await g.release();
     });
 }

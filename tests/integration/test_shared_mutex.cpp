@@ -1,5 +1,8 @@
 // The read-write lock against a real ZooKeeper.
 #include "common.hpp"
+#include "deleted_waiter.hpp"
+
+#include <map>
 
 using namespace zktest;
 using namespace zkcoro;
@@ -180,4 +183,51 @@ TEST_CASE("upgrade from read to write is refused")
         co_await w2.release();
         co_await w1.release();
     });
+}
+
+namespace {
+
+// One shared_mutex per client, each participant on the side `write` says (deleted_waiter.hpp).
+struct rw_participants {
+    std::map<client*, std::pair<std::unique_ptr<shared_mutex>, guard>> held;
+    participant_ops side(bool write)
+    {
+        return participant_ops{
+            [this, write](client& c, const std::string& path, std::chrono::seconds timeout) -> awaitable<std::string> {
+                auto& [m, g] = held[&c];
+                if (!m || m->path() != path)
+                    m = std::make_unique<shared_mutex>(c, path);
+                // Two statements, not a conditional: GCC 12 miscompiles a co_await in a conditional.
+                std::optional<guard> r;
+                if (write)
+                    r = co_await m->acquire_write(timeout);
+                else
+                    r = co_await m->acquire_read(timeout);
+                if (!r)
+                    co_return std::string();
+                g = std::move(*r);
+                co_return g.node_path();
+            },
+            [this](client& c) -> awaitable<void> { co_await held[&c].second.release(); },
+            [this] { held.clear(); }};
+    }
+};
+
+}  // namespace
+
+// Issue 38 on a read lock: a reader waits behind one writer (whose deletion grants it at once),
+// a writer behind the reader; the reader's node is deleted, then the first writer releases.
+TEST_CASE("a reader whose node was deleted is not granted when the writer before it goes")
+{
+    rw_participants p;
+    deleted_waiter_scenario("deleted-reader", [](const std::string& path) { return path; }, p.side(true),
+                            p.side(false), p.side(true));
+}
+
+// The same on the write side (a write lock re-lists after its predecessor's deletion).
+TEST_CASE("a writer whose node was deleted is not granted when the writer before it goes")
+{
+    rw_participants p;
+    deleted_waiter_scenario("deleted-writer", [](const std::string& path) { return path; }, p.side(true),
+                            p.side(true), p.side(true), 1);
 }

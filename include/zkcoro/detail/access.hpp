@@ -10,6 +10,7 @@
 #include <zkcoro/this_task.hpp>
 #include <zkcoro/types.hpp>
 
+#include <cstdint>
 #include <memory>
 #include <string_view>
 
@@ -42,6 +43,11 @@ struct ZKCORO_API access {
     static void log(const client& c, log_level level, std::string_view message);
     static std::string holder_label(const client& c);
     static bool detect_deadlocks(const client& c);
+    // How many times c's connection to a server was established (any session). Read before a
+    // request: the same count when a later event arrives means that the request's reply and the
+    // event came over one connection, in the server's order (a reconnection re-registers the
+    // watches, and the server then fires those that changed in an order of its own).
+    static std::uint64_t connections(const client& c) noexcept;
     // Tells `l` of each change of c's session state while `l` lives (see state_listener).
     static void listen_state(const client& c, std::weak_ptr<state_listener> l);
 
