@@ -49,6 +49,7 @@ struct scenario {
     bool destroy = false; // the lock object is destroyed (no acquisition pending) before the close
     bool held = false;    // a guard is still held at the close: it is lost then (no renewal, no
                           // monitor left running), and its release after the loss sends nothing
+    int waiting = 0;      // with held: tasks acquire(30 s) behind it; the close ends them (an error)
 };
 
 // How the acquisitions ended.
@@ -57,6 +58,7 @@ struct tally {
     std::atomic<int> timed_out{0};
     std::atomic<int> cancelled{0};
     std::atomic<int> failed{0};
+    std::atomic<int> closed_out{0};  // ended by the close with an error (waiting then)
     std::mutex m;
     std::string first_error;  // guarded by m
     void fail(const std::string& what)
@@ -246,6 +248,14 @@ asio::awaitable<void> finish(run_state<Client, Lock>& s, asio::any_io_executor e
         s.t.fail("the guard held at the close timed out");
     if (g)
         ++s.t.granted;
+    if (g && s.sc->waiting > 0) {
+        for (int i = 0; i < s.sc->waiting; ++i)
+            asio::co_spawn(ex, waiting_at_close(*s.lock, s.t), asio::detached);
+        // Yields (no sleep) that let them start waiting first. Coverage only: one that starts
+        // after the close ends the same way, at once.
+        for (int i = 0; i < 8; ++i)
+            co_await asio::post(ex, asio::use_awaitable);
+    }
     if (s.sc->destroy && !g)
         s.lock.reset();  // no acquisition pending, every guard released
     s.clk.closed();
@@ -256,6 +266,24 @@ asio::awaitable<void> finish(run_state<Client, Lock>& s, asio::any_io_executor e
         if (!g->lost())
             s.t.fail("the guard held at the close was not lost: " + ec.message());
         co_await g->release();
+    }
+}
+
+// Waits behind the guard held at the close (in memory, its deadline on the lock object's timer,
+// or on the server when it starts before the holder's grant): the close ends it with an error.
+// Started before the close, it may begin to wait after it; it ends the same way.
+template <class Lock>
+asio::awaitable<void> waiting_at_close(Lock& lk, tally& t)
+{
+    try {
+        if (auto g = co_await lk.acquire(30s)) {
+            t.fail("an acquire(30 s) waiting at the close was granted");
+            co_await g->release();
+        } else {
+            t.fail("an acquire(30 s) waiting at the close timed out");
+        }
+    } catch (const std::exception&) {
+        ++t.closed_out;
     }
 }
 
@@ -336,7 +364,8 @@ outcome run(const scenario& sc, const std::function<std::unique_ptr<Client>(asio
                        std::to_string(sc.cycles) + " cycles of acquire(30 s)" +
                        (sc.extras ? ", then timeouts and cancellations behind a holder" : "") +
                        (sc.destroy ? ", then the lock object destroyed" : "") +
-                       (sc.held ? ", a guard held at the close" : "");
+                       (sc.held ? ", a guard held at the close" : "") +
+                       (sc.waiting ? " with " + std::to_string(sc.waiting) + " tasks waiting behind it" : "");
     INFO(what);
     {
         std::lock_guard lk(s.t.m);
@@ -353,6 +382,7 @@ outcome run(const scenario& sc, const std::function<std::unique_ptr<Client>(asio
     CHECK(s.t.granted == sc.tasks * sc.cycles + extra_grants);
     CHECK(s.t.timed_out == (sc.extras ? short_waiters : 0));
     CHECK(s.t.cancelled == (sc.extras ? cancelled_waiters : 0));
+    CHECK(s.t.closed_out == (sc.held ? sc.waiting : 0));
     MESSAGE(what << ": run() returned " << ms << " ms after close()");
     // The lock object goes before the client (it must not outlive it), the io_context last.
     s.lock.reset();

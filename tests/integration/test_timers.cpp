@@ -55,8 +55,9 @@ TEST_CASE("timers: a lock object destroyed with no acquisition pending leaves no
     check({.label = "linger 30 s,", .extras = true, .destroy = true}, 30s);
 }
 
-TEST_CASE("timers: a guard still held at the close is lost, and nothing stays pending")
+TEST_CASE("timers: a guard still held at the close is lost, its waiters end, and nothing stays pending")
 {
     check({.held = true});
     check({.label = "linger 30 s,", .extras = true, .held = true}, 30s);
+    check({.held = true, .waiting = 5});
 }

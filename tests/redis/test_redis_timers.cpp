@@ -49,8 +49,9 @@ TEST_CASE("redis timers: a lock object destroyed with no acquisition pending lea
     check({.extras = true, .destroy = true});
 }
 
-TEST_CASE("redis timers: a guard still held at the close is lost; its renewal ends with the close")
+TEST_CASE("redis timers: a guard still held at the close is lost, its waiters end; its renewal ends with the close")
 {
     check({.held = true});
     check({.extras = true, .held = true});
+    check({.held = true, .waiting = 5});
 }
