@@ -396,3 +396,59 @@ TEST_CASE("a release through a 4 s server stall succeeds (session 12 s)")
     slow.resume();
     CHECK_MESSAGE(wait_for(h, 30s) == 0, "stderr: " << slurp(h.err));
 }
+
+// Issue 38 as it was found: three zklocks on one path, A holding, B waiting behind A, C behind B;
+// someone deletes B's node (placed when the server shows B watching A and C watching B, not
+// after a sleep); A ends. C runs; B's command must not start inside C's (it was granted its
+// deleted node and started 0.56 ms into C's hold): B queues again and runs after C.
+TEST_CASE("a zklock whose waiting node is deleted does not run beside the next holder")
+{
+    for (int round = 0; round < 2; ++round) {
+        CAPTURE(round);
+        const auto path = unique_path("deleted-waiter");
+        const auto log = file("holds.log");
+        const auto events = file("events");
+        const auto go = file("go");
+        proc a, b, c;  // before the reaper, which must go first
+        reaper r;
+        // A holds until the test creates `go` (at most 60 s: 1200 polls).
+        a = start(zklock({"-c", connect(), "--data", "A"}, path,
+                              {"sh", "-c", fmt::format("for i in $(seq 1200); do [ -e '{}' ] && exit 0; sleep 0.05; done", go)}));
+        r.procs.push_back(&a);
+        REQUIRE(eventually([&] { return status_json(path)["participants"].size() == 1; }, 20s));
+        b = start(zklock({"-c", connect(), "--data", "B", "-t", "60"}, path, child("B", 300, events, log)));
+        r.procs.push_back(&b);
+        REQUIRE(eventually([&] { return status_json(path)["participants"].size() == 2; }, 20s));
+        c = start(zklock({"-c", connect(), "--data", "C", "-t", "60"}, path, child("C", 600, events, log)));
+        r.procs.push_back(&c);
+        REQUIRE(eventually([&] { return status_json(path)["participants"].size() == 3; }, 20s));
+        const auto ps = status_json(path)["participants"];
+        REQUIRE(ps[1]["data"] == "B");
+        REQUIRE(ps[2]["data"] == "C");
+        const std::string a_node = path + "/" + ps[0]["node"].get<std::string>();
+        const std::string b_node = path + "/" + ps[1]["node"].get<std::string>();
+        // Whether `session` watches `node` (the server's "wchp": each path, then its sessions).
+        auto watches = [&](const std::string& node, const std::string& session) {
+            const auto text = server().four_letter("wchp");
+            const auto at = text.find(node + "\n");
+            if (at == std::string::npos)
+                return false;
+            const auto end = text.find("\n/", at + node.size());
+            return text.substr(at, end == std::string::npos ? std::string::npos : end - at).find(session) !=
+                   std::string::npos;
+        };
+        REQUIRE(eventually([&] {
+            return watches(a_node, ps[1]["session"].get<std::string>()) &&
+                   watches(b_node, ps[2]["session"].get<std::string>());
+        }, 20s));
+        with_zk([&](zkcoro::client& zk) -> asio::awaitable<void> { co_await zk.async_remove(b_node); });
+        { std::ofstream(go).put('\n'); }
+        CHECK(wait_for(a, 20s) == 0);
+        CHECK_MESSAGE(wait_for(c, 30s) == 0, slurp(c.err));
+        CHECK_MESSAGE(wait_for(b, 30s) == 0, slurp(b.err));
+        CHECK_MESSAGE(slurp(b.err).find("lost") == std::string::npos, "B: " << slurp(b.err));
+        proc check;
+        const int rc = run({interval_check_bin, "--max-leases", "1", "--expect-ids", "B,C", log}, 30s, &check);
+        CHECK_MESSAGE(rc == 0, slurp(check.out));
+    }
+}
