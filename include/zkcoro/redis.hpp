@@ -70,8 +70,16 @@ struct redis_url {
     std::vector<endpoint> sentinels;  ///< redis+sentinel:// only: the sentinels, in the order asked
     std::string master_name;          ///< redis+sentinel:// only: the master's name
 };
-/// Parses and checks `text`. On failure, ec is redis_errc::bad_url and `why` says what is wrong.
+/// Parses and checks `text`. On failure, ec is redis_errc::bad_url and `why` says what is wrong
+/// (the URL in it with its password shown as ***, see redact_url).
 ZKCORO_API redis_url parse_redis_url(std::string_view text, error_code& ec, std::string* why = nullptr);
+/// `text` (a URL or a connect string) as messages and logs may show it: the password of its user
+/// info replaced by "***". User info is what comes before the last '@' after a scheme ("redis://",
+/// or any "word:" not followed by a digit), as parse_redis_url reads it; in a connect string
+/// without a scheme, what comes before an '@' ahead of the first '/'. Its user (before the first
+/// ':') stays: "redis://user:pw@h:1/2" -> "redis://user:***@h:1/2",
+/// "redis://pw@h" -> "redis://***@h". Text without user info is returned as it is.
+ZKCORO_API std::string redact_url(std::string_view text);
 
 /// One reply, copied out of hiredis'.
 struct redis_reply {

@@ -1,4 +1,5 @@
-// parse_redis_url: redis:// (one server) and redis+sentinel:// (the sentinels of a master).
+// parse_redis_url: redis:// (one server) and redis+sentinel:// (the sentinels of a master);
+// redact_url: a URL or connect string as messages show it (no password).
 #include <zkcoro/redis.hpp>
 
 #include <fmt/format.h>
@@ -54,7 +55,65 @@ std::string parse_hostport(std::string_view hostport, std::string& host_out, std
     return {};
 }
 
+// The length of "scheme:" at the start of `text` when a URL's scheme is there (RFC 3986: a
+// letter, then letters, digits, '+', '-', '.'), and what follows the ':' is not a digit (then it
+// is a ZooKeeper connect string's host:port); else 0.
+std::size_t scheme_length(std::string_view text)
+{
+    auto alpha = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); };
+    auto digit = [](char c) { return c >= '0' && c <= '9'; };
+    if (text.empty() || !alpha(text[0]))
+        return 0;
+    for (std::size_t i = 1; i < text.size(); ++i) {
+        const char c = text[i];
+        if (c == ':')
+            return i + 1 < text.size() && digit(text[i + 1]) ? 0 : i + 1;
+        if (!alpha(c) && !digit(c) && c != '+' && c != '-' && c != '.')
+            return 0;
+    }
+    return 0;
+}
+
+std::string lower(std::string_view s)
+{
+    std::string out(s);
+    for (auto& c : out)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+}
+
 }  // namespace
+
+std::string redact_url(std::string_view text)
+{
+    std::size_t start = 0;
+    std::size_t at = std::string_view::npos;
+    if (const auto n = scheme_length(text); n > 0) {
+        // A URL (or what was meant as one): its user info ends at the last '@', as
+        // parse_redis_url reads it (a password may hold '/' and '@').
+        start = n;
+        while (start < text.size() && text[start] == '/')
+            ++start;
+        at = text.rfind('@');
+        if (at != std::string_view::npos && at < start)
+            at = std::string_view::npos;
+    } else {
+        // A connect string: an '@' in the hosts (a chroot may hold one, and is shown).
+        at = text.substr(0, text.find('/')).rfind('@');
+    }
+    if (at == std::string_view::npos)
+        return std::string(text);
+    auto cred = text.substr(start, at - start);
+    const auto colon = cred.find(':');
+    const auto user = colon == std::string_view::npos ? std::string_view{} : cred.substr(0, colon + 1);
+    if (cred.size() == user.size())
+        return std::string(text);  // an empty password: nothing to hide
+    std::string out(text.substr(0, start));
+    out += user;
+    out += "***";
+    out += text.substr(at);
+    return out;
+}
 
 redis_url parse_redis_url(std::string_view text, error_code& ec, std::string* why)
 {
@@ -62,7 +121,7 @@ redis_url parse_redis_url(std::string_view text, error_code& ec, std::string* wh
     auto bad = [&](std::string reason) {
         ec = redis_errc::bad_url;
         if (why)
-            *why = fmt::format("bad Redis URL '{}': {}", text, reason);
+            *why = fmt::format("bad Redis URL '{}': {}", redact_url(text), reason);
         return redis_url{};
     };
     ec = {};
@@ -77,11 +136,31 @@ redis_url parse_redis_url(std::string_view text, error_code& ec, std::string* wh
     };
     constexpr std::string_view scheme = "redis://";
     constexpr std::string_view sentinel_scheme = "redis+sentinel://";
-    if (starts_nocase("rediss://"))
-        return bad("TLS is not supported by Debian's hiredis 0.14: use redis:// (through a TLS tunnel if needed)");
+    constexpr std::string_view forms = "redis://[[USER]:PASSWORD@]HOST:PORT[/DB] or "
+                                       "redis+sentinel://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER[/DB]";
     const bool sentinel = starts_nocase(sentinel_scheme);
-    if (!sentinel && !starts_nocase(scheme))
-        return bad("it must start with redis:// or redis+sentinel:// (unix sockets are not supported)");
+    if (!sentinel && !starts_nocase(scheme)) {
+        // Say which schemes there are, whatever was given (the scheme, if any, is no secret).
+        const auto sep = text.find("://");
+        const auto given = sep == std::string_view::npos ? std::string() : lower(text.substr(0, sep));
+        if (given == "rediss")
+            return bad("TLS is not supported by Debian's hiredis 0.14: use redis:// (through a TLS tunnel if needed)");
+        if (given == "rediss+sentinel" || given == "redis+sentinels" || given == "rediss+sentinels")
+            return bad(fmt::format("TLS is not supported by Debian's hiredis 0.14: use redis+sentinel:// (through a "
+                                   "TLS tunnel if needed); the supported forms are {}",
+                                   forms));
+        if (given == "sentinel" || given == "redis-sentinel" || given == "sentinels")
+            return bad(fmt::format("the scheme '{}://' is not supported: Sentinel URLs are "
+                                   "redis+sentinel://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER[/DB]",
+                                   given));
+        if (!given.empty() && given.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789+-.") == std::string::npos)
+            return bad(fmt::format("the scheme '{}://' is not supported: use {} (unix sockets and TLS are not "
+                                   "supported)",
+                                   given, forms));
+        return bad(fmt::format("it must start with redis:// or redis+sentinel://: {} (unix sockets and TLS are not "
+                               "supported)",
+                               forms));
+    }
     auto rest = text.substr(sentinel ? sentinel_scheme.size() : scheme.size());
     if (auto at = rest.rfind('@'); at != std::string_view::npos) {
         auto cred = rest.substr(0, at);

@@ -26,7 +26,7 @@ std::int64_t connections_received(const zktest::redis_server& srv)
 
 }  // namespace
 
-TEST_CASE("the URL's scheme is case-insensitive; rediss:// is refused: no TLS in hiredis 0.14")
+TEST_CASE("the URL's scheme is case-insensitive; rediss:// is refused: no TLS in hiredis 0.14; other schemes get the supported forms")
 {
     error_code ec;
     std::string why;
@@ -49,6 +49,22 @@ TEST_CASE("the URL's scheme is case-insensitive; rediss:// is refused: no TLS in
         zkcoro::parse_redis_url(bad, ec, &why);
         CHECK(ec == redis_errc::bad_url);
         CHECK(why.find("redis://") != std::string::npos);
+    }
+    // Issue 32 item 10: a scheme that looks like Redis' or Sentinel's gets the forms there are.
+    for (const char* tls : {"rediss+sentinel://127.0.0.1:26379/m", "redis+sentinels://127.0.0.1:26379/m"}) {
+        CAPTURE(tls);
+        zkcoro::parse_redis_url(tls, ec, &why);
+        CHECK(ec == redis_errc::bad_url);
+        CHECK(why.find("TLS is not supported") != std::string::npos);
+        CHECK(why.find("use redis+sentinel://") != std::string::npos);
+    }
+    for (const char* other : {"sentinel://127.0.0.1:26379/m", "SENTINEL://h/m", "http://h:1/x"}) {
+        CAPTURE(other);
+        zkcoro::parse_redis_url(other, ec, &why);
+        CHECK(ec == redis_errc::bad_url);
+        CHECK(why.find("is not supported") != std::string::npos);
+        CHECK(why.find("redis+sentinel://[[USER]:PASSWORD@]HOST:PORT") != std::string::npos);
+        CHECK(why.find("path") == std::string::npos);
     }
 }
 
@@ -159,4 +175,75 @@ TEST_CASE("a peer that does not speak Redis is named as such, not with hiredis' 
         CHECK(http.last_error().find(fmt::format("the peer at 127.0.0.1:{} does not speak the Redis protocol", port)) !=
               std::string::npos);
     }, 10s);
+}
+
+// Issue 32 item 5: the password of a URL is in no message and no log line. Every form below
+// holds a password the parser takes as such (user info: the text before the URL's last '@').
+TEST_CASE("a URL's password is never shown: bad URLs, refused connections, refused AUTH")
+{
+    constexpr std::string_view secret = "TopSecret";
+    error_code ec;
+    std::string why;
+    for (const char* bad : {"redis://:TopSecret@127.0.0.1:6379/3x", "redis://:TopSecret@127.0.0.1:99999",
+                            "redis://TopSecret@127.0.0.1:6379/16", "redis://locker:TopSecret@:6379",
+                            "redis+sentinel://user:TopSecret@127.0.0.1:26379/mymaster/99",
+                            "redis+sentinel://user:TopSecret@127.0.0.1:26379", "rediss://:TopSecret@127.0.0.1:6379",
+                            "rediss+sentinel://user:TopSecret@127.0.0.1:26379/mymaster",
+                            "redis+sentinels://:TopSecret@127.0.0.1:26379/mymaster",
+                            "sentinel://user:TopSecret@127.0.0.1:26379/mymaster", "unix://:TopSecret@/tmp/redis.sock",
+                            "redis://:a@TopSecret@[::1:6379", "redis://:Top/SecretTopSecret@127.0.0.1:1/x"}) {
+        CAPTURE(bad);
+        why.clear();
+        zkcoro::parse_redis_url(bad, ec, &why);
+        CHECK(ec == redis_errc::bad_url);
+        CHECK_FALSE(why.empty());
+        CHECK_MESSAGE(why.find(secret) == std::string::npos, why);
+        CHECK(why.find("***") != std::string::npos);
+    }
+    // The function every message uses: the user stays, the password goes.
+    CHECK(zkcoro::redact_url("redis://:TopSecret@h:1/3x") == "redis://:***@h:1/3x");
+    CHECK(zkcoro::redact_url("redis://TopSecret@h:1") == "redis://***@h:1");
+    CHECK(zkcoro::redact_url("redis+sentinel://locker:Top@Secret@h:1,h:2/m/99") == "redis+sentinel://locker:***@h:1,h:2/m/99");
+    CHECK(zkcoro::redact_url("REDIS://u:p:q@h") == "REDIS://u:***@h");
+    CHECK(zkcoro::redact_url("redis://h:1/3") == "redis://h:1/3");
+    CHECK(zkcoro::redact_url("zk1:2181,zk2:2181/locks@prod") == "zk1:2181,zk2:2181/locks@prod");  // a chroot's '@'
+    CHECK(zkcoro::redact_url("user:TopSecret@zk1:2181/x") == "user:***@zk1:2181/x");
+
+    std::vector<std::string> lines;
+    zkcoro::redis_options o = bounded_connect(1000ms);
+    o.log = [&lines](zkcoro::log_level, std::string_view m) { lines.emplace_back(m); };
+    auto shown = [&](const zkcoro::redis_client& rc) {
+        std::string all = rc.last_error();
+        for (auto& l : lines)
+            all += "\n" + l;
+        return all;
+    };
+    auto& srv = shared_redis();
+    CHECK(srv.command({"ACL", "SETUSER", "locker", "on", ">right-one", "~*", "+@all"}) == "OK");
+    asio::io_context ioc;
+    zktest::run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        std::uint16_t closed = 0;
+        {
+            asio::ip::tcp::acceptor a(ex, {asio::ip::make_address("127.0.0.1"), 0});
+            closed = a.local_endpoint().port();
+        }
+        const std::string urls[] = {
+            "redis://:TopSecret@127.0.0.1:6379/3x",                                  // refused at once
+            fmt::format("redis://:TopSecret@127.0.0.1:{}", closed),                  // connection refused
+            fmt::format("redis+sentinel://u:TopSecret@127.0.0.1:{}/mymaster", closed),  // no sentinel answers
+            fmt::format("redis://:TopSecret@127.0.0.1:{}/2", srv.port()),            // no password configured
+            fmt::format("redis://locker:TopSecret@127.0.0.1:{}", srv.port()),        // WRONGPASS
+        };
+        for (const auto& url : urls) {
+            CAPTURE(url);
+            lines.clear();
+            zkcoro::redis_client rc(ex, url, o);
+            auto [cec] = co_await rc.async_connect(asio::as_tuple(asio::use_awaitable));
+            CHECK(cec);
+            const auto all = shown(rc);
+            CHECK_FALSE(rc.last_error().empty());
+            CHECK_MESSAGE(all.find(secret) == std::string::npos, all);
+        }
+    }, 20s);
 }
