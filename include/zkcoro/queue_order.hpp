@@ -32,6 +32,9 @@ struct participant {
     /// Holds the lock (or a lease) by the recipe's rule. A foreign node never holds, but it takes
     /// its place in Curator's order: a foreign node that sorts first blocks the lock for everyone.
     bool holds = false;
+    /// The node's data could not be read (no READ permission in its ACL): `data` is empty; the
+    /// session and times come from its Stat, which needs no permission.
+    bool data_unreadable = false;
 };
 
 /// Sorting rule of Curator's lock recipes: the text after the last occurrence of `marker`

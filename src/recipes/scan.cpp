@@ -123,22 +123,23 @@ private:
         const dir_kind kind = kind_of(names);
         std::shared_ptr<pending_dir> dir;
         if (kind != dir_kind::none) {
+            // Only the children that take a place in the queue are read (a lock path with
+            // thousands of plain children has no thousands of waiters).
+            auto members = queue_members(kind, names);
             dir = std::make_shared<pending_dir>();
             dir->path = path;
             dir->kind = kind;
-            dir->remaining = names.size();
-        }
-        for (auto& n : names) {
-            const bool lock_node = is_lock_node_name(n);
-            if (!lock_node)
-                lists_.push_back(join_path(path, n));  // may hold locks below (and is foreign here)
-            if (dir) {
+            dir->remaining = members.size();
+            for (auto& m : members) {
                 participant p;
-                p.name = std::move(n);
+                p.name = std::move(m);
                 dir->nodes.emplace_back(std::move(p));
                 reads_.push_back(read_job{dir, dir->nodes.size() - 1});
             }
         }
+        for (auto& n : names)
+            if (!is_lock_node_name(n))
+                lists_.push_back(join_path(path, n));  // may hold locks below
         if (failed_) {
             reads_.clear();
             lists_.clear();
@@ -147,8 +148,30 @@ private:
         }
     }
 
-    void read(read_job job, std::string path, error_code ec, data_result d)
+    // A node whose data we may not read: its Stat (exists needs no permission) still tells its
+    // session and age.
+    void send_exists(read_job job, std::string path)
     {
+        ++in_flight_;
+        ++result_.requests;
+        result_.max_in_flight_seen = std::max(result_.max_in_flight_seen, in_flight_);
+        zk_.async_exists(path, asio::bind_executor(strand_, [self = shared_from_this(), job, path](
+                                                                error_code ec, exists_result e) mutable {
+                             --self->in_flight_;
+                             data_result d;
+                             if (!ec && !e.stat)
+                                 ec = zk_errc::no_node;
+                             if (!ec)
+                                 d.stat = *e.stat;
+                             self->read(std::move(job), std::move(path), ec, std::move(d), true);
+                             self->pump();
+                         }));
+    }
+
+    void read(read_job job, std::string path, error_code ec, data_result d, bool unreadable = false)
+    {
+        if (ec == zk_errc::no_auth && !unreadable && !failed_)
+            return send_exists(std::move(job), std::move(path));
         auto& dir = *job.dir;
         auto& slot = dir.nodes[job.slot];
         if (ec) {
@@ -163,6 +186,7 @@ private:
             slot->session_id = d.stat.ephemeral_owner;
             slot->ctime = d.stat.ctime;
             slot->czxid = d.stat.czxid;
+            slot->data_unreadable = unreadable;
         }
         if (--dir.remaining == 0)
             complete(dir);

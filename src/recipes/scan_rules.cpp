@@ -29,7 +29,17 @@ namespace detail {
 namespace {
 constexpr std::string_view latch_marker = "latch-";
 
-bool has(std::string_view s, std::string_view part) noexcept { return s.find(part) != std::string_view::npos; }
+// Whether `n` is a node of a recipe with `marker`: the marker, then the sequence number the server
+// appended (digits only), as in "_c_<uuid>-lock-0000000001". A name that only contains the marker
+// ("zklock-test-1", "my-lock-files") is a plain node, and may hold locks below it.
+bool has(std::string_view n, std::string_view marker) noexcept
+{
+    const auto pos = n.rfind(marker);
+    if (pos == std::string_view::npos || pos + marker.size() == n.size())
+        return false;
+    const auto seq = n.substr(pos + marker.size());
+    return std::all_of(seq.begin(), seq.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
 }  // namespace
 
 bool is_lock_node_name(std::string_view n) noexcept
@@ -52,39 +62,72 @@ dir_kind kind_of(const std::vector<std::string>& names) noexcept
     return dir_kind::none;
 }
 
-void order_queue(dir_kind kind, std::vector<participant> nodes, std::vector<participant>& holders,
-                 std::vector<participant>& waiters)
-{
+namespace {
+
+// A directory kind's queue: its markers, its order and who holds in it.
+struct queue_rules {
     std::vector<std::string> markers;
     std::function<void(std::vector<std::string>&)> sort;
     std::function<bool(const std::vector<std::string>&, std::size_t)> holds;
+};
+
+queue_rules rules_of(dir_kind kind)
+{
+    queue_rules r;
     switch (kind) {
     case dir_kind::none: break;
     case dir_kind::mutex:
     case dir_kind::leader_latch: {
         const std::string_view marker = kind == dir_kind::mutex ? lock_marker : latch_marker;
-        markers = {std::string(marker)};
-        sort = [marker](std::vector<std::string>& v) { sort_by_sequence(v, marker); };
-        holds = [markers](const std::vector<std::string>& s, std::size_t i) { return holds_at(s, i, mutex_rule, markers); };
+        r.markers = {std::string(marker)};
+        r.sort = [marker](std::vector<std::string>& v) { sort_by_sequence(v, marker); };
+        r.holds = [markers = r.markers](const std::vector<std::string>& s, std::size_t i) {
+            return holds_at(s, i, mutex_rule, markers);
+        };
         break;
     }
     case dir_kind::read_write:
-        markers = {std::string(read_marker), std::string(write_marker)};
-        sort = sort_read_write;
-        holds = [markers](const std::vector<std::string>& s, std::size_t i) {
+        r.markers = {std::string(read_marker), std::string(write_marker)};
+        r.sort = sort_read_write;
+        r.holds = [markers = r.markers](const std::vector<std::string>& s, std::size_t i) {
             return holds_at(s, i, read_write_rule, markers);
         };
         break;
     case dir_kind::leases:
         // The semaphore's size is not stored: every child counts as a lease taken (Curator
         // counts them all), a foreign one included, though it holds for nobody.
-        markers = {std::string(lease_marker)};
-        sort = [](std::vector<std::string>& v) { sort_by_sequence(v, lease_marker); };
-        holds = [markers](const std::vector<std::string>& s, std::size_t i) {
+        r.markers = {std::string(lease_marker)};
+        r.sort = [](std::vector<std::string>& v) { sort_by_sequence(v, lease_marker); };
+        r.holds = [markers = r.markers](const std::vector<std::string>& s, std::size_t i) {
             return lease_holds(s, i, std::numeric_limits<int>::max()) && !is_foreign(s[i], markers);
         };
         break;
     }
+    return r;
+}
+
+}  // namespace
+
+std::vector<std::string> queue_members(dir_kind kind, std::vector<std::string> names)
+{
+    if (kind == dir_kind::none)
+        return {};
+    if (kind == dir_kind::leases)
+        return names;
+    auto r = rules_of(kind);
+    r.sort(names);
+    std::size_t end = 0;  // one past the last lock node of this kind
+    for (std::size_t i = 0; i < names.size(); ++i)
+        if (std::any_of(r.markers.begin(), r.markers.end(), [&](const std::string& m) { return has(names[i], m); }))
+            end = i + 1;
+    names.resize(end);
+    return names;
+}
+
+void order_queue(dir_kind kind, std::vector<participant> nodes, std::vector<participant>& holders,
+                 std::vector<participant>& waiters)
+{
+    auto [markers, sort, holds] = rules_of(kind);
     if (kind == dir_kind::none)
         return;
     std::vector<std::string> sorted;

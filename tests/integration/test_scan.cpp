@@ -265,3 +265,45 @@ TEST_CASE("scan: a client closed during the scan fails it with closed, not a par
         CHECK(got == client_errc::closed);
     });
 }
+
+// Issue 32 item 9: plain children of a lock path are not waiters (a lock beside a lock below it,
+// 300 plain children), and a held node whose data the scanner may not read still shows its
+// holder's session, with the data marked unreadable (exists needs no permission).
+TEST_CASE("scan: plain children are no waiters; a node without READ permission still shows its holder")
+{
+    run_with_clients({.name = "scanplain", .limit = 60s}, [&](fixture& f) -> awaitable<void> {
+        auto& c = f.client(0);
+        co_await c.async_create(f.path, "", create_mode::persistent, asio::use_awaitable);
+        const auto db = f.path + "/db";
+        mutex outer(c, db), inner(c, db + "/t1");
+        auto g1 = co_await outer.acquire();
+        auto g2 = co_await inner.acquire();
+        for (int i = 0; i < 300; ++i)
+            co_await c.async_create(fmt::format("{}/plain{:03}", db, i), "", create_mode::persistent,
+                                    asio::use_awaitable);
+        // A lock node only its creator may read (digest auth, creator-only ACL), beside the others.
+        auto cfg = test_config();
+        cfg.auth.push_back({"digest", "alice:secret"});
+        cfg.default_acl = creator_all_acl();
+        client alice(f.executor(), cfg);
+        co_await alice.async_connect();
+        const auto hidden = f.path + "/hidden";
+        co_await c.async_create(hidden, "", create_mode::persistent, asio::use_awaitable);
+        co_await alice.async_create(hidden + "/_c_h-lock-0000000000", "who", create_mode::ephemeral);
+        auto r = co_await scan(c, f.path);
+        REQUIRE(r.locks.size() == 3);
+        CHECK(r.locks[0].path == db);
+        CHECK(r.locks[0].holders.size() == 1);
+        CHECK(r.locks[0].waiters.empty());
+        CHECK(r.locks[1].path == db + "/t1");
+        CHECK(r.locks[2].path == hidden);
+        REQUIRE(r.locks[2].holders.size() == 1);
+        CHECK(r.locks[2].holders[0].session_id == alice.session().id);
+        CHECK(r.locks[2].holders[0].data_unreadable);
+        CHECK(r.locks[2].holders[0].data.empty());
+        CHECK(r.problems.empty());
+        co_await g2.release();
+        co_await g1.release();
+        co_await alice.async_close();
+    });
+}

@@ -51,6 +51,14 @@ TEST_CASE("recipes are recognised from the children's names")
     CHECK(is_lock_node_name("x-__WRIT__0000000001"));
     CHECK(!is_lock_node_name("locks"));
     CHECK(!is_lock_node_name("leases"));
+    // Issue 32 item 9: a name that merely contains a marker is a plain node (status -r / took
+    // the root for a mutex because of a child named "zklock-test-1").
+    CHECK(!is_lock_node_name("zklock-test-1"));
+    CHECK(!is_lock_node_name("my-lock-files"));
+    CHECK(!is_lock_node_name("lock-"));
+    CHECK(kind_of({"zklock-test-1", "zookeeper"}) == dir_kind::none);
+    CHECK(queue_members(dir_kind::mutex, {"_c_a-lock-0000000001", "zz-lock-x"}) ==
+          std::vector<std::string>{"_c_a-lock-0000000001"});
 }
 
 TEST_CASE("a mutex queue: Curator's order by sequence, the first holds, a foreign node blocks")
@@ -146,4 +154,21 @@ TEST_CASE("cycles: two sessions on two locks, three on three, and none in one or
     CHECK(find_cycles(wait_for_graph(ordered)).empty());
     CHECK(find_cycles({}).empty());
     CHECK(to_string(lock_kind::read_write) == "read-write");
+}
+
+// Issue 32 item 9: a plain child that sorts after every lock node (a subdirectory "t1" holding
+// another lock, a node made by hand) is no participant; one that sorts before a lock node takes
+// its place (it blocks); a semaphore's leases directory keeps every child.
+TEST_CASE("queue members: lock nodes, and foreign children only where they sort before one")
+{
+    CHECK(queue_members(dir_kind::mutex, {"t1", "_c_a-lock-0000000001"}) == std::vector<std::string>{"_c_a-lock-0000000001"});
+    CHECK(queue_members(dir_kind::mutex, {"_c_a-lock-0000000002", "0", "zz"}) ==
+          std::vector<std::string>{"0", "_c_a-lock-0000000002"});
+    std::vector<std::string> many{"_c_a-lock-0000000001"};
+    for (int i = 0; i < 20000; ++i)
+        many.push_back("child" + std::to_string(i));
+    CHECK(queue_members(dir_kind::mutex, many).size() == 1);
+    CHECK(queue_members(dir_kind::read_write, {"x", "_c_a-__WRIT__0000000001", "_c_b-__READ__0000000002"}).size() == 2);
+    CHECK(queue_members(dir_kind::leases, {"x", "_c_a-lease-0000000001"}).size() == 2);
+    CHECK(queue_members(dir_kind::none, {"x"}).empty());
 }

@@ -861,3 +861,27 @@ TEST_CASE("control characters in node data are escaped by status")
     ::kill(h.pid, SIGTERM);
     CHECK(wait_for(h, 10s) == 128 + SIGTERM);
 }
+
+// Issue 32 item 9: `status -r /` scans the whole tree (it was refused: "the root cannot be a
+// lock"); the root is still refused as a lock to take.
+TEST_CASE("status -r / lists the locks of the whole tree; / is still no lock to take")
+{
+    const auto path = unique_path("rootscan");
+    const auto events = file("events");
+    reaper r;
+    proc h = start(zklock({"-c", connect()}, path, child("root-holder", 60000, events)));
+    r.procs.push_back(&h);
+    REQUIRE(started(events, "root-holder"));
+    proc s;
+    CHECK(run({zklock_bin, "status", "-r", "--json", "-c", connect(), "/"}, 30s, &s) == 0);
+    const auto j = nlohmann::json::parse(slurp(s.out));
+    bool found = false;
+    for (const auto& l : j["locks"])
+        found = found || (l["path"] == path && l["holders"].size() == 1);
+    CHECK_MESSAGE(found, "status -r / did not list " << path << ": " << slurp(s.out) << slurp(s.err));
+    proc bad;
+    CHECK(run({zklock_bin, "-c", connect(), "/", "--", "true"}, 20s, &bad) == 64);
+    CHECK(slurp(bad.err).find("the root cannot be a lock") != std::string::npos);
+    ::kill(h.pid, SIGTERM);
+    CHECK(wait_for(h, 20s) != 0);
+}

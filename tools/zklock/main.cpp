@@ -402,8 +402,8 @@ int parse(int argc, char** argv, options& o, bool& status)
         return usage_error("--ttl is for a Redis lock (-c redis://...)");
     if (auto p = zkcoro::check_path(o.lock_path); !p.ok())
         return usage_error(fmt::format("LOCKPATH: {}", escape(p.describe(o.lock_path))));
-    if (o.lock_path == "/")
-        return usage_error("LOCKPATH: the root cannot be a lock");
+    if (o.lock_path == "/" && !(status && o.recursive))  // status -r / scans the whole tree
+        return usage_error("LOCKPATH: the root cannot be a lock (status -r / lists every lock in the tree)");
 
     // Credentials: --auth-file, else $ZK_AUTH; never on the command line (ps shows it).
     if (!auth_file.empty()) {

@@ -92,9 +92,11 @@ std::string render_tree_text(const zkcoro::scan_result& r, const std::vector<zkc
                                l.waiters.size() == 1 ? "" : "s");
             for (const auto* list : {&l.holders, &l.waiters})
                 for (const auto& p : *list)
-                    out += fmt::format("  {:<11} session {:<18} age {:>9}  data '{}'  {}\n",
+                    out += fmt::format("  {:<11} session {:<18} age {:>9}  {}  {}\n",
                                        mode_text(p, list == &l.holders), session_hex(p.session_id), age_text(p.ctime),
-                                       escape(p.data), escape(p.name));
+                                       p.data_unreadable ? std::string("data unreadable (no READ permission)")
+                                                         : fmt::format("data '{}'", escape(p.data)),
+                                       escape(p.name));
         }
         if (r.locks.empty())
             out += "no lock nodes\n";
@@ -122,7 +124,12 @@ nlohmann::ordered_json participant_json(const zkcoro::participant& p)
     nlohmann::ordered_json j;
     j["node"] = p.name;
     j["session"] = session_hex(p.session_id);
-    j["data"] = p.data;
+    if (p.data_unreadable) {
+        j["data"] = nullptr;
+        j["data_unreadable"] = true;
+    } else {
+        j["data"] = p.data;
+    }
     if (p.ctime > 0)
         j["age_s"] = std::round(age_seconds(p.ctime) * 1000.0) / 1000.0;
     else
