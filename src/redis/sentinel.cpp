@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 
 namespace zkcoro::detail {
 
@@ -29,30 +30,36 @@ redis_options sentinel_options(const redis_options& opts)
     return o;
 }
 
+// Called with the address, or the error; `at`: the index in `order` of the sentinel that named it.
+using named = std::function<void(error_code, std::string, redis_url::endpoint, std::size_t at)>;
+
 struct discovery : std::enable_shared_from_this<discovery> {
     redis_strand strand;
     redis_url url;
     redis_options opts;
-    redis_link::hooks::resolved done;
-    std::size_t next = 0;
+    named done;
+    std::vector<redis_url::endpoint> order;  // asked from `start` on, round to the one before it
+    std::size_t start = 0;
+    std::size_t asked = 0;
     std::vector<std::string> failures;  // "host:port: why", one per sentinel asked
     bool any_answered = false;
     std::shared_ptr<redis_link> link;
 
     void ask()
     {
-        if (next == url.sentinels.size())
+        if (asked == order.size())
             return finish();
-        const auto& e = url.sentinels[next++];
+        const auto at = (start + asked++) % order.size();
+        const auto& e = order[at];
         link = std::make_shared<redis_link>(strand, sentinel_url(e), sentinel_options(opts), false, redis_link::hooks{});
         auto op = std::make_shared<reply_op>(
-            [self = shared_from_this(), e](error_code ec, redis_reply r) { self->answered(e, ec, std::move(r)); },
+            [self = shared_from_this(), e, at](error_code ec, redis_reply r) { self->answered(e, at, ec, std::move(r)); },
             strand);
         const std::string_view args[] = {"SENTINEL", "get-master-addr-by-name", url.master_name};
         link->send(args, std::move(op));
     }
 
-    void answered(const redis_url::endpoint& e, error_code ec, redis_reply r)
+    void answered(const redis_url::endpoint& e, std::size_t at, error_code ec, redis_reply r)
     {
         const auto where = fmt::format("{}:{}", e.host, e.port);
         std::string why;
@@ -74,7 +81,7 @@ struct discovery : std::enable_shared_from_this<discovery> {
             long port = std::strtol(r.elements[1].str.c_str(), nullptr, 10);
             if (!m.host.empty() && port > 0 && port < 65536) {
                 m.port = static_cast<std::uint16_t>(port);
-                return done({}, {}, std::move(m));
+                return done({}, {}, std::move(m), at);
             }
             why = "its answer is not an address";
         } else if (!ec) {
@@ -91,10 +98,30 @@ struct discovery : std::enable_shared_from_this<discovery> {
             list += (list.empty() ? "" : "; ") + f;
         if (any_answered)
             return done(redis_errc::unknown_master,
-                        fmt::format("no sentinel knows a master named '{}' ({})", url.master_name, list), {});
+                        fmt::format("no sentinel knows a master named '{}' ({})", url.master_name, list), {}, 0);
         done(redis_errc::no_sentinel,
-             fmt::format("no sentinel answered for master '{}' ({})", url.master_name, list), {});
+             fmt::format("no sentinel answered for master '{}' ({})", url.master_name, list), {}, 0);
     }
+};
+
+void discover(const redis_strand& strand, const redis_url& url, const redis_options& opts,
+              std::vector<redis_url::endpoint> order, std::size_t start, named done)
+{
+    auto d = std::make_shared<discovery>();
+    d->strand = strand;
+    d->url = url;
+    d->opts = opts;
+    d->done = std::move(done);
+    d->order = std::move(order);
+    d->start = start;
+    d->ask();
+}
+
+// What one link knows of its sentinels (on the strand): the order to ask them in, and which of
+// them named the address the link is trying.
+struct sentinel_order {
+    std::vector<redis_url::endpoint> order;
+    std::optional<std::size_t> named_by;  // index in `order`
 };
 
 }  // namespace
@@ -102,19 +129,43 @@ struct discovery : std::enable_shared_from_this<discovery> {
 void discover_master(const redis_strand& strand, const redis_url& url, const redis_options& opts,
                      redis_link::hooks::resolved done)
 {
-    auto d = std::make_shared<discovery>();
-    d->strand = strand;
-    d->url = url;
-    d->opts = opts;
-    d->done = std::move(done);
-    d->ask();
+    discover(strand, url, opts, url.sentinels, 0,
+             [done = std::move(done)](error_code ec, std::string why, redis_url::endpoint e, std::size_t) {
+                 done(ec, std::move(why), std::move(e));
+             });
 }
 
 void set_sentinel_hooks(redis_link::hooks& h, const redis_strand& strand, const redis_url& url,
                         const redis_options& opts)
 {
-    h.resolve = [strand, url, opts](redis_link::hooks::resolved done) {
-        discover_master(strand, url, opts, std::move(done));
+    // The client guidelines' way (redis.io, "Sentinel client spec"): when the address a sentinel
+    // named cannot be reached or is not a master (ROLE), the next attempt asks the sentinels
+    // after that one first (a stale sentinel listed first is not asked again and again); a
+    // sentinel whose master answered goes to the front of the list.
+    auto list = std::make_shared<sentinel_order>();
+    list->order = url.sentinels;
+    h.resolve = [strand, url, opts, list](redis_link::hooks::resolved done) {
+        const std::size_t start = list->named_by ? (*list->named_by + 1) % list->order.size() : 0;
+        list->named_by.reset();
+        discover(strand, url, opts, list->order, start,
+                 [list, done = std::move(done)](error_code ec, std::string why, redis_url::endpoint e, std::size_t at) {
+                     if (!ec)
+                         list->named_by = at;
+                     done(ec, std::move(why), std::move(e));
+                 });
+    };
+    h.ready = [list, log = opts.log, then = std::move(h.ready)] {
+        if (list->named_by && *list->named_by != 0) {
+            const auto at = static_cast<std::ptrdiff_t>(*list->named_by);
+            const auto& e = list->order[*list->named_by];
+            if (log)
+                log(log_level::debug, fmt::format("redis sentinel {}:{} named the master: asked first from now on",
+                                                  e.host, e.port));
+            std::rotate(list->order.begin(), list->order.begin() + at, list->order.begin() + at + 1);
+        }
+        list->named_by.reset();
+        if (then)
+            then();
     };
     h.retry_first = [](error_code ec, int tries) {
         return tries <= 6 && (ec == redis_errc::not_master || ec == redis_errc::connect_failed ||

@@ -20,6 +20,10 @@ void discover_master(const redis_strand& strand, const redis_url& url, const red
 
 // Link hooks for a link to the master of a redis+sentinel:// URL: `resolve` asks the sentinels;
 // a first connection that reached a replica or a dead old master is tried again, 6 times at most.
+// Each link keeps its own order of the sentinels: after an address that could not be reached or
+// was not a master, the next attempt starts with the sentinel after the one that named it; a
+// sentinel whose master answered (ROLE master) moves to the front (a debug log line says so).
+// Call it after setting h.ready (it wraps it).
 void set_sentinel_hooks(redis_link::hooks& h, const redis_strand& strand, const redis_url& url,
                         const redis_options& opts);
 

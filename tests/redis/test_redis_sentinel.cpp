@@ -1,8 +1,8 @@
 // Redis with replicas and Sentinel (issue 22), against real redis-servers and sentinels on
-// loopback: the URLs, an ACL user, discovery through sentinels and its bad inputs (a wrong master
-// name, every sentinel down, a "master" that is a replica), replica-acknowledged grants, a failover
-// while a lock is held (10 runs), the negative control where replication is held back, and a
-// manual failover (SENTINEL FAILOVER) followed by a holder.
+// loopback: the URLs, an ACL user, discovery through sentinels (a stale one listed first) and its
+// bad inputs (a wrong master name, every sentinel down, a "master" that is a replica),
+// replica-acknowledged grants, a failover while a lock is held (10 runs), the negative control
+// where replication is held back, and a manual failover (SENTINEL FAILOVER) followed by a holder.
 #include "redis_test_util.hpp"
 #include "sentinel_cluster.hpp"
 
@@ -185,6 +185,51 @@ TEST_CASE("discovery: the sentinels name the master; a dead first sentinel is sk
         REQUIRE(g);
         CHECK(c.master().command(cmd("EXISTS", m.key())) == "1");
         co_await g->release();
+    }, 20s);
+}
+
+// Issue 32 (4): a stale sentinel listed first names a dead master; the next sentinel is asked at
+// once (not the stale one again, 3.2 s of retries with the default backoff), and the sentinel
+// whose master answered is asked first when the connection is made again: the stale one gets no
+// connection more.
+TEST_CASE("discovery: a stale first sentinel's dead master is passed over; the sentinel that answered well is asked first next")
+{
+    auto& c = shared_cluster();
+    zktest::redis_options so;
+    so.config_text = fmt::format("sentinel monitor {} 127.0.0.1 {} 1\n", c.master_name(), zktest::free_loopback_port());
+    so.extra_args = {"--sentinel"};
+    zktest::redis_server stale(so);
+    asio::io_context ioc;
+    zktest::run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        auto url = c.url();
+        url.insert(std::string_view("redis+sentinel://").size(), fmt::format("127.0.0.1:{},", stale.port()));
+        auto o = quick();
+        o.reconnect_min = zkcoro::redis_options{}.reconnect_min;  // the default backoff, as zklock's
+        o.reconnect_max = zkcoro::redis_options{}.reconnect_max;
+        zkcoro::redis_client rc(ex, url, o);
+        zkcoro::redis_mutex m(rc, unique_key("stale"), ttl(2000ms));
+        const auto t0 = std::chrono::steady_clock::now();
+        auto [ec, g] = co_await m.async_acquire(1, 5s, asio::as_tuple(asio::use_awaitable));
+        const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+        MESSAGE("connected and acquired in " << took.count() << " ms: " << (ec ? rc.last_error() : "ok"));
+        REQUIRE_FALSE(ec);
+        CHECK(took < 1000ms);
+        CHECK(co_await connected_port(rc) == c.master_port());
+        co_await g->release();
+        // The command connection dropped: found again through the good sentinel, not the stale one.
+        const auto stale_before = connections_received(stale);
+        auto id = co_await rc.async_exec(cmd("CLIENT", "ID"), asio::use_awaitable);
+        c.master().command(cmd("CLIENT", "KILL", "ID", std::to_string(id.integer)));
+        int port = -1;
+        for (int i = 0; i < 50 && port != c.master_port(); ++i) {
+            auto [xec, r] = co_await rc.async_exec(cmd("INFO", "server"), asio::as_tuple(asio::use_awaitable));
+            if (!xec)
+                port = std::stoi(r.str.substr(r.str.find("tcp_port:") + 9));
+        }
+        CHECK(port == c.master_port());
+        CHECK(rc.connects() >= 2);
+        CHECK(connections_received(stale) - stale_before == 1);  // INFO's own
     }, 20s);
 }
 
