@@ -2,7 +2,8 @@
 # zklock on a Redis lock (-c redis://...), against the real redis-server that zkcoro-with-redis
 # started ($ZKCORO_TEST_REDIS, $ZKCORO_TEST_REDIS_PORT): the command's environment and exit
 # status, --nonblock against a holder, the lock lost while the command runs (exit 70, the command
-# terminated), and bad or unreachable servers (64, 69).
+# terminated), bad or unreachable servers (64, 69), no password in any message, other schemes
+# and keys named like a subcommand (zklock run KEY).
 #   zklock_redis.sh ZKLOCK
 set -uo pipefail
 zklock=$1
@@ -122,6 +123,69 @@ for sig in TERM INT TERM INT; do
     for _ in $(seq 60); do [ "$(rcli GET "$k")" = foreign-holder ] || break; sleep 0.05; done
     [ "$(rcli EXISTS "$k")" = 0 ] || fail "SIG$sig while waiting left the key $k behind: $(rcli GET "$k")"
 done
+
+# 11. A password in the URL is never shown (issue 32 item 5): bad URLs (refused before any
+# connection), a refused connection, no sentinel, AUTH refused (no password configured; a wrong
+# one for an ACL user), and a run with -v; from -c and from $ZK_CONNECT.
+rcli ACL SETUSER zklock-secret on ">TopSecret" "~*" "&*" "+@all" >/dev/null
+rcli ACL SETUSER zklock-other on ">right-one" "~*" "&*" "+@all" >/dev/null
+while read -r want form; do
+    form=${form//PORT/$port}
+    for how in -c env; do
+        if [ "$how" = -c ]; then
+            "$zklock" -c "$form" -v -t 2 "/$key-secret" -- true 2>"$tmp/err"
+        else
+            ZK_CONNECT="$form" "$zklock" -v -t 2 "/$key-secret" -- true 2>"$tmp/err"
+        fi
+        rc=$?
+        [ "$rc" -eq "$want" ] || fail "$form ($how): exit $rc, expected $want: $(cat "$tmp/err")"
+        ! grep -q TopSecret "$tmp/err" || fail "$form ($how): the password is shown: $(cat "$tmp/err")"
+        if [ "$want" -eq 64 ]; then
+            grep -q '\*\*\*@' "$tmp/err" || fail "$form ($how): the URL is not shown redacted: $(cat "$tmp/err")"
+        fi
+    done
+done <<'FORMS'
+64 redis://:TopSecret@127.0.0.1:PORT/3x
+64 redis://TopSecret@127.0.0.1:99999
+64 redis+sentinel://user:TopSecret@127.0.0.1:PORT/mymaster/99
+64 rediss://:TopSecret@127.0.0.1:PORT
+64 rediss+sentinel://user:TopSecret@127.0.0.1:PORT/mymaster
+64 sentinel://user:TopSecret@127.0.0.1:PORT/mymaster
+64 user:TopSecret@127.0.0.1:2181/locks
+69 redis://:TopSecret@127.0.0.1:1
+69 redis+sentinel://user:TopSecret@127.0.0.1:1/mymaster
+69 redis://:TopSecret@127.0.0.1:PORT
+69 redis://zklock-other:TopSecret@127.0.0.1:PORT/2
+0 redis://zklock-secret:TopSecret@127.0.0.1:PORT/2
+FORMS
+
+# 12. Issue 32 item 10: other schemes are told which there are (not "invalid path"); a key named
+# status, revoke or run is locked after "run" (options before or after it).
+for form in "rediss+sentinel://127.0.0.1:$port/mymaster" "redis+sentinels://127.0.0.1:$port/mymaster" \
+            "sentinel://127.0.0.1:$port/mymaster" "SENTINEL://127.0.0.1:$port/mymaster"; do
+    "$zklock" -c "$form" "$key" -- true 2>"$tmp/err"
+    rc=$?
+    [ "$rc" -eq 64 ] || fail "$form: exit $rc, expected 64"
+    grep -q "redis+sentinel://\[\[USER\]:PASSWORD@\]HOST:PORT" "$tmp/err" && grep -q "ZooKeeper connect string" "$tmp/err" &&
+        ! grep -q "invalid path" "$tmp/err" || fail "$form: the message does not name the supported forms: $(cat "$tmp/err")"
+done
+for word in status revoke run; do
+    rcli DEL "$word" >/dev/null
+    out=$("$zklock" -c "$url" run "$word" -- sh -c 'echo "$ZKLOCK_NODE $ZKLOCK_FENCING_TOKEN"; redis-cli -p "$1" EXISTS "$2"' \
+          sh "$port" "$word" 2>"$tmp/err")
+    rc=$?
+    [ "$rc" -eq 0 ] && [ "$(head -1 <<<"$out" | cut -d' ' -f1)" = "$word" ] && [ "$(tail -1 <<<"$out")" = 1 ] ||
+        fail "run $word: exit $rc, output '$out' (expected the key $word held): $(cat "$tmp/err")"
+    [ "$(rcli EXISTS "$word")" = 0 ] || fail "run $word: the key is left behind"
+    out=$("$zklock" run -c "$url" -t 2 "$word" -- sh -c 'echo "$ZKLOCK_NODE"' 2>"$tmp/err")
+    [ $? -eq 0 ] && [ "$out" = "$word" ] || fail "run -c URL $word: '$out': $(cat "$tmp/err")"
+done
+"$zklock" -c "$url" status -- true 2>"$tmp/err"
+rc=$?
+[ "$rc" -eq 64 ] || fail "status -- COMMAND: exit $rc, expected 64"
+grep -q "run status -- COMMAND" "$tmp/err" || fail "status -- COMMAND: no hint at 'run status': $(cat "$tmp/err")"
+"$zklock" -c "$url" "$key" run "$key" -- true 2>"$tmp/err"
+[ $? -eq 64 ] || fail "LOCKPATH before and after run: not a usage error"
 
 if [ "$failures" -gt 0 ]; then
     echo "zklock_redis: $failures failure(s)" >&2

@@ -40,6 +40,7 @@ namespace zklock {
 namespace {
 
 constexpr std::string_view synopsis = R"(Usage: zklock [OPTIONS] LOCKPATH -- COMMAND [ARGS...]
+       zklock [OPTIONS] run LOCKPATH -- COMMAND [ARGS...]   (the same; LOCKPATH may be status, revoke, run)
        zklock status [--json] [-c HOSTS] [--auth-file FILE] LOCKPATH
        zklock status -r [--json|--dot] [--cycles] [--older-than DURATION] [-c HOSTS] ROOT
        zklock revoke [-c HOSTS] [--auth-file FILE] LOCKPATH [NODE]
@@ -54,6 +55,7 @@ constexpr std::string_view exit_codes_text = R"(EXAMPLES
   zklock status -r --older-than 5m /locks      (every lock under /locks held or waited for 5 min+)
   zklock status -r --cycles /locks || alert    (exit 1: sessions wait for each other)
   zklock -c redis://127.0.0.1:6379 --ttl 30 nightly -- ./nightly.sh   (a Redis lock on key "nightly")
+  zklock -c redis://127.0.0.1:6379 run status -- ./report.sh   (a key named "status": after "run")
   zklock --revocable --on-revoke term /locks/batch -- ./batch.sh
   zklock revoke /locks/batch          (asks the holder of /locks/batch to let go)
 
@@ -292,11 +294,27 @@ int parse(int argc, char** argv, options& o, bool& status)
     rv->add_option("--auth-file", auth_file, "Read credentials from FILE (default: $ZK_AUTH)")->type_name("FILE");
     rv->add_flag("-v,--verbose", o.verbose, "Say what happens on stderr");
 
+    // "run LOCKPATH": the lock's run spelled out, so that a Redis key (or a relative name) called
+    // status, revoke or run is a LOCKPATH, not a subcommand. zklock's options go before or after
+    // "run" (they fall through to zklock's own).
+    auto* rn = app.add_subcommand("run", "Run COMMAND holding the lock at LOCKPATH, as without \"run\"; LOCKPATH may then "
+                                         "be status, revoke or run (a Redis key of that name)");
+    rn->fallthrough();
+    std::string run_path;
+    rn->add_option("LOCKPATH", run_path, "The lock's path, or the Redis key")->required();
+
     auto usage_error = [](std::string_view msg) {
         fmt::print(stderr, "zklock: {}\nRun with --help for more information.\n", msg);
         return exit_code::usage;
     };
     const bool status_word = front.size() > 1 && std::string_view(front[1]) == "status";
+    // A subcommand's word where a lock was meant: "zklock -c redis://... status -- COMMAND".
+    auto run_hint = [has_separator](std::string_view word) {
+        return has_separator ? fmt::format("; to run a command holding a lock or Redis key named '{}': zklock [OPTIONS] "
+                                           "run {} -- COMMAND",
+                                           word, word)
+                             : std::string();
+    };
     try {
         app.parse(static_cast<int>(front.size()), front.data());
     } catch (const CLI::ParseError& e) {
@@ -304,12 +322,14 @@ int parse(int argc, char** argv, options& o, bool& status)
             return app.exit(e);  // --help, --version
         const std::string what = escape(e.what());
         if (rv->parsed() || (front.size() > 1 && std::string_view(front[1]) == "revoke"))
-            return usage_error(fmt::format("revoke: {} (revoke takes LOCKPATH [NODE] and -c HOSTS, --auth-file FILE, -v)",
-                                           what));
+            return usage_error(fmt::format("revoke: {} (revoke takes LOCKPATH [NODE] and -c HOSTS, --auth-file FILE, -v){}",
+                                           what, run_hint("revoke")));
         if (st->parsed() || status_word)
             return usage_error(fmt::format("status: {} (status takes LOCKPATH and --json, -r, --cycles, --dot, --older-than D, -c HOSTS, --auth-file "
-                                           "FILE, -v)",
-                                           what));
+                                           "FILE, -v){}",
+                                           what, run_hint("status")));
+        if (rn->parsed())
+            return usage_error(fmt::format("run: {} (zklock [OPTIONS] run LOCKPATH -- COMMAND [ARGS...])", what));
         if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr && what.find("expected: -") != std::string::npos)
             return usage_error(fmt::format("unknown option: {}", what.substr(what.find("expected: ") + 10)));
         if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
@@ -322,7 +342,11 @@ int parse(int argc, char** argv, options& o, bool& status)
 
     status = st->parsed();
     o.revoke = rv->parsed();
-    o.lock_path = status ? status_path : o.revoke ? revoke_path : lock_path;
+    o.lock_path = status ? status_path : o.revoke ? revoke_path : rn->parsed() ? run_path : lock_path;
+    if (rn->parsed() && !lock_path.empty())
+        return usage_error(fmt::format("LOCKPATH given twice ('{}' before run, '{}' after it): zklock [OPTIONS] run "
+                                       "LOCKPATH -- COMMAND",
+                                       escape(lock_path), escape(run_path)));
     if (c_opt->count() > 0 || st_c_opt->count() > 0 || rv_c_opt->count() > 0) {
         o.connect = connect;
         o.connect_origin = "--connect";
@@ -334,7 +358,7 @@ int parse(int argc, char** argv, options& o, bool& status)
         o.connect_origin = "the default connect string";
     }
     if (status && has_separator)
-        return usage_error("status takes no command ('--' given)");
+        return usage_error("status takes no command ('--' given)" + run_hint("status"));
     if (status && !o.recursive && (o.cycles || o.dot || older_opt->count() > 0))
         return usage_error("status: --cycles, --dot and --older-than go with -r");
     if (status && o.dot && o.json)
@@ -346,7 +370,7 @@ int parse(int argc, char** argv, options& o, bool& status)
                                            escape(older_than)));
     }
     if (o.revoke && has_separator)
-        return usage_error("revoke takes no command ('--' given)");
+        return usage_error("revoke takes no command ('--' given)" + run_hint("revoke"));
     if (o.revoke && !o.revoke_node.empty() && o.revoke_node.front() == '/') {
         if (auto p = zkcoro::check_path(o.revoke_node); !p.ok())
             return usage_error(fmt::format("NODE: {}", escape(p.describe(o.revoke_node))));
@@ -366,6 +390,21 @@ int parse(int argc, char** argv, options& o, bool& status)
         return usage_error(fmt::format("--kill-after {}: at least 0.001 seconds (1 ms); to leave the command "
                                        "running after a loss, use --on-lost ignore",
                                        kill_after));
+    if (!is_redis_url(o.connect) && o.connect.find("://") != std::string::npos) {
+        // A URL of another scheme (rediss+sentinel://, sentinel://, ...): say what -c takes,
+        // rather than read it as ZooKeeper hosts with a chroot.
+        constexpr std::string_view zk_form = "or a ZooKeeper connect string HOST:PORT[,HOST:PORT...][/CHROOT]";
+#ifdef ZKLOCK_REDIS
+        zkcoro::error_code ec;
+        std::string why;
+        zkcoro::parse_redis_url(o.connect, ec, &why);
+        return usage_error(fmt::format("{}: {}; {}", o.connect_origin, escape(why), zk_form));
+#else
+        return usage_error(fmt::format("{} '{}': not a ZooKeeper connect string: -c takes HOST:PORT[,HOST:PORT...][/CHROOT] "
+                                       "(this zklock was built without Redis support)",
+                                       o.connect_origin, shown_connect(o.connect)));
+#endif
+    }
     if (is_redis_url(o.connect)) {
 #ifdef ZKLOCK_REDIS
         // A Redis lock: LOCKPATH is the key; one recipe (a mutex), no credentials file (the
@@ -459,9 +498,15 @@ int parse(int argc, char** argv, options& o, bool& status)
     cfg.connect_string = o.connect;
     cfg.session_timeout = o.session_timeout;
     std::string why;
-    if (auto ec = zkcoro::check_config(cfg, &why))
-        return usage_error(fmt::format("{} '{}': {}", o.connect_origin, escape(o.connect),
+    if (auto ec = zkcoro::check_config(cfg, &why)) {
+        // The reason may quote a host entry: where the string has user info ("USER:PW@HOST"),
+        // say what is wrong without quoting it.
+        if (shown_connect(o.connect) != escape(o.connect))
+            why = "a ZooKeeper connect string has no user or password ('@'): give credentials in --auth-file FILE or "
+                  "$ZK_AUTH, or a Redis password in a redis:// URL";
+        return usage_error(fmt::format("{} '{}': {}", o.connect_origin, shown_connect(o.connect),
                                        escape(why.empty() ? ec.message() : why)));
+    }
     return -1;
 }
 

@@ -567,28 +567,39 @@ int lost_signal(const options& o)
 
 }  // namespace
 
+std::string shown_connect(std::string_view connect)
+{
+#ifdef ZKLOCK_REDIS
+    return escape(zkcoro::redact_url(connect));
+#else
+    // No redact_url without the Redis backend, and no password belongs in a ZooKeeper connect
+    // string (credentials go in --auth-file or $ZK_AUTH): what may hold one is not shown.
+    return connect.find('@') == std::string_view::npos ? escape(connect) : std::string("(not shown: it has an '@')");
+#endif
+}
+
 std::string connect_failure(const options& o, const zkcoro::error_code& ec)
 {
     if (ec == zkcoro::client_errc::name_resolution_failed)
-        return fmt::format("cannot resolve the host name(s) of {} '{}': {}", o.connect_origin, escape(o.connect),
+        return fmt::format("cannot resolve the host name(s) of {} '{}': {}", o.connect_origin, shown_connect(o.connect),
                            ec.message());
     if (ec == zkcoro::client_errc::chroot_not_found) {
         const auto slash = o.connect.find('/');
         const std::string chroot = slash == std::string::npos ? std::string() : o.connect.substr(slash);
         return fmt::format("the chroot {} of {} '{}' does not exist on the server: create it, or remove it from "
                            "the connect string",
-                           escape(chroot), o.connect_origin, escape(o.connect));
+                           escape(chroot), o.connect_origin, shown_connect(o.connect));
     }
     if (ec == zkcoro::client_errc::connect_timeout)
         return fmt::format("cannot connect to ZooKeeper at {} ({}): no session within {} s; is a server running "
                            "there and reachable?",
-                           escape(o.connect), o.connect_origin,
+                           shown_connect(o.connect), o.connect_origin,
                            std::chrono::duration_cast<std::chrono::seconds>(make_config(o).connect_timeout).count());
     if (ec == zkcoro::client_errc::auth_failed)
         return fmt::format("ZooKeeper at {} rejected the credentials from {} (scheme '{}'): check them (digest "
                            "credentials are digest:USER:PASSWORD), and that the server knows the scheme",
-                           escape(o.connect), o.auth_origin, o.auth.empty() ? "" : escape(o.auth.front().scheme));
-    return fmt::format("cannot connect to ZooKeeper at {} ({}): {}", escape(o.connect), o.connect_origin, ec.message());
+                           shown_connect(o.connect), o.auth_origin, o.auth.empty() ? "" : escape(o.auth.front().scheme));
+    return fmt::format("cannot connect to ZooKeeper at {} ({}): {}", shown_connect(o.connect), o.connect_origin, ec.message());
 }
 
 int acquire_failure_exit(const zkcoro::error_code& ec)

@@ -130,6 +130,9 @@ std::string session_hex(std::int64_t id);
 // terminal: control characters and invalid UTF-8 are written as \n, \t, \xHH escapes, and a
 // backslash as \\. Printable text, UTF-8 included, is unchanged.
 std::string escape(std::string_view text);
+// The connect string (-c, $ZK_CONNECT) as messages show it: escaped, with a URL's password as ***
+// (zkcoro::redact_url). Every message that names the connect string uses it (run.cpp).
+std::string shown_connect(std::string_view connect);
 
 // The child processes (child.cpp).
 struct spawn_result {
