@@ -78,6 +78,8 @@ std::string format_holder_data(const holder_info& h)
     std::string out = fmt::format("host={} pid={} program={}", encode(h.host), h.pid, encode(h.program));
     if (!h.label.empty())
         out += " label=" + encode(h.label);
+    if (h.parent_session != 0)
+        out += fmt::format(" parent=0x{:x}", static_cast<std::uint64_t>(h.parent_session));
     return out;
 }
 
@@ -110,6 +112,16 @@ std::optional<holder_info> parse_holder_data(std::string_view data)
             h.program = std::move(*value);
         } else if (key == "label") {
             h.label = std::move(*value);
+        } else if (key == "parent") {
+            // 0x<hex>; a malformed one is skipped (the field is advisory).
+            std::uint64_t sid = 0;
+            if (value->size() > 2 && value->starts_with("0x")) {
+                const auto* b = value->data() + 2;
+                const auto* e = value->data() + value->size();
+                auto [p, ec] = std::from_chars(b, e, sid, 16);
+                if (ec == std::errc{} && p == e)
+                    h.parent_session = static_cast<std::int64_t>(sid);
+            }
         }
     }
     if (!host || !pid)

@@ -1,6 +1,6 @@
 // The default data of zkcoro's lock nodes: who holds or waits, as parseable text.
 //
-//   host=<host> pid=<pid> program=<program>[ label=<label>]
+//   host=<host> pid=<pid> program=<program>[ label=<label>][ parent=0x<session>]
 //
 // Space-separated key=value fields in this order; each value percent-encoded (every byte other
 // than A-Z a-z 0-9 and . _ - : / @ + ~ as %XX, upper-case hex). A parser takes the fields it
@@ -25,6 +25,11 @@ struct holder_info {
     std::int64_t pid = 0;  ///< getpid()
     std::string program;  ///< the program's name (the last component of argv[0])
     std::string label;    ///< set by the application; empty: no field
+    /// The session of a lock held around this process, on whose behalf it waits too (zklock run
+    /// inside another zklock: its $ZKLOCK_SESSION_ID); 0: none, no field. The wait-for graph
+    /// (zkcoro/scan.hpp) adds an edge from it, so that nested locks taken in two orders show
+    /// their deadlock.
+    std::int64_t parent_session = 0;
     bool operator==(const holder_info&) const = default;  ///< Member-wise equality.
 };
 

@@ -4,6 +4,8 @@
 
 #include "engine/rules.hpp"
 
+#include <zkcoro/holder_data.hpp>
+
 #include <algorithm>
 #include <functional>
 #include <limits>
@@ -158,10 +160,17 @@ std::vector<wait_edge> wait_for_graph(const std::vector<lock_info>& locks)
         for (const auto& w : l.waiters) {
             if (w.mode == lock_mode::foreign || w.session_id == 0)
                 continue;
+            // A waiter run inside another lock's holder (zklock in zklock) waits for it too.
+            std::int64_t parent = 0;
+            if (auto who = parse_holder_data(w.data); who && who->parent_session != w.session_id)
+                parent = who->parent_session;
             for (const auto& h : l.holders) {
-                if (h.mode == lock_mode::foreign || h.session_id == 0 || h.session_id == w.session_id)
+                if (h.mode == lock_mode::foreign || h.session_id == 0)
                     continue;
-                edges.push_back(wait_edge{w.session_id, h.session_id, l.path, w.path, h.path, w.data, h.data});
+                if (h.session_id != w.session_id)
+                    edges.push_back(wait_edge{w.session_id, h.session_id, l.path, w.path, h.path, w.data, h.data});
+                if (parent != 0 && parent != h.session_id)
+                    edges.push_back(wait_edge{parent, h.session_id, l.path, w.path, h.path, w.data, h.data});
             }
         }
     }

@@ -2,6 +2,7 @@
 // own rule, the wait-for graph and its cycles.
 #include "recipes/scan_rules.hpp"
 
+#include <zkcoro/holder_data.hpp>
 #include <zkcoro/scan.hpp>
 
 #include <doctest/doctest.h>
@@ -171,4 +172,28 @@ TEST_CASE("queue members: lock nodes, and foreign children only where they sort 
     CHECK(queue_members(dir_kind::read_write, {"x", "_c_a-__WRIT__0000000001", "_c_b-__READ__0000000002"}).size() == 2);
     CHECK(queue_members(dir_kind::leases, {"x", "_c_a-lease-0000000001"}).size() == 2);
     CHECK(queue_members(dir_kind::none, {"x"}).empty());
+}
+
+// Issue 32 item 12: an inner zklock's node names its parent session; the parent waits too.
+TEST_CASE("a waiter's parent session waits for the holder too: nested locks in two orders are a cycle")
+{
+    holder_info inner1 = this_process("inner");
+    inner1.parent_session = 0x10;
+    auto text = format_holder_data(inner1);
+    CHECK(text.find(" parent=0x10") != std::string::npos);
+    auto back = parse_holder_data(text);
+    REQUIRE(back);
+    CHECK(back->parent_session == 0x10);
+    CHECK(parse_holder_data("host=h pid=1 parent=zz")->parent_session == 0);  // skipped, not fatal
+    holder_info inner2 = this_process("inner");
+    inner2.parent_session = 0x20;
+    // 0x10 holds /A, its child 0x11 waits on /B; 0x20 holds /B, its child 0x21 waits on /A.
+    auto locks = std::vector<lock_info>{
+        lock("/A", lock_kind::mutex, {node("_c_1-lock-0000000001", 0x10)},
+             {node("_c_2-lock-0000000002", 0x21, format_holder_data(inner2))}),
+        lock("/B", lock_kind::mutex, {node("_c_3-lock-0000000001", 0x20)},
+             {node("_c_4-lock-0000000002", 0x11, format_holder_data(inner1))})};
+    auto cycles = find_cycles(wait_for_graph(locks));
+    REQUIRE(cycles.size() == 1);
+    CHECK(cycles[0].sessions == std::vector<std::int64_t>{0x10, 0x20});
 }

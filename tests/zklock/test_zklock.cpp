@@ -885,3 +885,44 @@ TEST_CASE("status -r / lists the locks of the whole tree; / is still no lock to 
     ::kill(h.pid, SIGTERM);
     CHECK(wait_for(h, 20s) != 0);
 }
+
+// Issue 32 item 12: `zklock /A -- zklock /B ...` beside `zklock /B -- zklock /A ...` is a real
+// deadlock: the inner zklock records its parent's session ($ZKLOCK_SESSION_ID) in its node's data,
+// and the wait-for graph adds the parent's edge. --cycles said "no wait-for cycle".
+TEST_CASE("nested zklocks taken in two orders: status -r --cycles names the deadlock")
+{
+    const auto root = unique_path("nested");
+    const auto a = root + "/A", b = root + "/B";
+    const auto go = file("go");
+    // Each outer zklock holds its lock, waits for `go` (at most 30 s), then takes the other one.
+    auto outer = [&](const std::string& first, const std::string& second) {
+        return zklock({"-c", connect()}, first,
+                      {"sh", "-c",
+                       fmt::format("for i in $(seq 600); do [ -e '{}' ] && break; sleep 0.05; done; "
+                                   "exec '{}' -c '{}' -t 20 '{}' -- true",
+                                   go, zklock_bin, connect(), second)});
+    };
+    proc p1, p2;  // before the reaper, which must go first
+    reaper r;
+    p1 = start(outer(a, b));
+    r.procs.push_back(&p1);
+    p2 = start(outer(b, a));
+    r.procs.push_back(&p2);
+    REQUIRE(eventually([&] {
+        return status_json(a)["participants"].size() == 1 && status_json(b)["participants"].size() == 1;
+    }, 20s));
+    { std::ofstream(go).put('\n'); }
+    std::string out;
+    const bool found = eventually([&] {
+        proc s;
+        const int rc = run({zklock_bin, "status", "-r", "--cycles", "-c", connect(), root}, 20s, &s);
+        out = slurp(s.out);
+        return rc == 1;
+    }, 20s);
+    CHECK_MESSAGE(found, "no cycle reported: " << out);
+    CHECK(out.find("deadlock candidate") != std::string::npos);
+    ::kill(p1.pid, SIGTERM);
+    ::kill(p2.pid, SIGTERM);
+    CHECK(wait_for(p1, 30s) != 0);
+    CHECK(wait_for(p2, 30s) != 0);
+}

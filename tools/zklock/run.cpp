@@ -714,9 +714,12 @@ asio::awaitable<int> lock_main(zkcoro::client& zk, const options& o, const std::
     zkcoro::mutex_options mo;
     // Default: the library's (host=... pid=... program=zklock) with the command's name as the
     // label, so that `status` says which job waits. A revocable node stores nothing.
-    mo.data = !o.data.empty() || o.revocable || o.command.empty()
-                  ? o.data
-                  : zkcoro::format_holder_data(zkcoro::this_process(o.command.front()));
+    // Inside another zklock's command, its session ($ZKLOCK_SESSION_ID) is recorded as the parent:
+    // this one waits on its behalf too, and status -r --cycles sees nested locks' deadlocks.
+    auto me = zkcoro::this_process(o.command.empty() ? std::string() : o.command.front());
+    if (const char* parent = std::getenv("ZKLOCK_SESSION_ID"))
+        me.parent_session = static_cast<std::int64_t>(std::strtoull(parent, nullptr, 16));
+    mo.data = !o.data.empty() || o.revocable || o.command.empty() ? o.data : zkcoro::format_holder_data(me);
     mo.revocable = o.revocable;
     locks l;
     if (o.kind == recipe::semaphore)
