@@ -393,8 +393,8 @@ int parse(int argc, char** argv, options& o, bool& status)
     if (!is_redis_url(o.connect) && o.connect.find("://") != std::string::npos) {
         // A URL of another scheme (rediss+sentinel://, sentinel://, ...): say what -c takes,
         // rather than read it as ZooKeeper hosts with a chroot.
-        constexpr std::string_view zk_form = "or a ZooKeeper connect string HOST:PORT[,HOST:PORT...][/CHROOT]";
 #ifdef ZKLOCK_REDIS
+        constexpr std::string_view zk_form = "or a ZooKeeper connect string HOST:PORT[,HOST:PORT...][/CHROOT]";
         zkcoro::error_code ec;
         std::string why;
         zkcoro::parse_redis_url(o.connect, ec, &why);
