@@ -30,19 +30,58 @@ bool valid_name(std::string_view n)
     return true;
 }
 
+// The length of the well-formed UTF-8 sequence at the start of `v` (RFC 3629: no overlong form,
+// no surrogate, nothing above U+10FFFF), 0 when there is none.
+std::size_t utf8_length(std::string_view v) noexcept
+{
+    const auto b = [&](std::size_t i) { return static_cast<unsigned char>(v[i]); };
+    const unsigned char c = b(0);
+    std::size_t n = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xC2 && c <= 0xDF)
+        n = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        n = 3;
+        lo = c == 0xE0 ? 0xA0 : 0x80;
+        hi = c == 0xED ? 0x9F : 0xBF;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        n = 4;
+        lo = c == 0xF0 ? 0x90 : 0x80;
+        hi = c == 0xF4 ? 0x8F : 0xBF;
+    } else {
+        return 0;
+    }
+    if (v.size() < n || b(1) < lo || b(1) > hi)
+        return 0;
+    for (std::size_t i = 2; i < n; ++i)
+        if (b(i) < 0x80 || b(i) > 0xBF)
+            return 0;
+    return n;
+}
+
+// A label value in the text format: \\, \" and \n escaped; a byte that is not part of valid
+// UTF-8 (a binary Redis key, a path's raw bytes) written as the text \xHH, since the format has no
+// escape for it and one invalid byte makes a scraper (promtool) reject the whole exposition.
 std::string escape_label(std::string_view v)
 {
     std::string out;
     out.reserve(v.size());
-    for (char c : v) {
-        if (c == '\\')
+    while (!v.empty()) {
+        const char c = v.front();
+        const std::size_t n = utf8_length(v);
+        if (n == 0)
+            out += fmt::format("\\\\x{:02X}", static_cast<unsigned char>(c));
+        else if (c == '\\')
             out += "\\\\";
         else if (c == '"')
             out += "\\\"";
         else if (c == '\n')
             out += "\\n";
         else
-            out += c;
+            out.append(v.substr(0, n));
+        v.remove_prefix(n == 0 ? 1 : n);
     }
     return out;
 }

@@ -63,3 +63,18 @@ TEST_CASE("prefix: a valid name is used, an invalid one falls back; no samples: 
     CHECK(empty.find('{') == std::string::npos);
     CHECK(empty.find("# TYPE zkcoro_lock_wait_seconds histogram") != std::string::npos);
 }
+
+// Issue 32 item 13: a label value with bytes that are not UTF-8 (a binary Redis key) made the
+// whole exposition invalid (promtool rejects it). Such a byte is written as the text \xHH; valid
+// UTF-8 (é, an emoji) passes unchanged.
+TEST_CASE("label values are valid UTF-8: a byte that is not is written as \\xHH")
+{
+    metrics_sample bin{std::string("key-\xff\xc3(\xe2\x82", 9), "redis-mutex", {}};
+    metrics_sample ok{"/locks/caf\xc3\xa9-\xf0\x9f\x94\x92", "mutex", {}};
+    metrics_sample overlong{std::string("\xc0\xaf\xed\xa0\x80", 5), "mutex", {}};  // overlong '/', a surrogate
+    const auto text = to_prometheus({bin, ok, overlong});
+    CHECK(has_line(text, "zkcoro_lock_acquires_total{path=\"key-\\\\xFF\\\\xC3(\\\\xE2\\\\x82\",recipe=\"redis-mutex\"} 0"));
+    CHECK(has_line(text, "zkcoro_lock_acquires_total{path=\"/locks/caf\xc3\xa9-\xf0\x9f\x94\x92\",recipe=\"mutex\"} 0"));
+    CHECK(has_line(text, "zkcoro_lock_acquires_total{path=\"\\\\xC0\\\\xAF\\\\xED\\\\xA0\\\\x80\",recipe=\"mutex\"} 0"));
+    CHECK_MESSAGE(text.find('\xff') == std::string::npos, "a raw 0xFF byte in the exposition");
+}
