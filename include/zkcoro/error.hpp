@@ -104,7 +104,8 @@ inline error_code make_zk_error(int rc) noexcept
 enum class error_kind {
     none,          ///< no error
     retriable,     ///< transient (connection loss, operation timeout, throttled; Redis: connection
-                   ///< failed or lost, READONLY, OOM): the same request may succeed later on the
+                   ///< failed or lost, READONLY, OOM, NOREPLICAS, LOADING, MASTERDOWN; NOPERM is
+                   ///< permanent): the same request may succeed later on the
                    ///< same session; a create (or SET) may still have happened. Connecting, on
                    ///< both backends: no server reached in time or none answering (ZooKeeper's
                    ///< connect_timeout, Redis' connect_failed) and no address found

@@ -42,9 +42,16 @@ enum class redis_errc {
     unknown_master,      ///< the sentinels know no master of that name
     not_master,          ///< the address the sentinels gave is not (or no longer) a master (ROLE)
     not_replicated,      ///< WAIT: fewer replicas than asked confirmed the lock's write in time
+    no_permission,       ///< NOPERM (or a script's ACL refusal): the ACL user may not run a command or use a key
+    no_replicas,         ///< NOREPLICAS: the master has fewer good replicas than min-replicas-to-write
+    loading,             ///< LOADING: the server is loading its data set after a start
+    master_down,         ///< MASTERDOWN: a replica lost its master and serves no stale data
 };
-/// The code of an error reply's text: read_only, out_of_memory or wrong_type by the server's
-/// error prefix, else error_reply.
+/// The code of an error reply's text, by the server's error prefix: read_only (READONLY),
+/// out_of_memory (OOM), wrong_type (WRONGTYPE), no_permission (NOPERM, or a script's "ERR The user
+/// executing the script can't ..."), no_replicas (NOREPLICAS), loading (LOADING), master_down
+/// (MASTERDOWN), else error_reply. The text itself stays in the reply (and in the throwing
+/// acquire()'s what()).
 ZKCORO_API error_code redis_error_code(std::string_view error_text) noexcept;
 ZKCORO_API const boost::system::error_category& redis_category() noexcept;
 inline error_code make_error_code(redis_errc e) noexcept { return {static_cast<int>(e), redis_category()}; }
@@ -165,7 +172,7 @@ public:
     /// Runs one command (arguments binary-safe). Sent once connected; a command whose reply the
     /// connection's drop swallowed fails with connection_lost (it may or may not have run). An
     /// error reply completes with redis_error_code(its text) (read_only, out_of_memory,
-    /// wrong_type or error_reply) and the reply (its text in str).
+    /// wrong_type, no_permission, ... or error_reply) and the reply (its text in str).
     /// Per-operation cancellation (terminal, partial): completes at once with operation_aborted;
     /// the command may still run on the server. Handler: void(error_code, redis_reply).
     template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(error_code, redis_reply)) CompletionToken = detail::default_token>

@@ -94,7 +94,8 @@ public:
             ns->monitor_stop.emit(asio::cancellation_type::terminal);
             // Until the key would have expired anyway (a renewal extends it at most to now + TTL).
             const auto until = steady_clock::now() + self->opts.ttl;
-            self->compare_and_delete(ns, ns->node, ns->value, until, [s, ns, op = std::move(op), self](error_code ec) {
+            self->compare_and_delete(ns, ns->node, ns->value, until, [s, ns, op = std::move(op), self](
+                                                                         error_code ec, std::string_view text) {
                 if (!ec)
                     return void(op->complete({}));
                 {
@@ -102,8 +103,8 @@ public:
                     ++s->metrics.release_failures;
                 }
                 self->rc->log(log_level::error,
-                              fmt::format("redis lock {}: release failed: {}; the key expires within its TTL",
-                                          ns->node, ec.message()));
+                              fmt::format("redis lock {}: release failed: {}{}{}; the key expires within its TTL",
+                                          ns->node, ec.message(), text.empty() ? "" : ": the server said: ", text));
                 op->complete(ec);
             });
         }));
@@ -112,7 +113,9 @@ public:
     // Compare-and-delete of `key` while it holds `value`, and the release's PUBLISH. Tried again
     // on connection_lost (a drop, or NOSCRIPT after a SCRIPT FLUSH) while `until` has not passed,
     // at most 8 times: it is idempotent, and sent later it still runs after the command it
-    // follows. `done(error_code)` gets the last outcome. `key` and `value` live as long as `keep`.
+    // follows. `done(error_code, server's text)` gets the last outcome (the text of an error reply,
+    // else empty). `key` and `value` live as long as `keep`.
+    // A refused PUBLISH after the delete is logged as a warning, not an error of the release.
     // On the strand.
     template <class Done>
     void compare_and_delete(std::shared_ptr<const void> keep, std::string_view key, std::string_view value,
@@ -120,11 +123,18 @@ public:
     {
         auto op = make_pooled<reply_op>(
             pooled([self = shared_from_this(), keep, key, value, until, done = std::move(done),
-                    tries](error_code ec, redis_reply) mutable {
+                    tries](error_code ec, redis_reply r) mutable {
                 if (ec == redis_errc::connection_lost && tries > 1 && steady_clock::now() < until &&
                     !self->rc->closing())
                     return self->compare_and_delete(std::move(keep), key, value, until, std::move(done), tries - 1);
-                done(ec);
+                if (!ec && r.type == redis_reply::kind::string)
+                    self->rc->log(log_level::warn,
+                                  fmt::format("redis lock {}: released (deleted), but the server refused the release "
+                                              "notification (PUBLISH {}): {}; waiters of other processes learn of "
+                                              "it only when they try again (at the latest when its TTL would have "
+                                              "run out)",
+                                              key, self->channel, r.str));
+                done(ec, ec && r.type == redis_reply::kind::error ? std::string_view(r.str) : std::string_view());
             }),
             rc->strand);
         op->inline_ok = true;
@@ -158,8 +168,18 @@ public:
     std::string failure_context(std::string_view operation, std::string_view resource, const error_code& ec) override
     {
         auto text = server_text(ec);
-        return fmt::format("{} {} (redis lock){}{}", operation, resource, text.empty() ? "" : ": the server said: ",
-                           text);
+        return fmt::format("{} {} (redis lock){}{}{}", operation, resource, text.empty() ? "" : ": the server said: ",
+                           text, advice(text));
+    }
+
+    // What an error reply's text suggests, beyond its code's message ("" if nothing).
+    static std::string_view advice(std::string_view text) noexcept
+    {
+        // A sentinel answers PING (the handshake) but knows no EVAL; so does a server without scripting.
+        if (text.starts_with("ERR unknown command 'EVAL"))
+            return " (a Sentinel's port? Sentinel runs no scripts: for the master it names, use "
+                   "redis+sentinel://HOST:PORT/MASTER)";
+        return {};
     }
 
     void log_failure(std::string_view operation, std::string_view resource, const error_code& ec) override
@@ -168,8 +188,8 @@ public:
         // many waiters is no news); else the server's own text too, when it answered with an error.
         auto level = ec == redis_errc::closed ? log_level::debug : log_level::warn;
         std::string text = server_text(ec);
-        rc->log(level, fmt::format("{} {} on redis://{}:{}: {}{}{}", operation, resource, rc->url.host, rc->url.port,
-                                   ec.message(), text.empty() ? "" : ": the server said: ", text));
+        rc->log(level, fmt::format("{} {} on redis://{}:{}: {}{}{}{}", operation, resource, rc->url.host, rc->url.port,
+                                   ec.message(), text.empty() ? "" : ": the server said: ", text, advice(text)));
     }
 
     void log(log_level level, std::string_view message) override { rc->log(level, message); }
@@ -184,15 +204,19 @@ public:
         complete_counted(*s, *op, started, make_error_code(client_errc::not_supported), std::optional<guard>{}, owner);
     }
 
-    // The text of the last error reply to an acquisition when `ec` is an error reply's code ("" if
-    // none).
+    // The text of the last error reply to an acquisition when `ec` is that reply's code ("" if
+    // none: an error of ours, not the server's refusal).
     std::string server_text(const error_code& ec) const
     {
-        if (ec != redis_errc::error_reply && ec != redis_errc::read_only && ec != redis_errc::out_of_memory &&
-            ec != redis_errc::wrong_type && ec != redis_errc::bad_fencing_counter)
-            return {};
         std::lock_guard lk(text_m);
-        return last_server_text;
+        return ec && ec == last_server_code ? last_server_text : std::string();
+    }
+    // An acquisition's error reply: its code and text, for server_text.
+    void keep_server_text(const error_code& ec, std::string text)
+    {
+        std::lock_guard lk(text_m);
+        last_server_code = ec;
+        last_server_text = std::move(text);
     }
 
     // On the strand: when the client is closed, the waiters give up at once, and the holders'
@@ -232,7 +256,8 @@ public:
     void take_back(const std::string& key, const std::string& value)
     {
         auto kept = std::make_shared<const std::pair<std::string, std::string>>(key, value);
-        compare_and_delete(kept, kept->first, kept->second, steady_clock::now() + opts.ttl, [](error_code) {});
+        compare_and_delete(kept, kept->first, kept->second, steady_clock::now() + opts.ttl,
+                           [](error_code, std::string_view) {});
     }
 
     void wake_all()
@@ -293,6 +318,7 @@ public:
     std::uint64_t close_hook = 0;
     bool subscribed = false;
     mutable std::mutex text_m;
+    error_code last_server_code;   // guarded by text_m
     std::string last_server_text;  // guarded by text_m
     std::list<waiter*> waiters;
 

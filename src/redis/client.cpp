@@ -53,6 +53,15 @@ public:
         case redis_errc::not_master: return "the Redis server the sentinels named is not a master (ROLE)";
         case redis_errc::not_replicated:
             return "the lock's write was not confirmed by enough replicas in time (WAIT): given back";
+        case redis_errc::no_permission:
+            return "the Redis server refused a command or key to this ACL user (NOPERM): the lock needs EVAL, "
+                   "EVALSHA, PUBLISH (and WAIT with replica acknowledgement) on its key, <key>:fencing and the "
+                   "channel <key>:released";
+        case redis_errc::no_replicas:
+            return "the Redis master refuses writes (NOREPLICAS): fewer good replicas than min-replicas-to-write";
+        case redis_errc::loading: return "the Redis server is loading its data set (LOADING): retry shortly";
+        case redis_errc::master_down:
+            return "the Redis replica has lost its master (MASTERDOWN): point at the master, or wait for it";
         }
         return fmt::format("unknown zkcoro.redis error {}", ev);
     }
@@ -68,6 +77,10 @@ public:
         case redis_errc::no_sentinel:
         case redis_errc::not_master:
         case redis_errc::not_replicated:
+        // A master short of replicas, a server loading its data, a replica without its master.
+        case redis_errc::no_replicas:
+        case redis_errc::loading:
+        case redis_errc::master_down:
             return error_kind::retriable;
         case redis_errc::closed:
         case redis_errc::auth_failed:
@@ -90,6 +103,15 @@ error_code redis_error_code(std::string_view text) noexcept
         return redis_errc::wrong_type;
     if (text.starts_with("ZKFENCING"))
         return redis_errc::bad_fencing_counter;
+    // An ACL refusal: of the command itself (NOPERM), or inside a script (Redis 7.0 says ERR there).
+    if (text.starts_with("NOPERM") || text.starts_with("ERR The user executing the script can't"))
+        return redis_errc::no_permission;
+    if (text.starts_with("NOREPLICAS"))
+        return redis_errc::no_replicas;
+    if (text.starts_with("LOADING"))
+        return redis_errc::loading;
+    if (text.starts_with("MASTERDOWN"))
+        return redis_errc::master_down;
     return redis_errc::error_reply;
 }
 

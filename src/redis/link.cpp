@@ -241,6 +241,13 @@ void redis_link::attempt_context_error(const redisAsyncContext* ac)
         fail_attempt(redis_errc::not_redis,
                      fmt::format("the peer at {}:{} does not speak the Redis protocol (hiredis: {})", url_.host,
                                  url_.port, ac->errstr[0] ? ac->errstr : "protocol error"));
+    else if (ac->err == REDIS_ERR_EOF && !ready_ && !ever_connected_ && (ac->c.flags & REDIS_CONNECTED))
+        // Connected, then closed with no answer to the handshake: a Redis server answers every
+        // command (an error reply at worst); ZooKeeper's port, for one, closes on our bytes.
+        fail_attempt(code_of(ac), fmt::format("the peer at {}:{} closed the connection without answering the "
+                                              "handshake ({}): it did not speak RESP, Redis' protocol; probably not "
+                                              "a Redis server",
+                                              url_.host, url_.port, url_.password.empty() ? "PING" : "AUTH, PING"));
     else if (ac->err)
         fail_attempt(code_of(ac), ac->errstr[0] ? ac->errstr : "the connection dropped");
 }

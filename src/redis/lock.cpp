@@ -207,10 +207,8 @@ awaitable<acquire_result> redis_backend::take(std::shared_ptr<lock_object> s, st
                 co_return fail(ec == asio::error::timed_out ? error_code{} : ec);
             }
         } else if (ec) {
-            if (r.type == redis_reply::kind::error) {
-                std::lock_guard lk(b->text_m);
-                b->last_server_text = r.str;
-            }
+            if (r.type == redis_reply::kind::error)
+                b->keep_server_text(ec, std::move(r.str));
             co_return fail(ec);
         } else {
             if (r.type != redis_reply::kind::array || r.elements.size() < 2 ||

@@ -70,12 +70,17 @@ return {1, n})lua");
 }
 
 // KEYS: key. ARGV: our value, channel. Deletes the key only while it holds our value, and tells
-// the waiters of every process.
+// the waiters of every process: 1, or 0 when the key is not ours. The PUBLISH comes after the
+// delete, which a failing command would not undo: a refused one (an ACL user without PUBLISH)
+// does not fail the release, whose delete happened; its error's text is the reply instead.
 const lua_script& release_script()
 {
     static const lua_script s = with_sha(R"lua(if redis.call('get', KEYS[1]) == ARGV[1] then
   redis.call('del', KEYS[1])
-  redis.call('publish', ARGV[2], 'released')
+  local p = redis.pcall('publish', ARGV[2], 'released')
+  if type(p) == 'table' and p.err then
+    return p.err
+  end
   return 1
 end
 return 0)lua");

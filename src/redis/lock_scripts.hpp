@@ -18,7 +18,8 @@ struct lua_script {
 // KEYS: key, fencing key. ARGV: our value, ttl ms. Takes the key when free (or ours): see the
 // definition for the fencing token and the checks before the first write.
 const lua_script& acquire_script();
-// KEYS: key. ARGV: our value, channel. Compare-and-delete, then PUBLISH.
+// KEYS: key. ARGV: our value, channel. Compare-and-delete, then PUBLISH: 1 (deleted), 0 (not
+// ours), or the refused PUBLISH's error text (deleted, nobody told).
 const lua_script& release_script();
 // KEYS: key. ARGV: our value, ttl ms. PEXPIRE only while the key holds our value.
 const lua_script& renew_script();

@@ -78,7 +78,10 @@ private:
     void fire()
     {
         if (in_flight_ || steady_clock::now() >= lost_at())
-            return lose("no renewal confirmed within the TTL less the safety margin");
+            return lose(last_error_.empty()
+                            ? std::string("no renewal confirmed within the TTL less the safety margin")
+                            : "no renewal confirmed within the TTL less the safety margin (the last one: " +
+                                  last_error_ + ")");
         const auto sent = steady_clock::now();
         in_flight_ = true;
         auto op = make_pooled<reply_op>(
@@ -95,8 +98,14 @@ private:
         if (!in_flight_ || over())
             return;  // lost (the bound fired first), released, or the backend is gone
         in_flight_ = false;
-        if (ec)  // not confirmed (connection lost, server busy): try again soon, until lost_at
+        if (ec) {  // not confirmed (connection lost, server busy): try again soon, until lost_at
+            // Kept for the loss message: a refusal's own text (e.g. NOPERM) says why.
+            last_error_ = ec.message();
+            if (r.type == redis_reply::kind::error)
+                last_error_ += ": the server said: " + r.str;
             return arm(std::min(lost_at(), steady_clock::now() + std::chrono::milliseconds(50)));
+        }
+        last_error_.clear();
         if (r.type != redis_reply::kind::integer || r.integer != 1)
             return lose("the key is gone or holds another token");
         confirmed_ = sent;
@@ -109,6 +118,7 @@ private:
     steady_clock::time_point confirmed_;
     steady_clock::time_point due_;
     std::string ttl_arg_;
+    std::string last_error_;  // the last unconfirmed renewal's error ("" after a confirmed one)
     bool in_flight_ = false;
     bool stopped_ = false;
 };

@@ -62,7 +62,9 @@ void eval_acked(redis_impl& rc, const std::string& script, const std::string& sh
                     if (wec || wr.type != redis_reply::kind::integer || wr.integer < n || !same) {
                         s->log(log_level::warn,
                                fmt::format("redis: WAIT {} {}: {}", n, timeout.count(),
-                                           wec     ? wec.message()
+                                           wec && wr.type == redis_reply::kind::error
+                                                   ? fmt::format("{}: the server said: {}", wec.message(), wr.str)
+                                           : wec   ? wec.message()
                                            : !same ? std::string("the connection changed before it")
                                                    : fmt::format("{} replica(s) acknowledged", wr.integer)));
                         if (!give_back.empty()) {
@@ -72,6 +74,10 @@ void eval_acked(redis_impl& rc, const std::string& script, const std::string& sh
                             s->eval(release_script().text, release_script().sha, views_of(give_back), 1,
                                     std::move(ignore));
                         }
+                        // WAIT refused (an ACL user without WAIT): the server's refusal and its
+                        // text, not replicas too slow.
+                        if (wec && wr.type == redis_reply::kind::error)
+                            return void(op->complete(wec, std::move(wr)));
                         return void(op->complete(redis_errc::not_replicated, std::move(*script_reply)));
                     }
                     op->complete({}, std::move(*script_reply));

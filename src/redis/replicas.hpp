@@ -15,8 +15,9 @@ int replica_acks(const redis_impl& rc) noexcept;
 // wrote (acquired, or renewed), and replica_acks(rc) > 0: then WAIT n timeout, sent from the
 // script's reply handler, so on the connection the script ran on (if that connection changed in
 // between, nothing is confirmed). `op` completes with the script's reply, or with
-// redis_errc::not_replicated (and the script's reply) when fewer than n replicas confirmed; an
-// acquire script's key is then given back first (compare-and-delete with its value).
+// redis_errc::not_replicated (and the script's reply) when fewer than n replicas confirmed, or
+// with WAIT's own error reply when the server refused it (no_permission: an ACL user without
+// WAIT); an acquire script's key is then given back first (compare-and-delete with its value).
 // On the strand.
 void eval_acked(redis_impl& rc, const std::string& script, const std::string& sha, command_args keys_and_args,
                 int nkeys, std::shared_ptr<reply_op> op);

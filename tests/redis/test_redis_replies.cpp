@@ -232,3 +232,196 @@ TEST_CASE("after short holds, a long hold is renewed past its TTL and lost withi
         co_await g->release();
     });
 }
+
+// Issue 32: the server's refusals keep their text and their own code. An ACL user is made on the
+// server with password "pw" and these rules (ACL SETUSER ... reset on >pw RULES); its URL.
+namespace {
+
+std::string acl_user(const zktest::redis_server& srv, const std::string& name, const std::vector<std::string>& rules)
+{
+    std::vector<std::string> args{"ACL", "SETUSER", name, "reset", "on", ">pw"};
+    args.insert(args.end(), rules.begin(), rules.end());
+    srv.command(args);
+    return fmt::format("redis://{}:pw@127.0.0.1:{}", name, srv.port());
+}
+
+bool has(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("ACL: a user without EVAL, and one limited to other keys: no_permission (permanent), NOPERM's text")
+{
+    auto& srv = shared_redis();
+    const auto noeval = acl_user(srv, "i32-noeval", {"~*", "&*", "+@all", "-eval", "-evalsha"});
+    const auto otherkeys = acl_user(srv, "i32-otherkeys", {"~other:*", "&*", "+@all"});
+    asio::io_context ioc;
+    zktest::run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        for (const auto& [url, said] : {std::pair{noeval, "NOPERM this user has no permissions to run the 'eval"},
+                                        std::pair{otherkeys, "NOPERM this user has no permissions to access one of "
+                                                             "the keys"}}) {
+            CAPTURE(url);
+            zkcoro::redis_client rc(ex, url);
+            auto key = unique_key("acl");
+            auto ec = co_await acquire_code(rc, key);
+            CHECK(ec == redis_errc::no_permission);
+            CHECK(zkcoro::classify(ec) == zkcoro::error_kind::permanent);
+            auto what = co_await refusal(rc, key);
+            MESSAGE(what);
+            CHECK(has(what, said));
+            CHECK(has(what, "ACL"));
+            CHECK(srv.command(cmd("EXISTS", key)) == "0");
+        }
+    });
+}
+
+TEST_CASE("min-replicas-to-write not met: no_replicas (retriable), NOREPLICAS' text; nothing written")
+{
+    zktest::redis_server srv({.extra_args = {"--min-replicas-to-write", "1"}});
+    asio::io_context ioc;
+    zktest::run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        zkcoro::redis_client rc(ex, srv.url());
+        auto key = unique_key("noreplicas");
+        auto ec = co_await acquire_code(rc, key);
+        CHECK(ec == redis_errc::no_replicas);
+        CHECK(zkcoro::classify(ec) == zkcoro::error_kind::retriable);
+        auto what = co_await refusal(rc, key);
+        MESSAGE(what);
+        CHECK(has(what, "NOREPLICAS Not enough good replicas to write"));
+        CHECK(srv.command(cmd("EXISTS", key)) == "0");
+    }, 20s);
+}
+
+// Item 7: WAIT refused is a permission refusal, not replicas too slow; the grant is given back.
+TEST_CASE("replica_acks, an ACL user without WAIT: no_permission with WAIT's NOPERM, not not_replicated; key given back")
+{
+    auto& srv = shared_redis();
+    const auto nowait = acl_user(srv, "i32-nowait", {"~*", "&*", "+@all", "-wait"});
+    asio::io_context ioc;
+    zktest::run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        zkcoro::redis_options o;
+        o.replica_acks = 1;
+        zkcoro::redis_client rc(ex, nowait, o);
+        auto key = unique_key("nowait");
+        auto ec = co_await acquire_code(rc, key);
+        CHECK(ec == redis_errc::no_permission);
+        auto what = co_await refusal(rc, key);
+        MESSAGE(what);
+        CHECK(has(what, "NOPERM this user has no permissions to run the 'wait' command"));
+        CHECK_FALSE(has(what, "replicas in time"));
+        // The give-back went before the answer, on the same connection: a PING behind it.
+        co_await rc.async_exec(cmd("PING"), asio::use_awaitable);
+        CHECK(srv.command(cmd("EXISTS", key)) == "0");
+    });
+}
+
+// Item 8: the key deleted, the PUBLISH refused: a release that succeeded, and a warning.
+TEST_CASE("an ACL user without PUBLISH: the release deletes the key and succeeds; the refused PUBLISH is a warning")
+{
+    auto& srv = shared_redis();
+    const auto nopub = acl_user(srv, "i32-nopub", {"~*", "&*", "+@all", "-publish"});
+    asio::io_context ioc;
+    std::vector<std::pair<zkcoro::log_level, std::string>> lines;
+    zktest::run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        zkcoro::redis_options o;
+        o.log = [&lines](zkcoro::log_level l, std::string_view m) { lines.emplace_back(l, std::string(m)); };
+        zkcoro::redis_client rc(ex, nopub, o);
+        auto key = unique_key("nopub");
+        zkcoro::redis_mutex m(rc, key);
+        auto g = co_await m.acquire(2s);
+        REQUIRE(g);
+        auto [ec] = co_await g->async_release(asio::as_tuple(asio::use_awaitable));
+        CHECK_MESSAGE(!ec, ec.message());
+        CHECK(srv.command(cmd("EXISTS", key)) == "0");
+        CHECK(m.metrics().release_failures == 0);
+        bool warned = false;
+        for (const auto& [level, text] : lines) {
+            MESSAGE(text);
+            CHECK(level != zkcoro::log_level::error);
+            if (level == zkcoro::log_level::warn && has(text, key) && has(text, "PUBLISH") &&
+                has(text, "can't run this command"))
+                warned = true;
+        }
+        CHECK(warned);
+    });
+}
+
+// A sentinel answers PING but runs no script: its text says so, and the message names the
+// redis+sentinel:// form.
+TEST_CASE("redis:// pointed at a sentinel's port: the server's text and a pointer to redis+sentinel://")
+{
+    auto& master = shared_redis();
+    zktest::redis_server sentinel(
+        {.extra_args = {"--sentinel"},
+         .config_text = fmt::format("sentinel monitor i32 127.0.0.1 {} 1\n", master.port())});
+    asio::io_context ioc;
+    zktest::run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        zkcoro::redis_client rc(ex, sentinel.url());
+        auto key = unique_key("sentinel-port");
+        auto ec = co_await acquire_code(rc, key);
+        CHECK(ec == redis_errc::error_reply);
+        auto what = co_await refusal(rc, key);
+        MESSAGE(what);
+        CHECK(has(what, "ERR unknown command 'EVAL"));
+        CHECK(has(what, "redis+sentinel://"));
+    }, 20s);
+}
+
+TEST_CASE("classify() of the server's refusals: NOPERM permanent; NOREPLICAS, LOADING, MASTERDOWN retriable")
+{
+    using zkcoro::error_kind;
+    using zkcoro::redis_error_code;
+    CHECK(redis_error_code("NOPERM this user has no permissions to run the 'eval' command") ==
+          redis_errc::no_permission);
+    CHECK(redis_error_code("ERR The user executing the script can't run this command or subcommand script: 6a6e, on "
+                           "@user_script:1.") == redis_errc::no_permission);
+    CHECK(redis_error_code("ERR The user executing the script can't access at least one of the keys mentioned in "
+                           "the command arguments") == redis_errc::no_permission);
+    CHECK(redis_error_code("NOREPLICAS Not enough good replicas to write.") == redis_errc::no_replicas);
+    CHECK(redis_error_code("LOADING Redis is loading the dataset in memory") == redis_errc::loading);
+    CHECK(redis_error_code("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.") ==
+          redis_errc::master_down);
+    CHECK(redis_error_code("ERR unknown command 'eval'") == redis_errc::error_reply);
+    CHECK(zkcoro::classify(redis_errc::no_permission) == error_kind::permanent);
+    for (auto e : {redis_errc::no_replicas, redis_errc::loading, redis_errc::master_down}) {
+        CAPTURE(error_code(e).message());
+        CHECK(zkcoro::classify(e) == error_kind::retriable);
+    }
+    for (auto e : {redis_errc::no_permission, redis_errc::no_replicas, redis_errc::loading, redis_errc::master_down})
+        CHECK_FALSE(has(error_code(e).message(), "unknown"));
+}
+
+// A holder whose user loses EVAL while it holds: its renewals are refused; the loss's log line
+// says why (the server's NOPERM), not only that no renewal was confirmed.
+TEST_CASE("renewals refused (NOPERM) after the grant: the guard is lost and the log line has the server's text")
+{
+    auto& srv = shared_redis();
+    const auto user = acl_user(srv, "i32-revoked", {"~*", "&*", "+@all"});
+    asio::io_context ioc;
+    std::vector<std::string> lines;
+    zktest::run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        zkcoro::redis_options o;
+        o.log = [&lines](zkcoro::log_level, std::string_view m) { lines.emplace_back(m); };
+        zkcoro::redis_client rc(ex, user, o);
+        auto key = unique_key("revoked");
+        zkcoro::redis_mutex m(rc, key, ttl(600ms));
+        auto g = co_await m.acquire(2s);
+        REQUIRE(g);
+        srv.command(cmd("ACL", "SETUSER", "i32-revoked", "-eval", "-evalsha"));
+        auto [ec] = co_await g->async_wait_lost(asio::as_tuple(asio::use_awaitable));
+        CHECK(ec == zkcoro::client_errc::lock_lost);
+        bool said = false;
+        for (const auto& text : lines) {
+            MESSAGE(text);
+            if (has(text, key + " lost") && has(text, "NOPERM this user has no permissions to run the 'eval"))
+                said = true;
+        }
+        CHECK(said);
+        co_await g->async_release(asio::as_tuple(asio::use_awaitable));
+    });
+}
