@@ -190,6 +190,18 @@ TEST_CASE("Ctrl-Z on a Redis lock: a TTL that ran out while stopped kills the co
     zktest::redis_server redis;
     ctrl_z_then_lost({"-c", redis.url(), "--ttl", "2"}, fmt::format("ctrl-z-{}", ::getpid()));
 }
+
+// Issue 32: a redis:// URL at ZooKeeper's port. ZooKeeper closes the connection on our first
+// bytes (not a length it accepts): that is said, not hiredis' bare "Server closed the connection".
+TEST_CASE("-c redis:// at ZooKeeper's port: exit 69, saying the peer did not speak RESP (probably not Redis)")
+{
+    proc p;
+    CHECK(run(zklock({"-c", fmt::format("redis://127.0.0.1:{}", server().port())}, "key", {"true"}), 20s, &p) == 69);
+    const auto err = slurp(p.err);
+    CHECK_MESSAGE(err.find("did not speak RESP") != std::string::npos, "stderr: " << err);
+    CHECK_MESSAGE(err.find("probably not a Redis server") != std::string::npos, "stderr: " << err);
+    CHECK_MESSAGE(err.find(fmt::format("127.0.0.1:{}", server().port())) != std::string::npos, "stderr: " << err);
+}
 #endif
 
 TEST_CASE("Ctrl-Z then fg within the session: the command continues with the lock, exit 0")

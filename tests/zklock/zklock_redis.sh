@@ -124,6 +124,39 @@ for sig in TERM INT TERM INT; do
     [ "$(rcli EXISTS "$k")" = 0 ] || fail "SIG$sig while waiting left the key $k behind: $(rcli GET "$k")"
 done
 
+# 10. The server's refusals keep their text (issue 32): ACL users made here (password pw), and
+# min-replicas-to-write. A refusal exits 76, a master short of replicas 69 (like READONLY); a
+# release whose delete went through succeeds even when its PUBLISH is refused.
+acl_url() { echo "redis://$1:pw@127.0.0.1:$port"; }
+rcli ACL SETUSER "zkl-noeval-$$" reset on '>pw' '~*' '&*' +@all -eval -evalsha >/dev/null
+rcli ACL SETUSER "zkl-other-$$" reset on '>pw' '~other:*' '&*' +@all >/dev/null
+rcli ACL SETUSER "zkl-nopub-$$" reset on '>pw' '~*' '&*' +@all -publish >/dev/null
+"$zklock" -c "$(acl_url "zkl-noeval-$$")" -t 2 "$key-acl" -- touch "$tmp/acl-ran" 2>"$tmp/err"
+rc=$?
+[ "$rc" -eq 76 ] || fail "ACL user without EVAL: exit $rc, expected 76"
+grep -q "NOPERM this user has no permissions to run the 'eval" "$tmp/err" || fail "ACL user without EVAL: no server text: $(cat "$tmp/err")"
+"$zklock" -c "$(acl_url "zkl-other-$$")" -t 2 "$key-acl" -- touch "$tmp/acl-ran" 2>"$tmp/err"
+rc=$?
+[ "$rc" -eq 76 ] || fail "ACL user limited to other keys: exit $rc, expected 76"
+grep -q "NOPERM this user has no permissions to access one of the keys" "$tmp/err" ||
+    fail "ACL user limited to other keys: no server text: $(cat "$tmp/err")"
+[ ! -e "$tmp/acl-ran" ] || fail "a refused acquisition ran its command"
+"$zklock" -v -c "$(acl_url "zkl-nopub-$$")" -t 2 "$key-acl" -- sh -c 'exit 3' 2>"$tmp/err"
+rc=$?
+[ "$rc" -eq 3 ] || fail "ACL user without PUBLISH: exit $rc, expected the command's 3 ($(cat "$tmp/err"))"
+[ "$(rcli EXISTS "$key-acl")" = 0 ] || fail "ACL user without PUBLISH: the key is left behind"
+grep -q "cannot release\|closing the session" "$tmp/err" && fail "ACL user without PUBLISH: release reported failed: $(cat "$tmp/err")"
+grep -q "warn.*refused the release notification (PUBLISH" "$tmp/err" ||
+    fail "ACL user without PUBLISH: no warning about the notification: $(cat "$tmp/err")"
+rcli CONFIG SET min-replicas-to-write 1 >/dev/null
+"$zklock" -c "$url" -t 2 "$key-noreplicas" -- touch "$tmp/noreplicas-ran" 2>"$tmp/err"
+rc=$?
+rcli CONFIG SET min-replicas-to-write 0 >/dev/null
+[ "$rc" -eq 69 ] || fail "NOREPLICAS: exit $rc, expected 69"
+grep -q "NOREPLICAS Not enough good replicas" "$tmp/err" || fail "NOREPLICAS: no server text: $(cat "$tmp/err")"
+[ ! -e "$tmp/noreplicas-ran" ] || fail "NOREPLICAS: the command ran"
+for u in noeval other nopub; do rcli ACL DELUSER "zkl-$u-$$" >/dev/null; done
+
 # 11. A password in the URL is never shown (issue 32 item 5): bad URLs (refused before any
 # connection), a refused connection, no sentinel, AUTH refused (no password configured; a wrong
 # one for an ACL user), and a run with -v; from -c and from $ZK_CONNECT.

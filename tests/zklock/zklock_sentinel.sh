@@ -2,7 +2,8 @@
 # zklock through Sentinel (-c redis+sentinel://...) beside a redis-py Lock holder that finds the
 # master with redis.sentinel.Sentinel, on one key of the cluster zkcoro-with-sentinel started
 # ($ZKCORO_TEST_SENTINEL): interval-check must find 0 overlaps; then the negative control (two
-# keys) where it must find some; then bad inputs (a wrong master name, every sentinel down).
+# keys) where it must find some; then bad inputs (a wrong master name, every sentinel down), and
+# the server's refusals (redis:// at a sentinel's port, an ACL user without WAIT).
 #   zklock_sentinel.sh ZKLOCK INTERVAL_CHECK REDIS_PY_HOLDER
 # Every wait is bounded; only processes started here are ended (by PID).
 set -uo pipefail
@@ -77,6 +78,22 @@ grep -q "no sentinel answered for master 'zkm' (127.0.0.1:$p1" <<<"$out" || fail
 out=$(timeout 20 "$zklock" -c "${url%/*}" "$key" -- true 2>&1); rc=$?
 [ "$rc" -eq 64 ] || fail "no master name: exit $rc, expected 64"
 echo "   $out" | head -2
+
+echo "== 4. the server's refusals keep their text (issue 32): redis:// at a sentinel's port (76), an ACL user without WAIT (76)"
+s1=${ZKCORO_TEST_SENTINEL_PORTS%%,*}
+out=$(timeout 20 "$zklock" -c "redis://127.0.0.1:$s1" -t 2 "$key" -- true 2>&1); rc=$?
+[ "$rc" -eq 76 ] || fail "redis:// at a sentinel: exit $rc, expected 76"
+grep -q "unknown command 'EVAL" <<<"$out" || fail "redis:// at a sentinel: no server text: $out"
+grep -q "redis+sentinel://" <<<"$out" || fail "redis:// at a sentinel: redis+sentinel:// not suggested: $out"
+master_port=$(redis-cli -p "$s1" SENTINEL get-master-addr-by-name "$ZKCORO_TEST_MASTER_NAME" | sed -n 2p)
+redis-cli -p "$master_port" ACL SETUSER "nowait-$$" reset on '>pw' '~*' '&*' +@all -wait >/dev/null
+nowait_url="redis+sentinel://nowait-$$:pw@${url#redis+sentinel://}"
+out=$(timeout 20 "$zklock" -c "$nowait_url" -t 5 "$key-nowait" -- true 2>&1); rc=$?
+[ "$rc" -eq 76 ] || fail "ACL user without WAIT: exit $rc, expected 76 ($out)"
+grep -q "NOPERM this user has no permissions to run the 'wait' command" <<<"$out" || fail "ACL user without WAIT: no server text: $out"
+grep -q "replicas in time" <<<"$out" && fail "ACL user without WAIT: told replicas were slow: $out"
+[ "$(redis-cli -p "$master_port" EXISTS "$key-nowait")" = 0 ] || fail "ACL user without WAIT: the key is left behind"
+redis-cli -p "$master_port" ACL DELUSER "nowait-$$" >/dev/null
 
 [ "$failures" -eq 0 ] && echo "zklock_sentinel: all passed" || echo "zklock_sentinel: $failures failure(s)"
 [ "$failures" -eq 0 ]

@@ -772,15 +772,30 @@ asio::awaitable<zkcoro::error_code> redis_connect(zkcoro::redis_client& rc)
     co_return ec;
 }
 
+// Why a Redis acquisition failed: the code's message and the server's own text. acquire()'s what()
+// is "acquire KEY (redis lock)[: the server said: TEXT]: MESSAGE [zkcoro.redis:N]"; zklock's
+// message names the key already.
+std::string redis_refusal(const boost::system::system_error& e, const std::string& key)
+{
+    const std::string_view what = e.what();
+    const std::string head = fmt::format("acquire {} (redis lock)", key);
+    const std::string tail = ": " + e.code().what();
+    if (!what.starts_with(head) || !what.ends_with(tail) || what.size() < head.size() + tail.size())
+        return std::string(what);
+    return e.code().message() + std::string(what.substr(head.size(), what.size() - head.size() - tail.size()));
+}
+
 asio::awaitable<acquired> redis_acquire(zkcoro::redis_mutex& m, clock::duration wait)
 {
     acquired out;
-    auto me = co_await zkcoro::this_task::id();
-    auto [ec, g] = co_await m.async_acquire(me, wait, asio::as_tuple(asio::use_awaitable));
-    out.ec = ec;
-    out.what = ec.message();
-    if (g)
-        out.guards.push_back(std::move(*g));
+    // The throwing form: its error carries the server's text (an ACL refusal, NOREPLICAS, ...).
+    try {
+        if (auto g = co_await m.acquire(wait))
+            out.guards.push_back(std::move(*g));
+    } catch (const boost::system::system_error& e) {
+        out.ec = e.code();
+        out.what = escape(redis_refusal(e, m.key()));  // the server's text may echo the key's bytes
+    }
     co_return out;
 }
 
@@ -1051,9 +1066,9 @@ asio::awaitable<int> run_holding(const options& o, const std::set<int>& inherite
         co_return o.lost_exit_code;
     }
     if (!failed.empty()) {
-        fmt::print(stderr,
-                   "zklock: cannot release {}: {} ({} exited with {}; closing the session removes the node)\n",
-                   escape(o.lock_path), failed, cmd_name, child_rc);
+        fmt::print(stderr, "zklock: cannot release {}: {} ({} exited with {}; {})\n", escape(o.lock_path), failed,
+                   cmd_name, child_rc,
+                   backend.redis ? "the key expires within its TTL" : "closing the session removes the node");
         co_return exit_code::refused;
     }
     co_return child_rc;
@@ -1069,6 +1084,11 @@ int run_lock_redis(const options& o, const std::set<int>& inherited)
     asio::io_context ioc;
     zkcoro::redis_options ropts;
     ropts.connect_timeout = redis_connect_timeout(o);
+    if (o.verbose)  // the library's lines (e.g. a release whose PUBLISH was refused), as on ZooKeeper
+        ropts.log = [](zkcoro::log_level l, std::string_view m) {
+            if (l <= zkcoro::log_level::info)  // error, warn, info: not debug
+                fmt::print(stderr, "zklock: [{}] {}\n", zkcoro::to_string(l), escape(m));
+        };
     zkcoro::redis_client rc(ioc.get_executor(), o.connect, ropts);
     int rc_exit = 1;
     bool done = false;
