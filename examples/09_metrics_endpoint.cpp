@@ -4,10 +4,14 @@
 //
 // Some work first: 20 tasks share two mutexes (waits, in-memory handoffs), and one try_acquire
 // finds a lock held (a timeout). Then:
-//   09_metrics_endpoint               fetches its own /metrics once over HTTP, prints it, exits;
-//   09_metrics_endpoint --serve N     prints "serving http://127.0.0.1:PORT/metrics", answers
-//                                     scrapes, and exits after the first one answered, or after
-//                                     N seconds with none (exit 1).
+//   09_metrics_endpoint                 fetches its own /metrics once over HTTP, prints it, exits;
+//   09_metrics_endpoint --serve N [K]   prints "serving http://127.0.0.1:PORT/metrics", answers
+//                                       requests, and exits after K (default 1) GET /metrics were
+//                                       answered, or after N seconds with fewer (exit 1).
+// The server is one to copy: every connection is a coroutine of its own (a slow client delays no
+// other), has 5 s to send its request and take the answer, and may send 8 KiB of headers; a
+// malformed request gets 400, headers too large 431, a method other than GET or HEAD 405, another
+// path 404, and the server goes on serving. One request per connection (Connection: close).
 // ZooKeeper: $ZK_CONNECT (the examples' main.cpp).
 #include "example.hpp"
 
@@ -24,8 +28,12 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
+#include <list>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <tuple>
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -44,32 +52,104 @@ std::string metrics_text(zkcoro::mutex& a, zkcoro::mutex& b, const zkcoro::lock_
         {{a.path(), "mutex", a.metrics()}, {b.path(), "mutex", b.metrics()}, {a.path(), "mutex", other}});
 }
 
-// Answers one HTTP connection: GET /metrics, else 404. True when /metrics was served.
-asio::awaitable<bool> serve_one(tcp::socket socket, std::string body)
+// The server's state, shared by the coroutines of its connections. They may outlive the caller's
+// frame for a moment (until they see the close): once stopped, nothing is rendered.
+struct endpoint {
+    tcp::acceptor acceptor;
+    std::function<std::string()> metrics;  // the text of a scrape, rendered for each
+    int scrapes_left;                      // stops after this many GET /metrics answered
+    bool stopped = false;
+    std::list<beast::tcp_stream> open{};   // the connections being served
+
+    // Accepts no more connections and closes those still open.
+    void stop()
+    {
+        stopped = true;
+        acceptor.close();
+        for (auto& stream : open)
+            stream.close();
+    }
+};
+
+// The answer to a request that Beast could parse: the scrape for GET or HEAD /metrics, or an error.
+http::response<http::string_body> answer(const http::request<http::empty_body>& req, endpoint& ep)
 {
-    beast::flat_buffer buffer;
-    http::request<http::string_body> req;
-    co_await http::async_read(socket, buffer, req, asio::use_awaitable);
-    const bool ok = req.method() == http::verb::get && req.target() == "/metrics";
-    http::response<http::string_body> res{ok ? http::status::ok : http::status::not_found, req.version()};
-    res.set(http::field::content_type, ok ? std::string(zkcoro::prometheus_content_type) : "text/plain");
-    res.body() = ok ? std::move(body) : "not found\n";
-    res.prepare_payload();
-    res.keep_alive(false);
-    co_await http::async_write(socket, res, asio::use_awaitable);
-    beast::error_code ec;
-    socket.shutdown(tcp::socket::shutdown_send, ec);
-    co_return ok;
+    http::response<http::string_body> res{http::status::ok, 11};
+    const auto path = req.target().substr(0, req.target().find('?'));
+    if (req.version() >= 11 && req.count(http::field::host) != 1) {
+        res.result(http::status::bad_request);  // HTTP/1.1 requires one Host field
+    } else if (path != "/metrics") {
+        res.result(http::status::not_found);
+    } else if (req.method() != http::verb::get && req.method() != http::verb::head) {
+        res.result(http::status::method_not_allowed);
+        res.set(http::field::allow, "GET, HEAD");
+    } else {
+        res.set(http::field::content_type, zkcoro::prometheus_content_type);
+        res.body() = ep.metrics();
+    }
+    return res;
 }
 
-// Serves until one /metrics scrape was answered.
-asio::awaitable<void> serve(tcp::acceptor& acceptor, zkcoro::mutex& a, zkcoro::mutex& b,
-                            const zkcoro::lock_metrics& other)
+// One connection: one request, its answer, the close.
+asio::awaitable<void> session(std::shared_ptr<endpoint> ep, beast::tcp_stream& stream)
 {
+    constexpr auto token = asio::as_tuple(asio::use_awaitable);
+    stream.expires_after(5s);  // for the whole exchange; at the deadline the socket is closed
+    beast::flat_buffer buffer;
+    http::request_parser<http::empty_body> parser;  // a scrape has no body: the header is read
+    parser.header_limit(8 * 1024);
+    auto [ec, n] = co_await http::async_read_header(stream, buffer, parser, token);
+    http::response<http::string_body> res;
+    if (ep->stopped) {
+        co_return;
+    } else if (!ec) {
+        res = answer(parser.get(), *ep);
+    } else if (ec == http::error::header_limit) {
+        res.result(http::status::request_header_fields_too_large);
+    } else if (ec.category() == make_error_code(http::error::bad_target).category() &&
+               ec != http::error::end_of_stream && ec != http::error::partial_message) {
+        res.result(http::status::bad_request);  // Beast's parser refused the request
+    } else {
+        co_return;  // the client left, or did not send its request in time
+    }
+    const bool head = !ec && parser.get().method() == http::verb::head;
+    if (res.body().empty())
+        res.body() = fmt::format("{}\n", http::obsolete_reason(res.result()));
+    res.prepare_payload();
+    if (head)
+        res.body().clear();  // a GET's headers, Content-Length included, without the body
+    res.keep_alive(false);   // one request per connection
+    std::tie(ec, n) = co_await http::async_write(stream, res, token);
+    if (!ec && !head && res.result() == http::status::ok && --ep->scrapes_left == 0)
+        ep->stop();
+    // Read what the client still sends until it closes (or the deadline): closing a socket with
+    // unread data resets the connection, and the client could lose the answer.
+    stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+    char discard[1024];
+    while (!ec)
+        std::tie(ec, n) = co_await stream.async_read_some(asio::buffer(discard), token);
+}
+
+// Accepts connections, each served by a coroutine of its own, until stopped (or cancelled).
+asio::awaitable<void> serve(std::shared_ptr<endpoint> ep)
+{
+    // However this ends (the last scrape, the caller's cancellation), the connections end with it.
+    struct stop_at_exit {
+        endpoint& ep;
+        ~stop_at_exit() { ep.stop(); }
+    } guard{*ep};
+    auto ex = co_await asio::this_coro::executor;
     for (;;) {
-        auto socket = co_await acceptor.async_accept(asio::use_awaitable);
-        if (co_await serve_one(std::move(socket), metrics_text(a, b, other)))
+        auto [ec, socket] = co_await ep->acceptor.async_accept(asio::as_tuple(asio::use_awaitable));
+        if (ec == asio::error::operation_aborted)
             co_return;
+        if (ec) {  // out of file descriptors, say: try again soon
+            asio::steady_timer pause(ex, 100ms);
+            co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
+            continue;
+        }
+        auto it = ep->open.emplace(ep->open.end(), std::move(socket));
+        asio::co_spawn(ex, session(ep, *it), [ep, it](std::exception_ptr) { ep->open.erase(it); });
     }
 }
 
@@ -91,11 +171,13 @@ asio::awaitable<std::string> fetch(unsigned short port)
 
 asio::awaitable<int> co_main(zkcoro::client_config cfg, int argc, char** argv)
 {
-    int serve_seconds = 0;
-    if (argc == 3 && std::string_view(argv[1]) == "--serve")
+    int serve_seconds = 0, scrapes = 1;
+    if ((argc == 3 || argc == 4) && std::string_view(argv[1]) == "--serve") {
         serve_seconds = std::stoi(argv[2]);
-    else if (argc != 1) {
-        fmt::print(stderr, "usage: 09_metrics_endpoint [--serve SECONDS]\n");
+        scrapes = argc == 4 ? std::stoi(argv[3]) : 1;
+    }
+    if (argc != 1 && (serve_seconds < 1 || scrapes < 1)) {
+        fmt::print(stderr, "usage: 09_metrics_endpoint [--serve SECONDS [SCRAPES]]\n");
         co_return 2;
     }
     auto ex = co_await asio::this_coro::executor;
@@ -131,18 +213,21 @@ asio::awaitable<int> co_main(zkcoro::client_config cfg, int argc, char** argv)
 
     tcp::acceptor acceptor(ex, {asio::ip::address_v4::loopback(), 0});
     const auto port = acceptor.local_endpoint().port();
+    auto ep = std::make_shared<endpoint>(
+        std::move(acceptor), [&] { return metrics_text(a, b, other); }, scrapes);
     int rc = 0;
     if (serve_seconds == 0) {
         // Our own scrape: the server side and the client side at once.
-        const std::string body = co_await (serve(acceptor, a, b, other) && fetch(port));
+        const std::string body = co_await (serve(ep) && fetch(port));
         fmt::print("{}", body);
     } else {
         fmt::print("serving http://127.0.0.1:{}/metrics\n", port);
         std::fflush(stdout);
         asio::steady_timer limit(ex, std::chrono::seconds(serve_seconds));
-        auto which = co_await (serve(acceptor, a, b, other) || limit.async_wait(asio::use_awaitable));
-        if (which.index() == 1) {
-            fmt::print(stderr, "no scrape within {} s\n", serve_seconds);
+        co_await (serve(ep) || limit.async_wait(asio::use_awaitable));
+        if (ep->scrapes_left > 0) {
+            fmt::print(stderr, "{} of {} scrapes answered within {} s\n", scrapes - ep->scrapes_left, scrapes,
+                       serve_seconds);
             rc = 1;
         }
     }
