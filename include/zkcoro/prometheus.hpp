@@ -24,7 +24,8 @@ struct metrics_sample {
 /// release_failures, linger_grants, batch_time_ends), and the wait histogram as the histogram
 /// family <prefix>_wait_seconds with cumulative buckets at 0.1 ms, 0.25 ms ... 60 s and +Inf,
 /// _sum and _count. Samples with the same path and recipe (several objects on one lock) are
-/// summed. Label values are escaped (backslash, double quote, newline). A bucket counts the
+/// summed. Label values are escaped (backslash, double quote, newline; a byte that is not part
+/// of valid UTF-8, e.g. of a binary Redis key, as the text \\xHH). A bucket counts the
 /// values at most its bound to within the histogram's resolution (1/8 of a power of two): a
 /// value in the histogram bucket that straddles the bound counts below it.
 /// `prefix` must be a valid metric name ([a-zA-Z_:][a-zA-Z0-9_:]*); otherwise "zkcoro_lock".
