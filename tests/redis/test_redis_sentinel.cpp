@@ -302,6 +302,62 @@ TEST_CASE("replica acknowledgement: WAIT n confirms a grant; more replicas than 
     }, 20s);
 }
 
+// Issue 32 (14): the default with redis+sentinel:// is WAIT 1 (replica_ack_timeout 500 ms), for
+// grants and renewals alike: with the replicas frozen (SIGSTOP by PID, SIGCONT after) a grant fails
+// with not_replicated, and a holder's renewals go unconfirmed until its guard is lost.
+TEST_CASE("default options with sentinels, replicas frozen: a grant fails with not_replicated, renewals lose the guard")
+{
+    auto& c = shared_cluster();
+    c.wait_ready(20s, 2);
+    struct frozen {  // the replicas stopped for the scope's life
+        std::vector<zktest::redis_server*> replicas;
+        explicit frozen(zktest::sentinel_cluster& c)
+        {
+            for (auto& n : c.nodes())
+                if (n->running() && n->port() != c.master_port())
+                    replicas.push_back(n.get());
+            for (auto* r : replicas)
+                r->pause();
+        }
+        ~frozen()
+        {
+            for (auto* r : replicas)
+                r->resume();
+        }
+    };
+    std::string logs;
+    asio::io_context ioc;
+    zktest::run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        using namespace asio::experimental::awaitable_operators;
+        auto ex = co_await asio::this_coro::executor;
+        auto o = quick();  // replica_acks and replica_ack_timeout as by default
+        o.log = [&logs](zkcoro::log_level, std::string_view m) { logs.append(m).append("\n"); };
+        zkcoro::redis_client rc(ex, c.url(), o);
+        co_await rc.async_connect();
+        zkcoro::redis_mutex m(rc, unique_key("frozen"), ttl(3000ms));  // renewed every second
+        {
+            frozen f(c);
+            REQUIRE(f.replicas.size() == 2);
+            auto [ec, g] = co_await m.async_acquire(1, 2s, asio::as_tuple(asio::use_awaitable));
+            CHECK(ec == redis_errc::not_replicated);
+            CHECK_FALSE(g);
+        }
+        auto g = co_await m.acquire(3s);
+        REQUIRE(g);
+        {
+            frozen f(c);
+            asio::steady_timer limit(ex, 5s);  // lost 2.4 s after the last confirmed renewal
+            auto r = co_await (g->async_wait_lost(asio::as_tuple(asio::use_awaitable)) ||
+                               limit.async_wait(asio::as_tuple(asio::use_awaitable)));
+            CHECK(r.index() == 0);
+        }
+        MESSAGE(logs);
+        CHECK(logs.find("lost: no renewal confirmed within the TTL less the safety margin (the last one: " +
+                        error_code(redis_errc::not_replicated).message()) != std::string::npos);
+        co_await g->release();
+    }, 20s);
+}
+
 namespace {
 
 // One failover run: a holder with acknowledged grants, the master SIGKILLed; the holder must keep
