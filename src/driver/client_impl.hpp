@@ -173,6 +173,9 @@ private:
     session_fsm fsm_;
     bool started_ = false;
     bool closed_ = false;
+    // Why the client closed itself, when not by close() (credentials refused): requests made
+    // after it fail with that, not with client_errc::closed.
+    error_code closed_by_;
     bool need_recreate_ = false;
     bool need_release_ = false;
     error_code config_error_;

@@ -143,6 +143,7 @@ void client_impl::on_session_event(int state)
             w.op->complete(client_errc::auth_failed);
         connect_waiters_.clear();
         closed_ = true;
+        closed_by_ = client_errc::auth_failed;  // what later requests fail with
     }
 }
 

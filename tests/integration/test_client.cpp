@@ -766,3 +766,26 @@ TEST_CASE("a waiting acquisition survives its session's expiry and is granted on
         co_await got->release();
     });
 }
+
+// Credentials the server refuses (an unknown auth scheme) close the client. A request made after
+// that fails with auth_failed, the reason, not with closed (zklock then said "the client is
+// closed" instead of naming $ZK_AUTH, when its acquisition started after the refusal came).
+TEST_CASE("after credentials are refused, later requests fail with auth_failed")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        auto cfg = test_config();
+        cfg.auth.push_back({"foo", "bar"});
+        client c(ioc.get_executor(), cfg);
+        auto [cec] = co_await c.async_connect(asio::as_tuple(asio::use_awaitable));
+        // The refusal comes right after the session is established: wait for the close it makes.
+        REQUIRE(co_await wait_for_state(c, session_state::closed));
+        (void)cec;
+        auto [ec, r] = co_await c.async_exists("/", asio::as_tuple(asio::use_awaitable));
+        CHECK(ec == client_errc::auth_failed);
+        mutex m(c, unique_path("authfail"));
+        auto [aec, g] = co_await m.async_acquire(owner_id(1), 1s, asio::as_tuple(asio::use_awaitable));
+        CHECK(aec == client_errc::auth_failed);
+        CHECK_FALSE(g.has_value());
+    });
+}
