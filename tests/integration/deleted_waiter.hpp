@@ -78,6 +78,7 @@ inline void deleted_waiter_scenario(std::string_view name, std::function<std::st
             // holder's session, when its acquire returned.
             struct turn {
                 bool done = false;
+                bool checked = false;  // node_existed is known (the observer's exists answered)
                 std::string node;
                 bool node_existed = false;
                 std::string why;  // when it did not
@@ -101,6 +102,7 @@ inline void deleted_waiter_scenario(std::string_view name, std::function<std::st
                                    : !e.stat ? std::string("no such node")
                                              : fmt::format("owned by session {:x}, not {:x}", e.stat->ephemeral_owner,
                                                            me.session().id);
+                    t.checked = true;
                     if (is_c)
                         co_await eventually([&]() -> asio::awaitable<bool> { co_return c_may_release; }, 15000ms);
                     t.to = std::chrono::steady_clock::now();
@@ -127,7 +129,7 @@ inline void deleted_waiter_scenario(std::string_view name, std::function<std::st
             co_await obs.async_remove(b_node, -1);
             co_await a.release(ca);
 
-            REQUIRE_MESSAGE(co_await eventually([&]() -> asio::awaitable<bool> { co_return !tc.node.empty() || tc.done; },
+            REQUIRE_MESSAGE(co_await eventually([&]() -> asio::awaitable<bool> { co_return tc.checked || tc.done; },
                                                 10000ms),
                             "C was not granted after A released");
             CHECK_MESSAGE(tc.node_existed, "C was granted a node that did not exist: " << tc.node << ": " << tc.why);
