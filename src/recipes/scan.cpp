@@ -66,12 +66,18 @@ private:
                 lists_.pop_front();
                 send_list(std::move(path));
             }
-            ++in_flight_;
-            ++result_.requests;
-            result_.max_in_flight_seen = std::max(result_.max_in_flight_seen, in_flight_);
+            sent();
         }
         if (in_flight_ == 0 && reads_.empty() && lists_.empty())
             finish();
+    }
+
+    // One more request outstanding, counted.
+    void sent()
+    {
+        ++in_flight_;
+        ++result_.requests;
+        result_.max_in_flight_seen = std::max(result_.max_in_flight_seen, in_flight_);
     }
 
     void send_list(std::string path)
@@ -152,9 +158,7 @@ private:
     // session and age.
     void send_exists(read_job job, std::string path)
     {
-        ++in_flight_;
-        ++result_.requests;
-        result_.max_in_flight_seen = std::max(result_.max_in_flight_seen, in_flight_);
+        sent();
         zk_.async_exists(path, asio::bind_executor(strand_, [self = shared_from_this(), job, path](
                                                                 error_code ec, exists_result e) mutable {
                              --self->in_flight_;

@@ -252,7 +252,6 @@ private:
                 ec = d_ec;
                 d = std::move(dr);
                 if (!own_ec && (!own.stat || own.stat->ephemeral_owner != node_stat_.ephemeral_owner)) {
-                    own_watch_ = {};
                     if (co_await cancelled())
                         co_return finish(give_up(asio::error::operation_aborted));
                     co_return restart();  // ours is gone already
