@@ -10,24 +10,9 @@ example=$1
 for tool in curl promtool; do
     command -v "$tool" >/dev/null || { echo "$0: $tool not found: install the Debian packages curl and prometheus (scripts/install-deps.sh test)" >&2; exit 1; }
 done
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/zkcoro-metrics.XXXXXX")
-pid=
-cleanup() {
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then kill -TERM "$pid" 2>/dev/null || true; fi
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-"$example" --serve 60 >"$tmp/out" 2>"$tmp/err" &
-pid=$!
-url=
-for _ in $(seq 1 600); do  # up to 60 s for the work and the "serving" line
-    url=$(sed -n 's/^serving \(http:[^ ]*\)$/\1/p' "$tmp/out")
-    [ -n "$url" ] && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-done
-[ -n "$url" ] || { echo "FAIL: the example did not say where it serves; stderr:"; cat "$tmp/err"; exit 1; }
+# shellcheck source=tests/interop/metrics_endpoint_start.sh
+. "$(dirname "$0")/metrics_endpoint_start.sh"
+start_example zkcoro-metrics "$example" --serve 60
 curl -sS --max-time 10 -D "$tmp/headers" -o "$tmp/metrics" "$url"
 grep -qi '^content-type: text/plain; version=0.0.4' "$tmp/headers" || { echo "FAIL: content type:"; cat "$tmp/headers"; exit 1; }
 if ! promtool check metrics <"$tmp/metrics" >"$tmp/promtool" 2>&1; then

@@ -12,29 +12,14 @@ set -euo pipefail
 example=$1
 command -v curl >/dev/null || { echo "$0: curl not found: install the Debian package curl" >&2; exit 1; }
 scrapes=205  # the GET /metrics below: 1 after each of 4 cases, and 200 at once + 1 more at the end
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/zkcoro-metrics-hostile.XXXXXX")
-pid=
-cleanup() {
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then kill -TERM "$pid" 2>/dev/null || true; fi
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
+# shellcheck source=tests/interop/metrics_endpoint_start.sh
+. "$(dirname "$0")/metrics_endpoint_start.sh"
 fail() {
     echo "FAIL: $*"
     echo "the example's stderr:"; cat "$tmp/err"
     exit 1
 }
-
-"$example" --serve 60 "$scrapes" >"$tmp/out" 2>"$tmp/err" &
-pid=$!
-url=
-for _ in $(seq 1 600); do  # up to 60 s for the work and the "serving" line
-    url=$(sed -n 's/^serving \(http:[^ ]*\)$/\1/p' "$tmp/out")
-    [ -n "$url" ] && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-done
-[ -n "$url" ] || fail "the example did not say where it serves"
+start_example zkcoro-metrics-hostile "$example" --serve 60 "$scrapes"
 port=${url#http://127.0.0.1:}
 port=${port%%/*}
 
