@@ -11,7 +11,8 @@
 // hold at once, with no write: "signal <N>" is logged and the exit status is 128+N.
 //
 // Without ZKLOCK_FENCING_TOKEN (a zklock that does not export it) the token is logged as -1 and
-// nothing is written to the stores; the suite reports such holds.
+// nothing is written to the stores; the suite fails on such holds (its stale-write check would
+// not have covered zklock).
 //
 // Every line is one write(2) on an O_APPEND descriptor. Exit 0 after a full hold, 2 on bad usage
 // or an I/O error.

@@ -649,9 +649,11 @@ public:
         } else {
             fail(fmt::format("cannot list {}: {}", path_, error));
         }
+        // A zklock hold without its fencing token writes nothing to the stores: the stale-write
+        // check would pass without having checked zklock at all.
         if (r.tokenless > 0)
-            r.notes.push_back(fmt::format("{} zklock hold(s) without ZKLOCK_FENCING_TOKEN: not written to the stores",
-                                          r.tokenless));
+            fail(fmt::format("{} zklock hold(s) without ZKLOCK_FENCING_TOKEN (nothing written to the stores); see {}",
+                             r.tokenless, events_->path()));
         r.ok = r.failures.empty();
         r.seconds = std::chrono::duration<double>(steady::now() - started_).count();
         return r;
