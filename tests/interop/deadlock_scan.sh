@@ -10,7 +10,9 @@
 # 2. The same with a Curator process (CuratorTwoLocks) and a zkcoro process.
 # 3. Negative controls: the same pairs taking the locks in one order: no cycle, exit 0.
 # 4. `zklock status -r` text, --older-than, and its refusals of bad input.
-# Every wait is bounded; only processes started here are ended, by PID.
+# Every wait is bounded; only processes started here are ended, by PID. Every exit status of a
+# zkcoro program is checked (a sanitizer report exits 86 in the sanitizer build: never taken for
+# the cycle's exit 1 or passed over).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -27,9 +29,10 @@ build_curator_holder
 
 # start_two NAME KIND FIRST SECOND DATA: a two-lock process (KIND zkcoro or curator). It asks
 # for SECOND only after `go NAME` (a line on its stdin, a FIFO whose writer end is kept here).
-declare -A go_fd=()
+declare -A go_fd=() kinds=()
 start_two() {
     local name=$1 kind=$2 fd
+    kinds[$name]=$kind
     mkfifo "$tmp/$name.in"
     if [ "$kind" = zkcoro ]; then
         "$two" --connect "$connect" --first "$3" --second "$4" --data "$5" --second-after-line yes \
@@ -72,8 +75,10 @@ wait_nodes() {
     done
 }
 
-stop() {  # stop NAME...: SIGTERM (the processes close their sessions), bounded wait
-    local name
+# stop NAME...: SIGTERM (the processes close their sessions), bounded wait. zkcoro-two-locks
+# must exit 0 (its status on SIGTERM); the JVM's status (143) is not checked.
+stop() {
+    local name rc
     for name in "$@"; do
         kill -TERM "${pids[$name]}" 2>/dev/null || true
     done
@@ -84,7 +89,12 @@ stop() {  # stop NAME...: SIGTERM (the processes close their sessions), bounded 
         fi
     done
     for name in "$@"; do
-        wait_pid "${pids[$name]}" 15 >/dev/null || true
+        rc=0
+        wait_pid "${pids[$name]}" 15 >/dev/null || rc=$?
+        if [ "${kinds[$name]}" = zkcoro ] && [ "$rc" -ne 0 ]; then
+            fail "$name (zkcoro-two-locks) exited $rc when stopped, not 0; its stderr:"
+            sed 's/^/    /' "$tmp/$name.err"
+        fi
     done
 }
 
@@ -117,14 +127,20 @@ pair() {
             fail "$c: expected exit 1 and a cycle naming $root/a, $root/b and both data; exit $rc, output:"
             sed 's/^/    /' "$tmp/$c.cycles" "$tmp/$c.cycles.err"
         fi
-        "$zklock" status -r --json -c "$connect" "$root" >"$tmp/$c.json" || true
-        if python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); c=j["cycles"]; sys.exit(0 if len(c)==1 and len(c[0]["sessions"])==2 and sorted(e["lock"] for e in c[0]["edges"])==[sys.argv[2]+"/a",sys.argv[2]+"/b"] else 1)' "$tmp/$c.json" "$root"; then
+        rc=0
+        "$zklock" status -r --json -c "$connect" "$root" >"$tmp/$c.json" 2>"$tmp/$c.json.err" || rc=$?
+        if [ "$rc" != 0 ]; then  # without --cycles a cycle is no error
+            fail "$c: status -r --json exited $rc, not 0:"; sed 's/^/    /' "$tmp/$c.json.err"
+        elif python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); c=j["cycles"]; sys.exit(0 if len(c)==1 and len(c[0]["sessions"])==2 and sorted(e["lock"] for e in c[0]["edges"])==[sys.argv[2]+"/a",sys.argv[2]+"/b"] else 1)' "$tmp/$c.json" "$root"; then
             echo "PASS: $c: --json has the cycle"
         else
             fail "$c: --json lacks the cycle:"; sed 's/^/    /' "$tmp/$c.json"
         fi
-        "$zklock" status -r --dot -c "$connect" "$root" >"$tmp/$c.dot" || true
-        if grep -q '^digraph waits_for' "$tmp/$c.dot" && [ "$(grep -c 'color=red' "$tmp/$c.dot")" = 2 ]; then
+        rc=0
+        "$zklock" status -r --dot -c "$connect" "$root" >"$tmp/$c.dot" 2>"$tmp/$c.dot.err" || rc=$?
+        if [ "$rc" != 0 ]; then
+            fail "$c: status -r --dot exited $rc, not 0:"; sed 's/^/    /' "$tmp/$c.dot.err"
+        elif grep -q '^digraph waits_for' "$tmp/$c.dot" && [ "$(grep -c 'color=red' "$tmp/$c.dot")" = 2 ]; then
             echo "PASS: $c: --dot has both edges of the cycle in red"
         else
             fail "$c: --dot:"; sed 's/^/    /' "$tmp/$c.dot"
