@@ -19,7 +19,8 @@
 # - no file under src/ exceeds 500 lines.
 # Usage: bash tests/layering/check_layers.sh [project root]
 #        bash tests/layering/check_layers.sh --self-test [project root]
-#          (plants one violation of each kind in a copy of src/ and expects each to be caught)
+#          (an unmodified copy of src/ and include/ must pass; one violation of each rule planted in
+#          a copy must fail with that rule's message naming the planted file)
 set -euo pipefail
 
 if [ "${1:-}" = --self-test ]; then
@@ -28,38 +29,68 @@ if [ "${1:-}" = --self-test ]; then
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
   bad=0
-  # Each: a file, the line planted at its top, what the check must name.
-  while IFS='|' read -r file line; do
+  fresh_copy() {
     rm -rf "$tmp/src" "$tmp/include"
     cp -r "$root/src" "$root/include" "$tmp/"
-    mkdir -p "$tmp/tests/layering"
-    { echo "$line"; cat "$root/$file"; } >"$tmp/$file"
-    if out=$(bash "$script" "$tmp" 2>&1); then
-      echo "layering self-test: not caught: '$line' in $file" >&2
-      bad=$((bad + 1))
-    else
-      echo "caught: $file: $(echo "$out" | head -1)"
-    fi
-  done <<'PLANTS'
-src/engine/lock_machine.cpp|#include <zkcoro/client.hpp>
-src/engine/lock_object.cpp|#include "zookeeper/lock.hpp"
-src/engine/linger.cpp|#include "redis/backend.hpp"
-src/redis/lock.cpp|#include "zookeeper/lock_queue.hpp"
-src/zookeeper/backend.cpp|#include "redis/redis_impl.hpp"
-src/recipes/mutex.cpp|#include "driver/client_impl.hpp"
-src/async/op_state.hpp|#include "engine/lock_object.hpp"
-src/engine/rules.cpp|#include <hiredis/hiredis.h>
-PLANTS
-  # And a file over the size cap.
-  rm -rf "$tmp/src" "$tmp/include"
-  cp -r "$root/src" "$root/include" "$tmp/"
-  seq 1 501 | sed 's#^#// #' >"$tmp/src/engine/too_long.cpp"
-  if bash "$script" "$tmp" >/dev/null 2>&1; then
-    echo "layering self-test: not caught: a file of 501 lines" >&2
+  }
+  # An unmodified copy passes: a plant below is caught for what it is, not for the copy.
+  fresh_copy
+  if ! out=$(bash "$script" "$tmp" 2>&1) || ! grep -q '^layering: ok' <<<"$out"; then
+    echo "layering self-test: the unmodified copy of src/ and include/ failed:" >&2
+    echo "$out" >&2
     bad=$((bad + 1))
   else
-    echo "caught: a file of 501 lines"
+    echo "unmodified copy: $out"
   fi
+  # check_plant FILE WHAT: the copy (with one violation planted in FILE) must fail, and the check
+  # must report exactly the line "layering: FILE WHAT" (the rule that FILE breaks, naming FILE).
+  check_plant() {
+    local out
+    if out=$(bash "$script" "$tmp" 2>&1); then
+      echo "layering self-test: not caught: $1 ($2)" >&2
+      bad=$((bad + 1))
+    elif ! grep -Fxq "layering: $1 $2" <<<"$out"; then
+      echo "layering self-test: $1 planted, but no line 'layering: $1 $2'; the check said:" >&2
+      echo "$out" >&2
+      bad=$((bad + 1))
+    else
+      echo "caught: $1 $2"
+    fi
+  }
+  # One violation per rule (and per directory where a rule covers several): a file (it may be
+  # new), the line planted at its top, the message of the rule it breaks.
+  while IFS='|' read -r file line what; do
+    fresh_copy
+    { echo "$line"; if [ -f "$root/$file" ]; then cat "$root/$file"; fi; } >"$tmp/$file"
+    check_plant "$file" "$what"
+  done <<'PLANTS'
+src/engine/lock_machine.cpp|#include "driver/client_impl.hpp"|includes the C client or a driver header
+src/recipes/mutex.cpp|#include <zookeeper/zookeeper.h>|includes the C client or a driver header
+src/async/op_state.hpp|#include "driver/registry.hpp"|includes the C client or a driver header
+include/zkcoro/client.hpp|#include "driver/client_impl.hpp"|includes the C client or a driver header
+src/recipes/leader_latch.cpp|#include "session/session_fsm.hpp"|(a recipe) includes a session header
+src/engine/lock_object.cpp|#include "recipes/planted.hpp"|(the engine) includes a recipe
+src/engine/linger.cpp|#include <zkcoro/client.hpp>|(the engine) includes a backend's header, the ZooKeeper client or a session header
+src/zookeeper/backend.cpp|#include "recipes/planted.hpp"|(the ZooKeeper backend) includes a header of the Redis backend or a recipe
+src/redis/lock.cpp|#include "zookeeper/lock_queue.hpp"|(the Redis backend) includes a header of the ZooKeeper backend or client
+src/session/session_fsm.cpp|#include "engine/lock_object.hpp"|(the session machine, pure) includes another layer
+src/async/pool.hpp|#include "engine/lock_object.hpp"|(async/, below every layer) includes a layer above it
+src/zookeeper/diagnostics.cpp|#include <zookeeper/zookeeper.h>|includes zookeeper.h
+src/redis/lock.cpp|#include <hiredis/hiredis.h>|includes hiredis (only src/redis/link.cpp, src/redis/handshake.cpp and src/redis/resp.cpp may)
+src/redis/renewal.cpp|#include "session/session_fsm.hpp"|(the Redis backend) includes a ZooKeeper driver, session or recipe header
+src/driver/registry.cpp|#include "redis/backend.hpp"|includes a header of the Redis backend
+src/recipes/multi_lock.cpp|#include "redis/backend.hpp"|includes a header of the Redis backend
+src/session/session_fsm.hpp|#include "redis/backend.hpp"|includes a header of the Redis backend
+include/zkcoro/error.hpp|#include "redis/backend.hpp"|includes a header of the Redis backend
+src/engine/rules.cpp|#include "redis/backend.hpp"|includes a header of the Redis backend
+src/zookeeper/backend.cpp|#include "redis/redis_impl.hpp"|includes a header of the Redis backend
+src/async/coroutine.hpp|#include "redis/link.hpp"|includes a header of the Redis backend
+src/client.cpp|#include "redis/redis_impl.hpp"|includes a header of the Redis backend
+PLANTS
+  # And a file over the size cap.
+  fresh_copy
+  seq 1 501 | sed 's#^#// #' >"$tmp/src/engine/too_long.cpp"
+  check_plant src/engine/too_long.cpp "has 501 lines (at most 500)"
   [ "$bad" -eq 0 ] || exit 1
   echo "layering self-test: ok"
   exit 0
@@ -112,8 +143,13 @@ for f in $(grep -rlE '^[[:space:]]*#[[:space:]]*include[[:space:]]*<hiredis/' sr
   esac
 done
 forbid src/redis "$c_client|session/|recipes/" "(the Redis backend) includes a ZooKeeper driver, session or recipe header"
-for dir in src/engine src/zookeeper src/recipes src/driver src/session src/async include; do
-  forbid "$dir" 'redis/' "includes a header of the Redis backend"
+# Nothing but redis/ includes a redis/ header: the layers' folders, the client facade beside them
+# (src/*.cpp) and the public headers alike.
+for f in $(includers src 'redis/') $(includers include 'redis/'); do
+  case $f in
+    src/redis/*) ;;
+    *) fail "$f includes a header of the Redis backend" ;;
+  esac
 done
 while read -r lines file; do
   [ "$file" = total ] && continue
