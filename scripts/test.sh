@@ -26,6 +26,17 @@
 # program whose root-only cases could not run (it exits 77) or interop_redis without redis-py.
 # ZKCORO_ALLOW_SKIPS=1 bash scripts/test.sh says that skips are expected: they are listed and the
 # run goes on (the tests that can skip, skip instead of failing, under the same variable).
+#
+# A sanitizer report is a failure of the run, even where a test would take its exit status for an
+# expected one (ASan, LSan and UBSan exit 1 by default, which is also zklock's "cycle found") or
+# discards the output of the program that made it: in the sanitizer build's tests the sanitizers
+# exit 86, which no test expects, and ASan and LSan write each report to a file of its own
+# (build-san/meson-logs/sanitizer/report.PROGRAM.PID; UBSan writes to stderr whatever its
+# log_path says, with GCC 12); the run fails when a test exited 86 or a report is in those files
+# or in Meson's test log (check_sanitizer_reports).
+#
+# The examples, the benchmark smoke test and the consumer checks each run under a time limit
+# (limited: a few times what they take), so that a hang fails the run instead of stalling it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -55,14 +66,60 @@ for line in open(sys.argv[1]):
     exit 1
   fi
 }
+# The lines that start a sanitizer report (never the tool's bare name, which a test may print:
+# test_pool's note that its pool is disabled under AddressSanitizer).
+san_report='ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:|SUMMARY: UndefinedBehaviorSanitizer|Sanitizer has encountered a fatal error'
+# check_sanitizer_reports BUILD_DIR REPORT_DIR: fails (exit 1) when a test of the last `meson test`
+# in BUILD_DIR exited 86 or a sanitizer report is in its test log or in a file in REPORT_DIR.
+check_sanitizer_reports() {
+  local found=0 exited f
+  exited=$(python3 -c 'import json, sys
+for line in open(sys.argv[1]):
+    t = json.loads(line)
+    if t.get("returncode") == 86: print(t["name"])' "$1/meson-logs/testlog.json")
+  if [ -n "$exited" ]; then
+    echo "== FAIL: tests in $1 exited 86, the sanitizers' exit status: ${exited//$'\n'/ }" >&2
+    found=1
+  fi
+  if grep -Eq "$san_report" "$1/meson-logs/testlog.txt"; then
+    echo "== FAIL: sanitizer reports in $1/meson-logs/testlog.txt (first lines):" >&2
+    grep -En "$san_report" "$1/meson-logs/testlog.txt" | head -n 20 >&2
+    found=1
+  fi
+  for f in "$2"/*; do
+    if [ -f "$f" ] && grep -Eq "$san_report" "$f"; then
+      echo "== FAIL: sanitizer report $f:" >&2
+      head -n 80 "$f" >&2
+      found=1
+    fi
+  done
+  [ "$found" -eq 0 ] || exit 1
+}
+# limited SECONDS COMMAND...: runs COMMAND, ending it (SIGTERM, SIGKILL 10 s later) once it has run
+# SECONDS; then the run fails, saying so. --foreground: COMMAND stays in the run's process group,
+# so that Ctrl-C and the end of the run (the EXIT trap's kill of the background checks' group)
+# still reach everything it started; on the time limit only COMMAND itself is signalled (the
+# wrappers used here, zkcoro-with-server and zkcoro-with-redis, stop their command and server).
+limited() {
+  local limit=$1 rc=0
+  shift
+  timeout --foreground -k 10 "$limit" "$@" || rc=$?
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+    echo "== FAIL: still running after $limit s (ended, exit $rc): $*" >&2
+  fi
+  return "$rc"
+}
 configure() {  # build-dir, extra meson -D options...
   local dir=$1; shift
   if [ -f "$dir/build.ninja" ]; then meson configure "$dir" "${common[@]}" "$@"
   else meson setup "$dir" "${common[@]}" "$@"; fi
 }
 run_tests() {  # build-dir, meson test options...
-  local dir=$1; shift
-  meson test -C "$dir" --print-errorlogs --num-processes 2 "$@"
+  local dir=$1 rc=0; shift
+  meson test -C "$dir" --print-errorlogs --num-processes 2 "$@" || rc=$?
+  # The sanitizer build's reports, whether or not the tests passed.
+  [ "$dir" != build-san ] || check_sanitizer_reports "$dir" "$san_logs"
+  [ "$rc" -eq 0 ] || exit "$rc"
   check_skips "$dir"
 }
 run_examples() {  # build-dir
@@ -70,9 +127,9 @@ run_examples() {  # build-dir
   for ex in "$1"/examples/[0-9][0-9]_*; do
     [ -f "$ex" ] && [ -x "$ex" ] || continue
     stamp "example $(basename "$ex")"
-    case $ex in
-      *redis*) "$1/tests/support/redis/zkcoro-with-redis" -- "$ex" ;;
-      *) "$1/tools/zkserver/zkcoro-with-server" -- "$ex" ;;
+    case $ex in  # each takes about 1 s, the server's start included
+      *redis*) limited 60 "$1/tests/support/redis/zkcoro-with-redis" -- "$ex" ;;
+      *) limited 60 "$1/tools/zkserver/zkcoro-with-server" -- "$ex" ;;
     esac
   done
 }
@@ -108,7 +165,7 @@ run_tests build
 grep -h '^fault-suite:' build/meson-logs/testlog.txt || true  # the fault suite's summary line
 run_examples build
 stamp "benchmark smoke test (tiny counts; the full run is bash bench/run.sh)"
-BUILD_DIR=build bash bench/run.sh --quick
+limited 240 env BUILD_DIR=build bash bench/run.sh --quick  # about 40 s
 
 # The checks that need the normal build only: the consumer checks and the fuzzers. They run in the
 # background, beside the sanitizer build's tests (which mostly wait on servers), with their
@@ -120,8 +177,9 @@ other_checks() {
   cp tests/consumer/consumer.cpp tests/consumer/meson.build "$tmp/meson/"
   ln -s "$root" "$tmp/meson/subprojects/zkcoro"
   meson setup "$tmp/meson/build" "$tmp/meson" -Dwrap_mode=nodownload --buildtype=plain >/dev/null
-  "${idle[@]}" ninja -C "$tmp/meson/build"
-  "$with_server" -- "$tmp/meson/build/consumer"
+  # It compiles the library again, at idle priority beside the sanitizer build's tests: about 3 min.
+  limited 900 "${idle[@]}" ninja -C "$tmp/meson/build"
+  limited 60 "$with_server" -- "$tmp/meson/build/consumer"
 
   stamp "consumer check: CMake, find_package(zkcoro) against zkcoro installed under a temporary prefix"
   DESTDIR="$tmp/install" meson install -C build --quiet --no-rebuild >/dev/null
@@ -130,16 +188,16 @@ other_checks() {
     'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "prefix"))')"
   cp tests/consumer/consumer.cpp tests/consumer/CMakeLists.txt "$tmp/"
   cmake -S "$tmp" -B "$tmp/cmake-build" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
-  "${idle[@]}" ninja -C "$tmp/cmake-build"
-  "$with_server" -- "$tmp/cmake-build/consumer"
+  limited 300 "${idle[@]}" ninja -C "$tmp/cmake-build"
+  limited 60 "$with_server" -- "$tmp/cmake-build/consumer"
 
   stamp "consumer check: pkg-config against the same install"
   pcdir=$(dirname "$(find "$tmp/install" -name zkcoro.pc)")
   flags=$(PKG_CONFIG_SYSROOT_DIR="$tmp/install" PKG_CONFIG_PATH="$pcdir" pkg-config --cflags --libs zkcoro)
   # shellcheck disable=SC2086  # the flags are words
-  "${idle[@]}" g++ -std=c++20 -o "$tmp/pkgconfig-consumer" tests/consumer/consumer.cpp $flags \
+  limited 300 "${idle[@]}" g++ -std=c++20 -o "$tmp/pkgconfig-consumer" tests/consumer/consumer.cpp $flags \
     -Wl,-rpath,"$(dirname "$pcdir")"
-  "$with_server" -- "$tmp/pkgconfig-consumer"
+  limited 60 "$with_server" -- "$tmp/pkgconfig-consumer"
 
   stamp "fuzzing: each libFuzzer target for ${FUZZ_SECONDS:-20} s on its seed corpus (tests/fuzz/README.md)"
   FUZZ_OBJECTS_FROM=build "${idle[@]}" bash scripts/fuzz.sh
@@ -164,6 +222,14 @@ set +m
 stamp "sanitizer build: tests"
 # The fault suite runs once, in the normal build: under the sanitizers it would only be slower.
 # The 'source' suite checks sources and documents, not the built code.
+# exitcode=86 and log_path: see the top (LSan takes ASan's); halt_on_error: UBSan stops at its
+# first report, as ASan does. These options are for these tests only (the fuzzers, started
+# before, keep their own).
+san_logs=$root/build-san/meson-logs/sanitizer
+rm -rf "$san_logs"
+mkdir -p "$san_logs"
+export ASAN_OPTIONS=exitcode=86:log_path=$san_logs/report:log_exe_name=1
+export UBSAN_OPTIONS=$UBSAN_OPTIONS:exitcode=86
 run_tests build-san --no-suite=fault --no-suite=source
 stamp "consumer checks and fuzzers: waiting for them"
 checks_rc=0
