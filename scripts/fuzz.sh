@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets of tests/fuzz/ with clang++ (-fsanitize=fuzzer,address,undefined)
 # into build-fuzz/, then runs each one for a bounded time on a temporary copy of its seed corpus
-# (the repository's corpus is never written to). Exits non-zero when a target finds a crash, and
-# prints where the crashing input was saved.
+# (the repository's corpus is never written to). Exits non-zero when a target finds a crash (and
+# prints where the crashing input was saved), or when a search ran fewer than FUZZ_MIN_EXECS
+# inputs (default: 50 per second of search, 1000 for the 20 s default; a fuzzer starved of CPU,
+# or one that stalls, searched nothing and must not pass as a search).
 #
 #   bash scripts/fuzz.sh                  # build, then run every target for FUZZ_SECONDS (20) s
 #   FUZZ_SECONDS=300 bash scripts/fuzz.sh # a longer search
+#   FUZZ_MIN_EXECS=N bash scripts/fuzz.sh # the executions each target must reach (search)
 #   bash scripts/fuzz.sh path sort        # only these targets
 #   bash scripts/fuzz.sh --replay         # only run the seed corpora once, no search
 #   bash scripts/fuzz.sh --build-only
@@ -16,13 +19,17 @@
 # with instrumentation (see fuzzed below). The rest (driver, operations, engine, recipes) is only
 # needed to link (no target runs it), so g++ compiles it at -O0: that is quicker, and clang 14
 # rejects some C++20 that g++ 12 takes (lambdas capturing structured bindings). A fuzzed source
-# that clang++ cannot compile falls back to g++, without instrumentation, with a warning.
+# that clang++ cannot compile is an error: built by g++ it would not be instrumented, and its
+# fuzzer would run blind (no coverage, no sanitizer) and still pass.
 # FUZZ_OBJECTS_FROM=DIR, a Meson build directory of this tree that is up to date (the test command
 # has just built it), supplies those link-only objects instead: copied from DIR, not compiled again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 seconds=${FUZZ_SECONDS:-20}
+min_execs=${FUZZ_MIN_EXECS:-$((seconds * 50))}
+[[ $seconds =~ ^[0-9]+$ && $min_execs =~ ^[0-9]+$ ]] || {
+  echo "fuzz.sh: FUZZ_SECONDS ($seconds) and FUZZ_MIN_EXECS ($min_execs) must be whole numbers" >&2; exit 64; }
 mode=search
 targets=()
 for arg in "$@"; do
@@ -96,8 +103,10 @@ for src in $(find src -name '*.cpp' | sort); do
   if (( !is_fuzzed )); then
     jobs+=("$plain")
   else
+    # No fallback to g++: an uninstrumented fuzzed source fails the build (xargs, below).
     jobs+=("$cxx ${common[*]} ${instrumented[*]} -fsanitize=fuzzer-no-link -c $src -o $obj 2>$obj.log ||
-      { echo 'fuzz.sh: warning: $cxx cannot compile $src (see $obj.log); built by $gxx, not instrumented' >&2; $plain; }")
+      { tail -n 20 $obj.log >&2; rm -f $obj;
+        echo 'fuzz.sh: $cxx cannot compile $src, a fuzzed source (see $obj.log): it must be instrumented' >&2; exit 1; }")
   fi
 done
 if [ ${#jobs[@]} -gt 0 ]; then
@@ -139,14 +148,23 @@ for t in "${targets[@]}"; do
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 || true)
   echo "   executions: ${execs:-?}, ${cov:-cov: ?}, corpus: $(find "$corpus" -type f | wc -l) inputs, exit $rc"
-  summary+=("$(printf '%-12s %10s executions  %s' "$t" "${execs:-?}" "$([ "$rc" -eq 0 ] && echo ok || echo FAILED)")")
-  if [ "$rc" -ne 0 ]; then
-    failed=1
+  # A search must have searched: at least min_execs inputs run (a replay: at least one).
+  want=$min_execs
+  [ "$mode" = replay ] && want=1
+  few=""
+  if [ "$rc" -eq 0 ] && { ! [[ ${execs:-} =~ ^[0-9]+$ ]] || [ "$execs" -lt "$want" ]; }; then
+    few="${execs:-no count of} executions, fewer than $want"
+    echo "!! fuzz target $t ran ${execs:-no count of} executions, at least $want expected ($mode$([ "$mode" = search ] && echo " for $seconds s"); FUZZ_MIN_EXECS)"
+    rc=1
+  fi
+  summary+=("$(printf '%-12s %10s executions  %s' "$t" "${execs:-?}" "$([ "$rc" -eq 0 ] && echo ok || echo "FAILED${few:+ ($few)}")")")
+  if [ "$rc" -ne 0 ] && [ -z "$few" ]; then
     tail -n 40 "$log"
     crash=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | tail -1)
     echo "!! fuzz target $t failed; crashing input: ${crash:-(none written, see the log above)}"
     echo "!! reproduce with: $out/fuzz_$t ${crash:-}"
   fi
+  [ "$rc" -eq 0 ] || failed=1
 done
 echo "== fuzz: summary ($mode)"
 printf '   %s\n' "${summary[@]}"
