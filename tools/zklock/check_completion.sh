@@ -13,7 +13,8 @@ fails=0
 # starts a new, empty word).
 complete_line() {
     local line=$1
-    read -ra COMP_WORDS <<<"$line"
+    # "=" is a word of its own, as COMP_WORDBREAKS makes it: "--data=x" is "--data" "=" "x".
+    read -ra COMP_WORDS <<<"${line//=/ = }"
     [[ $line == *' ' ]] && COMP_WORDS+=("")
     COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
     COMP_LINE=$line
@@ -33,7 +34,7 @@ expect() {  # LINE EXPECTED (sorted, space-separated)
     fi
 }
 expect 'zklock st' 'status'
-expect 'zklock ' 'revoke status'
+expect 'zklock ' 'revoke run status'
 expect 'zklock --on-l' '--on-lost'
 expect 'zklock --on-lost ' 'ignore kill term'
 expect 'zklock --on-revoke i' 'ignore'
@@ -45,6 +46,33 @@ expect 'zklock status -r --o' '--older-than'
 expect 'zklock revoke --' '--auth-file --connect --help --verbose'
 expect 'zklock /locks/x -- zklock-no-such-command-prefix' ''
 expect 'zklock /locks/x /locks/y' ''
+# An option's value is not a subcommand (issue 32 item 13): --data's "status" is its text, the
+# next word the LOCKPATH; after "run", status is a LOCKPATH too.
+expect 'zklock --data status /x --js' ''
+expect 'zklock --data status /x --sem' '--semaphore'
+expect 'zklock -c 127.0.0.1:2181 status --js' '--json'
+expect 'zklock --data=status /x --js' ''
+expect 'zklock run status --js' ''
+expect 'zklock run status --sem' '--semaphore'
+expect 'zklock -v st' 'status'
+expect 'zklock /locks/x st' ''
+# After "--" without bash-completion (no _command_offset): each command name once, though it is a
+# builtin and in several PATH directories (echo: 'echo echo echo' before).
+unset -f _command_offset 2>/dev/null || true
+raw() {  # COMPREPLY for LINE, unsorted, one per line
+    read -ra COMP_WORDS <<<"$1"
+    [[ $1 == *' ' ]] && COMP_WORDS+=("")
+    COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
+    COMPREPLY=()
+    _zklock zklock "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD - 1]}"
+    printf '%s\n' "${COMPREPLY[@]}"
+}
+for line in 'zklock /locks/x -- ech' 'zklock -n /locks/x -- ec'; do
+    dups=$(raw "$line" | sort | uniq -d | tr '\n' ' ')
+    n=$(raw "$line" | grep -cx echo)
+    if [[ -z $dups && $n -eq 1 ]]; then echo "ok:   '$line' offers echo once, no duplicates"
+    else echo "FAIL: '$line' offers echo $n times; duplicates: '$dups'"; fails=$((fails + 1)); fi
+done
 got=$(complete_line 'zklock /locks/x -- bas')
 if [[ " $got " == *' bash '* ]]; then echo "ok:   'zklock /locks/x -- bas' offers bash"
 else echo "FAIL: 'zklock /locks/x -- bas' -> '$got', no bash"; fails=$((fails + 1)); fi
