@@ -13,7 +13,9 @@
 # least 6 leader changes (at most 10 rounds, 120 s); fewer than 6 changes (MIN_LEADER_CHANGES) is a
 # failure. The events become leadership intervals
 # (gained .. lost or killed) that interval-check verifies: never two leaders at once, and every
-# participant led at least once. The figures are printed on a line starting with "figures:".
+# participant led at least once. A second "gained" of one id before its "lost" or "killed" is a
+# failure (its term is kept from the first: a new start would hide an overlap in between). The
+# figures are printed on a line starting with "figures:".
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -123,11 +125,16 @@ run_kind() {
     for id in "${ids[@]}"; do
         kill_participant "$kind" "$id" "$events"
     done
-    # Intervals "<id> X <gained> <lost|killed>".
-    sort -n -k1,1 "$events" | awk '
+    # Intervals "<id> X <gained> <lost|killed>"; a "gained" inside a term goes to $intervals.twice.
+    sort -n -k1,1 "$events" | awk -v twice="$intervals.twice" '
+        $3 == "gained" && ($2 in start) { print $2, "gained at", $1, "inside its term from", start[$2] > twice; next }
         $3 == "gained" { start[$2] = $1 }
         ($3 == "lost" || $3 == "killed") && ($2 in start) { print $2, "X", start[$2], $1; delete start[$2] }
     ' >"$intervals"
+    if [ -s "$intervals.twice" ]; then
+        fail "$kind: \"gained\" twice without \"lost\" or \"killed\" between:"
+        sed 's/^/    /' "$intervals.twice"
+    fi
     local gains participants check_out rc=0
     gains=$(grep -c ' gained' "$events" || true)
     participants=$(awk '$3 == "gained" { print $2 }' "$events" | sort -u | wc -l)
