@@ -57,7 +57,8 @@ ZKCORO_API const boost::system::error_category& redis_category() noexcept;
 inline error_code make_error_code(redis_errc e) noexcept { return {static_cast<int>(e), redis_category()}; }
 
 /// redis://[[user]:password@]host:port[/db] (host: a name, an IPv4 address or [an IPv6 address];
-/// port 1-65535; db 0-15 by default). A password alone may be given as "password@" or
+/// port 1-65535; db any int from 0: the server's SELECT refuses one beyond its `databases`, 16 by
+/// default). A password alone may be given as "password@" or
 /// ":password@" (AUTH password); "user:password@" sends AUTH user password (an ACL user, Redis 6+).
 /// redis+sentinel://[[user]:password@]host:port[,host:port...]/MASTER[/db]: the sentinels to ask
 /// for the master named MASTER (port 26379 when left out); the credentials are the master's (and
@@ -159,6 +160,9 @@ public:
     std::string last_error() const;
     /// The parsed URL (its password included).
     const redis_url& url() const noexcept;
+    /// The server the command connection last connected to, "HOST:PORT" ("[V6]:PORT"): with
+    /// redis+sentinel://, the master the sentinels named; "" before the first connection.
+    std::string server() const;
 
     /// Connects (AUTH, SELECT, PING). Completes when connected, or with the first attempt's error
     /// (the client is then closed). Handler: void(error_code).

@@ -175,8 +175,13 @@ error_code redis_impl::closed_reason() const
 void redis_impl::on_state(redis_state s)
 {
     state = s;
-    if (s == redis_state::connected && cmd_)
+    if (s == redis_state::connected && cmd_) {
         connects = cmd_->connects;
+        const auto& at = cmd_->url();  // with Sentinel: the master it named
+        std::lock_guard lk(error_m);
+        server_text = at.host.find(':') != std::string::npos ? fmt::format("[{}]:{}", at.host, at.port)
+                                                             : fmt::format("{}:{}", at.host, at.port);
+    }
     if (s == redis_state::closed && watcher_)
         watcher_->close();  // the first connection failed (or close()): stop following failovers
     if (s == redis_state::closed && cmd_ && !cmd_->last_error().empty()) {
@@ -419,6 +424,12 @@ redis_state redis_client::state() const noexcept { return impl_->state.load(); }
 const redis_url& redis_client::url() const noexcept { return impl_->url; }
 std::uint64_t redis_client::connects() const noexcept { return impl_->connects.load(); }
 std::uint64_t redis_client::commands_sent() const noexcept { return impl_->sent.load(); }
+
+std::string redis_client::server() const
+{
+    std::lock_guard lk(impl_->error_m);
+    return impl_->server_text;
+}
 
 std::string redis_client::last_error() const
 {

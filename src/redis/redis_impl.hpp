@@ -56,6 +56,7 @@ public:
     std::atomic<std::uint64_t> failovers{0};  // +switch-master announcements followed
     std::mutex error_m;
     std::string error_text;  // why the client closed (bad URL, first connection failed); guarded by error_m
+    std::string server_text;  // HOST:PORT of the last connection (server()); guarded by error_m
 
 private:
     void on_state(redis_state s);

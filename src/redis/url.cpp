@@ -6,6 +6,7 @@
 
 #include <cctype>
 #include <charconv>
+#include <limits>
 
 namespace zkcoro {
 
@@ -205,8 +206,11 @@ redis_url parse_redis_url(std::string_view text, error_code& ec, std::string* wh
     }
     if (!path.empty()) {
         long long n = 0;
-        if (!parse_int(path, 0, 15, n))
-            return bad(fmt::format("the database '{}' is not a number from 0 to 15", path));
+        // Any database an int holds: how many the server has (its `databases` setting, 16 by
+        // default) is the server's to say, with SELECT's error at the connection.
+        if (!parse_int(path, 0, std::numeric_limits<int>::max(), n))
+            return bad(fmt::format("the database '{}' is not a whole number from 0 to {}", path,
+                                   std::numeric_limits<int>::max()));
         u.db = static_cast<int>(n);
     }
     return u;

@@ -185,8 +185,8 @@ TEST_CASE("a URL's password is never shown: bad URLs, refused connections, refus
     error_code ec;
     std::string why;
     for (const char* bad : {"redis://:TopSecret@127.0.0.1:6379/3x", "redis://:TopSecret@127.0.0.1:99999",
-                            "redis://TopSecret@127.0.0.1:6379/16", "redis://locker:TopSecret@:6379",
-                            "redis+sentinel://user:TopSecret@127.0.0.1:26379/mymaster/99",
+                            "redis://TopSecret@127.0.0.1:6379/-16", "redis://locker:TopSecret@:6379",
+                            "redis+sentinel://user:TopSecret@127.0.0.1:26379/mymaster/9x",
                             "redis+sentinel://user:TopSecret@127.0.0.1:26379", "rediss://:TopSecret@127.0.0.1:6379",
                             "rediss+sentinel://user:TopSecret@127.0.0.1:26379/mymaster",
                             "redis+sentinels://:TopSecret@127.0.0.1:26379/mymaster",

@@ -126,12 +126,23 @@ TEST_CASE("redis URLs are parsed and checked, with the reason")
     u = zkcoro::parse_redis_url("redis://localhost", ec, &why);
     CHECK_FALSE(ec);
     CHECK(u.port == 6379);
+    // Issue 32 item 13: a database above 15 is the server's to refuse (its `databases` setting).
+    u = zkcoro::parse_redis_url("redis://localhost/16", ec, &why);
+    CHECK_FALSE(ec);
+    CHECK(u.db == 16);
+    u = zkcoro::parse_redis_url("redis+sentinel://localhost/m/2147483647", ec, &why);
+    CHECK_FALSE(ec);
+    CHECK(u.db == 2147483647);
+    why.clear();
+    zkcoro::parse_redis_url("redis://localhost/2147483648", ec, &why);
+    CHECK(ec == redis_errc::bad_url);
+    CHECK(why.find("the database '2147483648' is not a whole number from 0 to 2147483647") != std::string::npos);
     u = zkcoro::parse_redis_url("redis://user:pw@127.0.0.1:6379", ec, &why);  // an ACL user (issue 22)
     CHECK_FALSE(ec);
     CHECK(u.user == "user");
     CHECK(u.password == "pw");
     for (const char* bad : {"http://127.0.0.1:6379", "redis://", "redis://127.0.0.1:0", "redis://127.0.0.1:70000",
-                            "redis://127.0.0.1:12ab", "redis://127.0.0.1:6379/16", "redis://@127.0.0.1:6379",
+                            "redis://127.0.0.1:12ab", "redis://127.0.0.1:6379/-1", "redis://@127.0.0.1:6379",
                             "redis://[::1:6379", "redis://127.0.0.1:6379/x"}) {
         CAPTURE(bad);
         why.clear();

@@ -116,7 +116,7 @@ TEST_CASE("URLs: user:password@, redis+sentinel:// with sentinels and a master n
         {"redis+sentinel:///m", "no sentinel is given"},
         {"redis+sentinel://a:1,,b:2/m", "sentinel 2: the host is empty"},
         {"redis+sentinel://a:1,b:99999/m", "sentinel 2: the port '99999'"},
-        {"redis+sentinel://a:1/m/99", "the database '99'"},
+        {"redis+sentinel://a:1/m/-1", "the database '-1'"},
         {"redis://locker:@h:1", "the password of user 'locker' is empty"},
     };
     for (auto& b : bad) {

@@ -95,5 +95,29 @@ grep -q "replicas in time" <<<"$out" && fail "ACL user without WAIT: told replic
 [ "$(redis-cli -p "$master_port" EXISTS "$key-nowait")" = 0 ] || fail "ACL user without WAIT: the key is left behind"
 redis-cli -p "$master_port" ACL DELUSER "nowait-$$" >/dev/null
 
+echo "== 5. -v names the master Sentinel gave (was 'at :0'); a database above 15 is the server's to refuse (issue 32 item 13)"
+out=$(timeout 20 "$zklock" -v -c "$url" -t 10 "$key-v" -- true 2>&1); rc=$?
+[ "$rc" -eq 0 ] || fail "-v through Sentinel: exit $rc ($out)"
+grep -q "connected to Redis master '$ZKCORO_TEST_MASTER_NAME' at 127.0.0.1:$master_port, named by Sentinel" <<<"$out" ||
+    fail "-v through Sentinel does not name the master at 127.0.0.1:$master_port: $out"
+grep -q " at :0" <<<"$out" && fail "-v through Sentinel: 'at :0': $out"
+# The master has the default 16 databases: /16 goes to the server, whose SELECT says no (its text).
+out=$(timeout 20 "$zklock" -c "redis://127.0.0.1:$master_port/16" -t 5 "$key-db" -- true 2>&1); rc=$?
+[ "$rc" -eq 69 ] || fail "redis://.../16 on a 16-database server: exit $rc, expected 69 ($out)"
+grep -q "SELECT 16 refused by 127.0.0.1:$master_port: ERR DB index is out of range" <<<"$out" ||
+    fail "redis://.../16: not the server's refusal: $out"
+# A server of 32 databases (started here, ended by PID): /20 holds the key in database 20.
+p2=$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+redis-server --port "$p2" --bind 127.0.0.1 --save '' --appendonly no --databases 32 --dir "$tmp" \
+    >"$tmp/db32.log" 2>&1 &
+db32=$!
+started+=("$db32")
+for _ in $(seq 1 100); do [ "$(redis-cli -p "$p2" PING 2>/dev/null)" = PONG ] && break; sleep 0.05; done
+out=$(timeout 20 "$zklock" -c "redis://127.0.0.1:$p2/20" -t 5 "$key-db" -- sh -c "redis-cli -p $p2 -n 20 EXISTS $key-db" 2>&1)
+rc=$?
+[ "$rc" -eq 0 ] && [ "$out" = 1 ] || fail "redis://.../20 on a 32-database server: exit $rc, the key in db 20: '$out'"
+kill "$db32"
+wait "$db32" 2>/dev/null
+
 [ "$failures" -eq 0 ] && echo "zklock_sentinel: all passed" || echo "zklock_sentinel: $failures failure(s)"
 [ "$failures" -eq 0 ]

@@ -812,7 +812,13 @@ asio::awaitable<int> redis_lock_main(zkcoro::redis_client& rc, const options& o,
                                escape(rc.last_error().empty() ? ec.message() : rc.last_error()));
         return std::pair{msg, ec == zkcoro::redis_errc::bad_url ? exit_code::usage : exit_code::unavailable};
     };
-    b.connected = [&rc, &o] { say(o, fmt::format("connected to Redis at {}:{}", escape(rc.url().host), rc.url().port)); };
+    b.connected = [&rc, &o] {
+        // With Sentinel the URL names no server: the master the sentinels named is the client's.
+        say(o, rc.url().sentinels.empty()
+                   ? fmt::format("connected to Redis at {}", escape(rc.server()))
+                   : fmt::format("connected to Redis master '{}' at {}, named by Sentinel", escape(rc.url().master_name),
+                                 escape(rc.server())));
+    };
     b.acquire = [&m](clock::duration wait, bool) { return redis_acquire(m, wait); };
     b.acquire_failed = [](const acquired& got) { return got.what; };
     b.info.probe = [&rc](zkcoro::guard&) { return redis_ping(rc); };
