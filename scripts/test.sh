@@ -68,7 +68,8 @@ for line in open(sys.argv[1]):
 }
 # The lines that start a sanitizer report (never the tool's bare name, which a test may print:
 # test_pool's note that its pool is disabled under AddressSanitizer).
-san_report='ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:|SUMMARY: UndefinedBehaviorSanitizer|Sanitizer has encountered a fatal error'
+san_report='ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:'
+san_report+='|SUMMARY: UndefinedBehaviorSanitizer|Sanitizer has encountered a fatal error'
 # check_sanitizer_reports BUILD_DIR REPORT_DIR: fails (exit 1) when a test of the last `meson test`
 # in BUILD_DIR exited 86 or a sanitizer report is in its test log or in a file in REPORT_DIR.
 check_sanitizer_reports() {
@@ -195,8 +196,8 @@ other_checks() {
   pcdir=$(dirname "$(find "$tmp/install" -name zkcoro.pc)")
   flags=$(PKG_CONFIG_SYSROOT_DIR="$tmp/install" PKG_CONFIG_PATH="$pcdir" pkg-config --cflags --libs zkcoro)
   # shellcheck disable=SC2086  # the flags are words
-  limited 300 "${idle[@]}" g++ -std=c++20 -o "$tmp/pkgconfig-consumer" tests/consumer/consumer.cpp $flags \
-    -Wl,-rpath,"$(dirname "$pcdir")"
+  limited 300 "${idle[@]}" g++ -std=c++20 -o "$tmp/pkgconfig-consumer" tests/consumer/consumer.cpp \
+    $flags -Wl,-rpath,"$(dirname "$pcdir")"
   limited 60 "$with_server" -- "$tmp/pkgconfig-consumer"
 
   stamp "fuzzing: each libFuzzer target for ${FUZZ_SECONDS:-20} s on its seed corpus (tests/fuzz/README.md)"

@@ -121,7 +121,8 @@ for sig in TERM INT TERM INT; do
         kill -0 "$waiter" 2>/dev/null || break
         sleep 0.05
     done
-    grep -q '^zklock: connected to Redis' "$tmp/sig.err" || fail "SIG$sig case: zklock -v did not say it was connected within 10 s: $(cat "$tmp/sig.err")"
+    grep -q '^zklock: connected to Redis' "$tmp/sig.err" ||
+        fail "SIG$sig case: zklock -v did not say it was connected within 10 s: $(cat "$tmp/sig.err")"
     kill -"$sig" "$waiter" 2>/dev/null
     for _ in $(seq 200); do  # at most 10 s
         kill -0 "$waiter" 2>/dev/null || break
@@ -134,10 +135,12 @@ for sig in TERM INT TERM INT; do
     wait "$waiter"
     rc=$?
     [ "$rc" -eq "$want" ] || fail "SIG$sig while waiting: exit $rc, expected $want: $(cat "$tmp/sig.err")"
-    grep -q "SIG$sig while waiting: giving up" "$tmp/sig.err" || fail "SIG$sig while waiting: zklock did not say it gave up waiting: $(cat "$tmp/sig.err")"
+    grep -q "SIG$sig while waiting: giving up" "$tmp/sig.err" ||
+        fail "SIG$sig while waiting: zklock did not say it gave up waiting: $(cat "$tmp/sig.err")"
     [ ! -e "$tmp/sig-ran" ] || fail "SIG$sig while waiting: the command ran"
     rm -f "$tmp/sig-ran"
-    [ "$(rcli GET "$k")" = foreign-holder ] || fail "SIG$sig while waiting: the holder's key $k is now '$(rcli GET "$k")'"
+    [ "$(rcli GET "$k")" = foreign-holder ] ||
+        fail "SIG$sig while waiting: the holder's key $k is now '$(rcli GET "$k")'"
     rcli DEL "$k" >/dev/null
 done
 
