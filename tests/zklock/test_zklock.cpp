@@ -926,3 +926,113 @@ TEST_CASE("nested zklocks taken in two orders: status -r --cycles names the dead
     CHECK(wait_for(p1, 30s) != 0);
     CHECK(wait_for(p2, 30s) != 0);
 }
+
+// Issue 32 item 13: --help says what -c takes (Sentinel, an ACL user), what exit 69 covers on
+// Redis, status -r --cycles' exit 1, status -r's --auth-file, and what revoke does to a holder
+// that is not revocable.
+TEST_CASE("--help: the Redis URL forms, exit 69 on Redis, status -r's exit 1 and --auth-file, revoke's overwrite")
+{
+    proc h;
+    REQUIRE(run({zklock_bin, "--help"}, 10s, &h) == 0);
+    const std::string help = slurp(h.out);
+    CHECK(help.find("redis://[[USER]:PASSWORD@]HOST:PORT[/DB]") != std::string::npos);
+    CHECK(help.find("redis+sentinel://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER[/DB]") != std::string::npos);
+    const auto e69 = help.find("69  EX_UNAVAILABLE");
+    const auto e70 = help.find("70  EX_SOFTWARE");
+    REQUIRE(e69 != std::string::npos);
+    REQUIRE(e70 != std::string::npos);
+    const std::string line69 = help.substr(e69, e70 - e69);
+    CHECK(line69.find("Sentinel") != std::string::npos);
+    CHECK(line69.find("WAIT") != std::string::npos);
+    CHECK(help.find("status -r --cycles: 1 when sessions wait for each other") != std::string::npos);
+    const auto syn = help.find("zklock status -r ");
+    REQUIRE(syn != std::string::npos);
+    CHECK(help.substr(syn, help.find('\n', syn) - syn).find("[--auth-file FILE]") != std::string::npos);
+    CHECK(help.find("holder data, is overwritten, as Curator's Revoker does") != std::string::npos);
+    REQUIRE(run({zklock_bin, "revoke", "--help"}, 10s, &h) == 0);
+    CHECK(slurp(h.out).find("holder data overwritten") != std::string::npos);
+}
+
+// Issue 32 item 13: a positive duration too small to tell from 0 (1e-400 underflows to 0) is
+// refused, naming the text given; --data and --session-timeout, which a Redis lock has no use for,
+// are refused on Redis; a database above 15 is the server's to refuse (here: no server, 69).
+TEST_CASE("underflowing durations, --data and --session-timeout on Redis, databases above 15")
+{
+    struct bad {
+        std::vector<std::string> args;
+        std::string says;
+    };
+    const std::vector<bad> cases = {
+        {{"--kill-after", "1e-400", "/x", "--", "true"}, "--kill-after: needs a number of seconds from 0 to 86400, got '1e-400' (too small"},
+        {{"--kill-after", "1e-320", "/x", "--", "true"}, "got '1e-320' (too small"},
+        {{"-t", "1e-400", "/x", "--", "true"}, "--timeout: needs a number of seconds from 0 to 1000000000, got '1e-400' (too small"},
+        {{"-c", "redis://127.0.0.1:1", "--ttl", "1e-400", "k", "--", "true"}, "got '1e-400' (too small"},
+        {{"status", "-r", "--older-than", "1e-400s", "/"}, "--older-than '1e-400s': too small to tell from 0"},
+        {{"status", "-r", "--older-than", "1e-320ms", "/"}, "--older-than '1e-320ms': too small to tell from 0"},
+        {{"status", "-r", "--older-than", "1e400s", "/"}, "--older-than '1e400s': too large"},
+        {{"-c", "redis://127.0.0.1:1", "--data", "x", "k", "--", "true"}, "--data is stored in a ZooKeeper lock node"},
+        {{"-c", "redis://127.0.0.1:1", "--session-timeout", "500", "k", "--", "true"}, "use --ttl"},
+        {{"-c", "redis://127.0.0.1:1/x", "k", "--", "true"}, "the database 'x' is not a whole number from 0 to 2147483647"},
+        {{"-c", "redis://127.0.0.1:1/2147483648", "k", "--", "true"}, "the database '2147483648' is not"},
+        {{"-c", "redis://127.0.0.1:1/-1", "k", "--", "true"}, "the database '-1' is not"},
+    };
+    for (const auto& c : cases) {
+        std::vector<std::string> argv{zklock_bin};
+        argv.insert(argv.end(), c.args.begin(), c.args.end());
+        proc p;
+        const int rc = run(argv, 10s, &p);
+        const std::string err = slurp(p.err);
+        CAPTURE(fmt::format("{}", fmt::join(c.args, " ")));
+        CAPTURE(err);
+        CHECK(rc == 64);
+        CHECK(err.find(c.says) != std::string::npos);
+        CHECK(err.find("--kill-after 0:") == std::string::npos);
+    }
+    // 0 itself is still 0 (-t 0: one try), and a database above 15 goes to the server.
+    proc p;
+    CHECK(run({zklock_bin, "-c", "redis://127.0.0.1:1/16", "k", "--", "true"}, 20s, &p) == 69);
+    CHECK(slurp(p.err).find("Connection refused") != std::string::npos);
+    CHECK(run({zklock_bin, "-c", "redis://127.0.0.1:1/99", "-t", "0", "k", "--", "true"}, 20s, &p) == 69);
+}
+
+// Issue 32 item 13: revoke on a path the user may not list says "listing PATH" once.
+TEST_CASE("revoke on a path without READ permission: one 'listing PATH', exit 76")
+{
+    const auto path = unique_path("revoke-noread");
+    zkcoro::client_config owner;
+    owner.auth = {{"digest", "alice:wonderland"}};
+    owner.default_acl = zkcoro::creator_all_acl();
+    with_zk([&](zkcoro::client& zk) { return create_all(zk, path); }, owner);
+    proc p;
+    CHECK(run({zklock_bin, "revoke", "-c", connect(), path}, 20s, &p) == 76);
+    const std::string err = slurp(p.err);
+    CAPTURE(err);
+    const auto first = err.find("listing " + path);
+    REQUIRE(first != std::string::npos);
+    CHECK(err.find("listing " + path, first + 1) == std::string::npos);
+    CHECK(err.find("ZNOAUTH") != std::string::npos);
+    CHECK(err.find("--auth-file FILE or ZK_AUTH") != std::string::npos);
+}
+
+// Issue 32 item 13, what the docs now say: revoke of a holder that is not revocable writes
+// __REVOKE__ over its holder data (as Curator's Revoker does); the holder keeps the lock.
+TEST_CASE("revoke of a holder that is not revocable: its data overwritten, the lock still held")
+{
+    const auto path = unique_path("revoke-plain");
+    const auto events = file("events");
+    reaper r;
+    proc holder = start(zklock({"-c", connect(), "--data", "mine"}, path, child("plain", 60000, events)));
+    r.procs.push_back(&holder);
+    REQUIRE(started(events, "plain"));
+    CHECK(status_json(path)["participants"][0]["data"] == "mine");
+    proc p;
+    CHECK(run({zklock_bin, "revoke", "-c", connect(), path}, 20s, &p) == 0);
+    const auto j = status_json(path);
+    INFO(j.dump(2));
+    REQUIRE(j["participants"].size() == 1);
+    CHECK(j["participants"][0]["data"] == "__REVOKE__");
+    CHECK(j["participants"][0]["holding"] == true);
+    CHECK(alive(holder.pid));
+    ::kill(holder.pid, SIGTERM);
+    CHECK(wait_for(holder, 10s) == 128 + SIGTERM);
+}

@@ -42,7 +42,7 @@ namespace {
 constexpr std::string_view synopsis = R"(Usage: zklock [OPTIONS] LOCKPATH -- COMMAND [ARGS...]
        zklock [OPTIONS] run LOCKPATH -- COMMAND [ARGS...]   (the same; LOCKPATH may be status, revoke, run)
        zklock status [--json] [-c HOSTS] [--auth-file FILE] LOCKPATH
-       zklock status -r [--json|--dot] [--cycles] [--older-than DURATION] [-c HOSTS] ROOT
+       zklock status -r [--json|--dot] [--cycles] [--older-than DURATION] [-c HOSTS] [--auth-file FILE] ROOT
        zklock revoke [-c HOSTS] [--auth-file FILE] LOCKPATH [NODE]
 )";
 
@@ -68,8 +68,11 @@ EXIT STATUS
   64  EX_USAGE     bad options or arguments (the message names the problem)
   69  EX_UNAVAILABLE  could not connect to ZooKeeper (within 10 s, or --timeout if shorter),
                    a host name did not resolve, the chroot does not exist, the session
-                   ended before the lock was held, or Redis cannot take writes for now
-                   (READONLY: a replica; OOM: maxmemory reached)
+                   ended before the lock was held; on Redis: the server could not be
+                   reached, Sentinel named no master that answered (redis+sentinel://), the
+                   server cannot take writes for now (READONLY: a replica; OOM: maxmemory
+                   reached; NOREPLICAS, LOADING, MASTERDOWN), or no replica acknowledged
+                   the grant in time (WAIT)
   70  EX_SOFTWARE  the lock was lost while the command ran (the command's own status is
                    overridden; --on-lost says what was done to the command; --lost-exit-code
                    changes the 70)
@@ -82,9 +85,10 @@ EXIT STATUS
 Signals INT, TERM and HUP are forwarded to the command's process tree (then SIGCONT). zklock
 holds the lock until the command and every process it started have exited, then deletes its
 node and closes its ZooKeeper session.
-status: 0, or 64, 69, 76 as above.
+status: 0, or 64, 69, 76 as above; status -r --cycles: 1 when sessions wait for each other.
 revoke: 0 when the request was written (the holder decides; a holder that is not revocable
-ignores it), 75 when nobody holds LOCKPATH, or 64, 69, 76 as above.)";
+ignores it, but its node's data, the holder data, is overwritten, as Curator's Revoker does),
+75 when nobody holds LOCKPATH, or 64, 69, 76 as above.)";
 
 // CLI11's generated usage line ("zklock [OPTIONS] [LOCKPATH] [SUBCOMMAND]") does not show the
 // command after "--": ours replaces it.
@@ -98,15 +102,20 @@ public:
     }
 };
 
-// A number of seconds in [0, max]: the message states the limit.
+// A number of seconds in [0, max]: the message states the limit. A positive number too small for
+// a double (1e-400) is refused: strtod reads it as 0 (or a denormal), which would be taken as 0.
 CLI::Validator seconds_validator(double max, std::string_view what)
 {
     return CLI::Validator(
         [max, what = std::string(what)](std::string& v) -> std::string {
             char* end = nullptr;
+            errno = 0;
             const double d = std::strtod(v.c_str(), &end);
             if (v.empty() || end == nullptr || *end != '\0' || !(d >= 0 && d <= max))
                 return fmt::format("needs {} from 0 to {:.0f}, got '{}'", what, max, escape(v));
+            if (errno == ERANGE)
+                return fmt::format("needs {} from 0 to {:.0f}, got '{}' (too small to tell from 0)", what, max,
+                                   escape(v));
             return {};
         },
         "", "seconds");
@@ -182,8 +191,10 @@ int parse(int argc, char** argv, options& o, bool& status)
     std::string connect;
     auto* c_opt = app.add_option("-c,--connect", connect,
                                  "ZooKeeper hosts, host:port[,host:port...][/chroot] (default: $ZK_CONNECT, else "
-                                 "127.0.0.1:2181), or redis://[PASSWORD@]HOST:PORT[/DB] for a Redis lock on the "
-                                 "key LOCKPATH")
+                                 "127.0.0.1:2181), or redis://[[USER]:PASSWORD@]HOST:PORT[/DB] for a Redis lock on "
+                                 "the key LOCKPATH, or redis+sentinel://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT...]"
+                                 "/MASTER[/DB] for the master that Sentinel names, each grant acknowledged by a "
+                                 "replica (WAIT 1). Put a password in $ZK_CONNECT to keep it out of ps")
                       ->type_name("HOSTS");
     double timeout = 0;
     auto* t_opt = app.add_option("-t,--timeout", timeout, "Give up after SECONDS waiting (exit 75)")
@@ -228,10 +239,11 @@ int parse(int argc, char** argv, options& o, bool& status)
         ->type_name("N")
         ->check(integer_validator(0, 255, "an exit status"));
     long long session_ms = 10000;
-    app.add_option("--session-timeout", session_ms, "ZooKeeper session timeout in MS (the server clamps it)")
-        ->type_name("MS")
-        ->check(integer_validator(100, 3600000, "milliseconds"))
-        ->capture_default_str();
+    auto* session_opt =
+        app.add_option("--session-timeout", session_ms, "ZooKeeper session timeout in MS (the server clamps it)")
+            ->type_name("MS")
+            ->check(integer_validator(100, 3600000, "milliseconds"))
+            ->capture_default_str();
     std::string auth_file;
     app.add_option("--auth-file", auth_file,
                    "Read credentials from FILE, one line scheme:credentials (digest:USER:PASSWORD); default: "
@@ -285,7 +297,8 @@ int parse(int argc, char** argv, options& o, bool& status)
                           ->type_name("DURATION");
 
     auto* rv = app.add_subcommand("revoke", "Ask the holder of LOCKPATH (or NODE) to let go: writes \"__REVOKE__\" into "
-                                            "its node (Curator's Revoker). Only a revocable holder reacts");
+                                            "its node (Curator's Revoker). Only a revocable holder reacts; a holder "
+                                            "that is not revocable keeps the lock, its holder data overwritten");
     std::string revoke_path;
     rv->add_option("LOCKPATH", revoke_path, "The lock's path")->required();
     rv->add_option("NODE", o.revoke_node, "The node to ask, a name under LOCKPATH or a full path (default: the holder)");
@@ -365,6 +378,19 @@ int parse(int argc, char** argv, options& o, bool& status)
         return usage_error("status: --dot and --json exclude each other");
     if (older_opt->count() > 0) {
         o.older_than_s = parse_duration(older_than);
+        // A positive number that a double cannot hold (1e-400s), or whose unit makes it 0
+        // (1e-320ms), is not 0: say so rather than list every hold.
+        char* end = nullptr;
+        errno = 0;
+        const double number = std::strtod(older_than.c_str(), &end);
+        const bool range = errno == ERANGE;
+        if (end != older_than.c_str() && ((range && number >= 0 && number < 1) || (number > 0 && o.older_than_s == 0.0)))
+            return usage_error(fmt::format("status: --older-than '{}': too small to tell from 0 (give 0, or e.g. "
+                                           "250ms)",
+                                           escape(older_than)));
+        if (end != older_than.c_str() && range && number > 1)
+            return usage_error(fmt::format("status: --older-than '{}': too large (e.g. 30s, 5m, 1h, 7d)",
+                                           escape(older_than)));
         if (!o.older_than_s)
             return usage_error(fmt::format("status: --older-than '{}': not a duration (e.g. 30s, 5m, 1h, 250ms)",
                                            escape(older_than)));
@@ -418,6 +444,14 @@ int parse(int argc, char** argv, options& o, bool& status)
         if (!auth_file.empty() || acl != "open")
             return usage_error("--auth-file and --acl are for ZooKeeper; give a Redis password in the URL "
                                "(redis://PASSWORD@HOST:PORT)");
+        // No use on Redis: the key's value is its holder's random token (the compare-and-delete
+        // checks it), and the TTL plays the session's part.
+        if (data_opt->count() > 0)
+            return usage_error("--data is stored in a ZooKeeper lock node; a Redis lock's value is its holder's "
+                               "random token (the release compares it), so it stores no data");
+        if (session_opt->count() > 0)
+            return usage_error("--session-timeout is ZooKeeper's; on Redis the key's TTL plays its part: use --ttl "
+                               "SECONDS");
         if (!has_separator || o.command.empty())
             return usage_error("COMMAND is missing: zklock -c redis://HOST:PORT [OPTIONS] KEY -- COMMAND [ARGS...]");
         if (redis_ttl_s < 0.1 || redis_ttl_s > 86400)

@@ -56,7 +56,10 @@ asio::awaitable<int> revoke_main(zkcoro::client& zk, const options& o)
         try {
             q = co_await list_queue(zk, o.lock_path);
         } catch (const boost::system::system_error& e) {
-            std::string msg = fmt::format("zklock: revoke: listing {}: {}", escape(o.lock_path), escape(e.what()));
+            // list_queue's own error names the listing already ("listing PATH: ..."): once is enough.
+            const std::string listing = "listing " + o.lock_path;
+            const std::string what = e.what();
+            std::string msg = fmt::format("zklock: revoke: {}", escape(what.starts_with(listing) ? what : listing + ": " + what));
             if (is_noauth(e.code()))
                 msg += "; " + noauth_hint(o);
             fmt::print(stderr, "{}\n", msg);
