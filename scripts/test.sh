@@ -222,7 +222,9 @@ checks_pid=$!
 set +m
 stamp "sanitizer build: tests"
 # The fault suite runs once, in the normal build: under the sanitizers it would only be slower.
-# The 'source' suite checks sources and documents, not the built code.
+# The 'source' suite checks sources and documents, not the built code. The 'curator' suite (our
+# recipes beside Curator's in JVMs: about 90 s, each run alone) runs once too: what it drives of
+# ours, the integration suites drive under the sanitizers.
 # exitcode=86 and log_path: see the top (LSan takes ASan's); halt_on_error: UBSan stops at its
 # first report, as ASan does. These options are for these tests only (the fuzzers, started
 # before, keep their own).
@@ -231,7 +233,7 @@ rm -rf "$san_logs"
 mkdir -p "$san_logs"
 export ASAN_OPTIONS=exitcode=86:log_path=$san_logs/report:log_exe_name=1
 export UBSAN_OPTIONS=$UBSAN_OPTIONS:exitcode=86
-run_tests build-san --no-suite=fault --no-suite=source
+run_tests build-san --no-suite=fault --no-suite=source --no-suite=curator
 stamp "consumer checks and fuzzers: waiting for them"
 checks_rc=0
 wait "$checks_pid" || checks_rc=$?
