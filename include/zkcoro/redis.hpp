@@ -115,6 +115,16 @@ struct redis_options {
     /// Reconnection backoff after a drop: from min, doubling, up to max.
     std::chrono::milliseconds reconnect_min{50};
     std::chrono::milliseconds reconnect_max{2000};  ///< the longest backoff between attempts
+    /// How long a first connection keeps trying after a transient failure: refused, dropped or
+    /// timed out, no sentinel answering, the address the sentinels named not (yet) a master. It
+    /// tries again with the reconnection backoff (shortened to what is left) until this much time
+    /// has passed since it began, then the client closes with the last failure. Refused
+    /// credentials, an unknown master name, a peer that does not speak Redis fail at once.
+    /// 0 (the default): a redis:// client gives up at the first failure, a redis+sentinel:// one
+    /// after 6 attempts (about 3 s with the default backoff). An acquisition waits through a
+    /// failover only on a client that is connected or still connecting: set this to its timeout
+    /// when the first connection may meet one (zklock sets it to -t).
+    std::chrono::milliseconds first_connect_wait{0};
     /// Where the client's log lines go (none when empty).
     std::function<void(log_level, std::string_view)> log;
     /// Replica-acknowledged lock writes: a redis_mutex's grant and renewal complete only once

@@ -49,6 +49,14 @@ struct redis_mutex_options {
 ///   not zkcoro's (redis-py's Lock publishes nothing) on a bounded backoff of 5-50 ms.
 /// - Redis keeps no queue: across processes this lock is not FIFO. Within a process, tasks queue
 ///   in memory, FIFO.
+/// - Transient failures are waited through while the acquisition's deadline has time left: a
+///   grant no replica confirmed (not_replicated, given back), connect_failed, connection_lost,
+///   not_master, no_sentinel, read_only, master_down, loading and no_replicas are tried again
+///   after a backoff (50 ms doubling to 1 s, jittered), the master found again through the
+///   sentinels; the acquisition fails with the last of them at its deadline (try_acquire tries
+///   once). Anything else (no_permission, auth_failed, wrong_type, out_of_memory, a closed
+///   client, ...) fails it at once. A client whose first connection failed is closed: see
+///   redis_options::first_connect_wait.
 /// Its acquisition members (acquire, try_acquire, async_acquire, async_participants, the
 /// counters) are basic_mutex's, shared with the ZooKeeper mutex. Reentrancy is per task, as for
 /// zkcoro::mutex. A multi_lock takes it as a member (lock_ref), with ZooKeeper locks or other

@@ -75,7 +75,9 @@ public:
                std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started,
                bool promoted) override
     {
-        if (config_error || deadline != steady_clock::time_point::max())
+        // Not connected (yet): take() waits for the connection before its first attempt.
+        if (config_error || deadline != steady_clock::time_point::max() ||
+            rc->state.load() != redis_state::connected)
             return spawn_counted(s, take(s, shared_from_this(), owner, deadline, promoted, {}, {}), std::move(op),
                                  started);
         start_first(s, owner, std::move(op), started, promoted);
@@ -295,6 +297,43 @@ public:
         if (order[0] == 1)
             co_return std::tuple{error_code(asio::error::timed_out), redis_reply{}};
         co_return std::tuple{ec, std::move(r)};
+    }
+
+    // Until the client's command connection is up (or closed), at most until `until`: an attempt
+    // sent while it (re)connects waits in its queue, and its grant's lease would count from the
+    // queueing, long before the script ran (a guard lost as it is granted, after a failover). An
+    // idle client is made to connect. On the strand.
+    asio::awaitable<void> wait_connected(steady_clock::time_point until)
+    {
+        for (int round = 0; round < 64; ++round) {
+            auto st = rc->state.load();
+            if (st == redis_state::idle) {
+                rc->connect(make_pooled<op_state<>>([](error_code) {}, rc->strand));
+                st = rc->state.load();
+            }
+            if (st != redis_state::connecting && st != redis_state::reconnecting)
+                co_return;
+            auto start = [this, st](auto handler) {
+                rc->wait_state(st, make_pooled<op_state<redis_state>>(std::move(handler), rc->strand));
+            };
+            if (until == steady_clock::time_point::max()) {
+                co_await asio::async_initiate<decltype(redis_use_tuple), void(error_code, redis_state)>(
+                    start, redis_use_tuple);
+                if (co_await cancelled())
+                    co_return;
+                continue;
+            }
+            asio::steady_timer bound(co_await asio::this_coro::executor, until);
+            auto [order, ec, changed, tec] =
+                co_await asio::experimental::make_parallel_group(
+                    asio::async_initiate<decltype(asio::deferred), void(error_code, redis_state)>(start,
+                                                                                                   asio::deferred),
+                    bound.async_wait(asio::deferred))
+                    .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
+            (void)ec, (void)changed, (void)tec;
+            if (order[0] == 1 || co_await cancelled())
+                co_return;  // the deadline: the attempt then says what happened
+        }
     }
 
     // The first attempt's reply, when first_attempt made it (with the time it was sent).

@@ -138,6 +138,7 @@ private:
     std::chrono::milliseconds backoff_{0};
     bool resolving_ = false;
     int first_failures_ = 0;
+    std::chrono::steady_clock::time_point first_started_{};  // start(): opts_.first_connect_wait counts from here
     std::string last_error_;
     error_code last_code_;
     std::string attempt_error_;

@@ -20,6 +20,7 @@ void redis_link::start()
     if (state_ != redis_state::idle)
         return;
     set_state(redis_state::connecting);
+    first_started_ = std::chrono::steady_clock::now();
     attempt();
 }
 
@@ -58,11 +59,19 @@ void redis_link::on_context_gone()
     // Refused credentials do not get better by trying again: no reconnection loop.
     if (ec == redis_errc::auth_failed)
         return give_up(ec, std::move(why));
-    if (!ever_connected_ && !(hooks_.retry_first && hooks_.retry_first(ec, ++first_failures_)))
+    // A first connection: tried again as the hooks say (a sentinel link: 6 times), or while
+    // first_connect_wait lasts for a failure that may pass (the server or the new master comes up).
+    const bool may_pass = ec == redis_errc::connect_failed || ec == redis_errc::connection_lost ||
+                          ec == redis_errc::not_master || ec == redis_errc::no_sentinel;
+    const auto first_left = first_started_ + opts_.first_connect_wait - std::chrono::steady_clock::now();
+    const bool retry_first = hooks_.retry_first && hooks_.retry_first(ec, ++first_failures_);
+    if (!ever_connected_ && !retry_first && !(may_pass && first_left > std::chrono::milliseconds(0)))
         return give_up(ec, std::move(why));
     // A drop after the link had connected: reconnect with backoff (commands sent on the old
     // context have failed with connection_lost; queued ones wait).
     backoff_ = backoff_.count() == 0 ? opts_.reconnect_min : std::min(backoff_ * 2, opts_.reconnect_max);
+    if (!ever_connected_ && !retry_first)
+        backoff_ = std::min(backoff_, std::chrono::ceil<std::chrono::milliseconds>(first_left));
     if (opts_.log)
         opts_.log(log_level::warn, fmt::format("redis {}:{}: {}; reconnecting in {} ms", url_.host, url_.port,
                                                attempt_error_.empty() ? "connection dropped" : attempt_error_,

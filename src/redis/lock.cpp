@@ -166,6 +166,10 @@ awaitable<acquire_result> redis_backend::take(std::shared_ptr<lock_object> s, st
     b->ensure_close_hook();
     b->waiters.push_back(&me);
     std::chrono::milliseconds poll{0};
+    std::chrono::milliseconds retry{0};
+    // The last transient failure (see transient_acquire_error) since the key was last seen held
+    // by someone else: what the acquisition fails with at its deadline.
+    error_code transient;
     struct unlist {
         redis_backend& b;
         waiter& w;
@@ -185,6 +189,10 @@ awaitable<acquire_result> redis_backend::take(std::shared_ptr<lock_object> s, st
             sent = first->sent;
             first.reset();
         } else {
+            co_await b->wait_connected(deadline);
+            if (co_await cancelled())
+                co_return fail(asio::error::operation_aborted);
+            sent = steady_clock::now();
             // (The arguments are built apart: g++ 12 miscompiles a braced list inside co_await.)
             const std::array<std::string_view, 4> args{s->path, b->fence_key, value, ttl};
             // The reply is awaited until the deadline, and at least a second: a zero wait
@@ -202,20 +210,35 @@ awaitable<acquire_result> redis_backend::take(std::shared_ptr<lock_object> s, st
             // Unknown whether it ran: the next attempt (queued until the connection is back)
             // finds out, since our own value counts as ours. Past the deadline, take the key
             // back in case it ran.
+            if (ec == redis_errc::connection_lost)
+                transient = ec;
             if (steady_clock::now() >= deadline) {
                 b->take_back(s->path, value);
-                co_return fail(ec == asio::error::timed_out ? error_code{} : ec);
+                co_return fail(transient);
             }
         } else if (ec) {
             if (r.type == redis_reply::kind::error)
                 b->keep_server_text(ec, std::move(r.str));
-            co_return fail(ec);
+            // A failover under way, a replica re-attaching, a server loading: try again with
+            // backoff while the deadline has time left (a try_acquire tries once), finding the
+            // master again (a READONLY reply drops the connection, the sentinels are asked
+            // again); at the deadline, fail with this cause. A closed client tries no more.
+            if (!transient_acquire_error(ec) || steady_clock::now() >= deadline ||
+                b->rc->state.load() == redis_state::closed || b->rc->closing())
+                co_return fail(ec);
+            transient = ec;
+            wait = next_retry(retry);
+            if (ec != redis_errc::not_replicated)
+                b->rc->log(log_level::debug, fmt::format("redis lock {}: {}; trying again in {} ms", s->path,
+                                                         ec.message(), wait.count()));
         } else {
             if (r.type != redis_reply::kind::array || r.elements.size() < 2 ||
                 r.elements[0].type != redis_reply::kind::integer || r.elements[1].type != redis_reply::kind::integer)
                 co_return fail(redis_errc::unexpected_reply);
             if (granted(r))
                 co_return acquire_result{error_code{}, hold_key(s, b, owner, value, r.elements[1].integer, sent)};
+            transient = {};  // held by someone else: a deadline now is a plain timeout
+            retry = {};
             auto pttl = r.elements[1].integer;
             // -1: the key never expires (a holder without TTL); -2: it just went.
             wait = pttl == -1 ? b->opts.ttl : std::chrono::milliseconds(std::max<std::int64_t>(pttl, 0) + 1);
@@ -225,7 +248,7 @@ awaitable<acquire_result> redis_backend::take(std::shared_ptr<lock_object> s, st
                 wait = std::min(wait, next_poll(poll));
         }
         if (steady_clock::now() >= deadline)
-            co_return fail({});
+            co_return fail(transient);
         if (!b->subscribed) {
             // Subscribe, then try again at once: a release between our attempt and the
             // subscription would otherwise go unheard.
@@ -243,6 +266,8 @@ awaitable<acquire_result> redis_backend::take(std::shared_ptr<lock_object> s, st
             co_return fail(asio::error::operation_aborted);
         if (b->rc->closing())
             co_return fail(redis_errc::closed);
+        if (transient && steady_clock::now() >= deadline)
+            co_return fail(transient);  // backed off until the deadline: no attempt after it
     }
 }
 

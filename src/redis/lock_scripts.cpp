@@ -116,4 +116,22 @@ std::chrono::milliseconds next_poll(std::chrono::milliseconds& backoff)
     return std::chrono::milliseconds{d(rng)};
 }
 
+std::chrono::milliseconds next_retry(std::chrono::milliseconds& backoff)
+{
+    static thread_local std::minstd_rand rng{std::random_device{}()};
+    backoff = std::clamp(backoff * 2, std::chrono::milliseconds{50}, std::chrono::milliseconds{1000});
+    std::uniform_int_distribution<long> d(backoff.count() / 2, backoff.count());
+    return std::chrono::milliseconds{d(rng)};
+}
+
+bool transient_acquire_error(const error_code& ec) noexcept
+{
+    for (auto e : {redis_errc::not_replicated, redis_errc::connect_failed, redis_errc::connection_lost,
+                   redis_errc::not_master, redis_errc::no_sentinel, redis_errc::read_only, redis_errc::master_down,
+                   redis_errc::loading, redis_errc::no_replicas})
+        if (ec == e)
+            return true;
+    return false;
+}
+
 }  // namespace zkcoro::detail

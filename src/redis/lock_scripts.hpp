@@ -2,6 +2,8 @@
 #ifndef ZKCORO_SRC_REDIS_LOCK_SCRIPTS_HPP
 #define ZKCORO_SRC_REDIS_LOCK_SCRIPTS_HPP
 
+#include <zkcoro/redis.hpp>
+
 #include <chrono>
 #include <string>
 #include <string_view>
@@ -37,6 +39,16 @@ bool publishing_holder(std::string_view value);
 // 50 ms, each drawn from [3/4, 5/4] of it (so that waiters do not come back in step). `backoff`
 // starts at zero and carries the state between calls.
 std::chrono::milliseconds next_poll(std::chrono::milliseconds& backoff);
+
+// The next pause before an acquisition tries again after a transient failure (a failover, a
+// replica not yet attached): 50 ms doubling up to 1 s, each drawn from [1/2, 1] of it.
+std::chrono::milliseconds next_retry(std::chrono::milliseconds& backoff);
+
+// Whether an acquisition that failed with `ec` tries again while its deadline has time left: the
+// server or the sentinels may answer otherwise a moment later (a failover under way, a replica
+// re-attaching, a server loading its data). Not: refused credentials or permissions, an unknown
+// master name, a bad URL, key or TTL, a closed client, OOM, WRONGTYPE, any other error reply.
+bool transient_acquire_error(const error_code& ec) noexcept;
 
 }  // namespace zkcoro::detail
 
