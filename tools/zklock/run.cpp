@@ -766,10 +766,74 @@ asio::awaitable<zkcoro::error_code> redis_ping(zkcoro::redis_client& rc)
     co_return ec;
 }
 
-asio::awaitable<zkcoro::error_code> redis_connect(zkcoro::redis_client& rc)
+// What `host:port` is in a redis:// URL (an IPv6 address in brackets).
+std::string redis_hostport(const std::string& host, std::uint16_t port)
+{
+    return host.find(':') == std::string::npos ? fmt::format("{}:{}", host, port) : fmt::format("[{}]:{}", host, port);
+}
+
+// redis+sentinel://: the sentinels' down-after-milliseconds for the master (SENTINEL MASTER NAME,
+// from the first sentinel that answers within 1 s in all); 0 if none tells.
+asio::awaitable<long long> sentinels_down_after(const zkcoro::redis_url& url)
+{
+    auto ex = co_await asio::this_coro::executor;
+    const auto until = clock::now() + 1s;
+    for (const auto& s : url.sentinels) {
+        if (clock::now() >= until)
+            break;
+        zkcoro::redis_options so;
+        so.connect_timeout = 500ms;
+        zkcoro::redis_client sc(ex, "redis://" + redis_hostport(s.host, s.port), so);
+        asio::steady_timer bound(ex, until);
+        std::vector<std::string> args{"SENTINEL", "MASTER", url.master_name};  // (not braced inside co_await: g++ 12)
+        auto r = co_await (sc.async_exec(std::move(args), asio::as_tuple(asio::use_awaitable)) ||
+                           bound.async_wait(asio::as_tuple(asio::use_awaitable)));
+        sc.close();
+        if (r.index() != 0)
+            break;
+        auto& [ec, reply] = std::get<0>(r);
+        if (ec || reply.type != zkcoro::redis_reply::kind::array)
+            continue;
+        for (std::size_t i = 0; i + 1 < reply.elements.size(); i += 2)
+            if (reply.elements[i].str == "down-after-milliseconds")
+                co_return std::atoll(reply.elements[i + 1].str.c_str());
+    }
+    co_return 0;
+}
+
+asio::awaitable<zkcoro::error_code> redis_connect(zkcoro::redis_client& rc, const options& o)
 {
     auto [ec] = co_await rc.async_connect(asio::as_tuple(asio::use_awaitable));
+    if (ec || rc.url().sentinels.empty())
+        co_return ec;
+    // Issue 32 item 11: a failover takes at least down-after-milliseconds; a TTL shorter than that
+    // loses the lock in every failover. Said once, on stderr.
+    const auto down_after = co_await sentinels_down_after(rc.url());
+    if (down_after > 0 && o.redis_ttl.count() < down_after)
+        fmt::print(stderr,
+                   "zklock: warning: the lock's TTL ({} ms, --ttl) is shorter than the sentinels' "
+                   "down-after-milliseconds ({} ms) for master '{}': a failover takes at least that long, so "
+                   "every failover loses the lock; the TTL must cover down-after-milliseconds, the election and "
+                   "one renewal interval (a third of the TTL)\n",
+                   o.redis_ttl.count(), down_after, escape(rc.url().master_name));
     co_return ec;
+}
+
+// How many replicas the master says are connected (ROLE); -1 if it does not tell within 1 s.
+asio::awaitable<int> redis_connected_replicas(zkcoro::redis_client& rc)
+{
+    asio::steady_timer bound(co_await asio::this_coro::executor, 1s);
+    std::vector<std::string> args{"ROLE"};
+    auto r = co_await (rc.async_exec(std::move(args), asio::as_tuple(asio::use_awaitable)) ||
+                       bound.async_wait(asio::as_tuple(asio::use_awaitable)));
+    if (r.index() != 0)
+        co_return -1;
+    auto& [ec, reply] = std::get<0>(r);
+    // ["master", offset, [[ip, port, offset], ...]]
+    if (ec || reply.type != zkcoro::redis_reply::kind::array || reply.elements.size() < 3 ||
+        reply.elements[0].str != "master")
+        co_return -1;
+    co_return static_cast<int>(reply.elements[2].elements.size());
 }
 
 // Why a Redis acquisition failed: the code's message and the server's own text. acquire()'s what()
@@ -785,7 +849,7 @@ std::string redis_refusal(const boost::system::system_error& e, const std::strin
     return e.code().message() + std::string(what.substr(head.size(), what.size() - head.size() - tail.size()));
 }
 
-asio::awaitable<acquired> redis_acquire(zkcoro::redis_mutex& m, clock::duration wait)
+asio::awaitable<acquired> redis_acquire(zkcoro::redis_mutex& m, zkcoro::redis_client& rc, clock::duration wait)
 {
     acquired out;
     // The throwing form: its error carries the server's text (an ACL refusal, NOREPLICAS, ...).
@@ -796,6 +860,13 @@ asio::awaitable<acquired> redis_acquire(zkcoro::redis_mutex& m, clock::duration 
         out.ec = e.code();
         out.what = escape(redis_refusal(e, m.key()));  // the server's text may echo the key's bytes
     }
+    // Replicas that did not confirm in time, or none to confirm (issue 32 item 11): ROLE tells.
+    if (out.ec == zkcoro::redis_errc::not_replicated && co_await redis_connected_replicas(rc) == 0)
+        out.what = fmt::format(
+            "the lock's write was not confirmed by a replica: the master {} has no replica connected (ROLE "
+            "lists none), and the grant waits for one (WAIT 1, the default with redis+sentinel://); after a "
+            "failover the promoted replica has none until another re-attaches: given back",
+            redis_hostport(rc.url().host, rc.url().port));
     co_return out;
 }
 
@@ -806,7 +877,7 @@ asio::awaitable<int> redis_lock_main(zkcoro::redis_client& rc, const options& o,
     zkcoro::redis_mutex m(rc, o.lock_path, ro);
 
     run_backend b;
-    b.connect = [&rc] { return redis_connect(rc); };
+    b.connect = [&rc, &o] { return redis_connect(rc, o); };
     b.connect_failed = [&rc, &o](const zkcoro::error_code& ec) {
         auto msg = fmt::format("cannot connect to Redis ({}): {}", o.connect_origin,
                                escape(rc.last_error().empty() ? ec.message() : rc.last_error()));
@@ -819,7 +890,7 @@ asio::awaitable<int> redis_lock_main(zkcoro::redis_client& rc, const options& o,
                    : fmt::format("connected to Redis master '{}' at {}, named by Sentinel", escape(rc.url().master_name),
                                  escape(rc.server())));
     };
-    b.acquire = [&m](clock::duration wait, bool) { return redis_acquire(m, wait); };
+    b.acquire = [&m, &rc](clock::duration wait, bool) { return redis_acquire(m, rc, wait); };
     b.acquire_failed = [](const acquired& got) { return got.what; };
     b.info.probe = [&rc](zkcoro::guard&) { return redis_ping(rc); };
     b.info.lease = o.redis_ttl;
@@ -1090,6 +1161,15 @@ int run_lock_redis(const options& o, const std::set<int>& inherited)
     asio::io_context ioc;
     zkcoro::redis_options ropts;
     ropts.connect_timeout = redis_connect_timeout(o);
+    // Issue 39: -t bounds the whole wait, the first connection included: a server that is not up
+    // yet, a failover under way (the sentinels still name the dead master) are waited for; -n
+    // tries once. Without -t, as the library does by default: redis:// once, Sentinel 6 times
+    // (about 3 s): a typing error in the port is not waited on for ever. Refused credentials, an
+    // unknown master name, a bad URL fail at once.
+    if (o.timeout_s && !o.nonblock)
+        ropts.first_connect_wait =
+            std::chrono::milliseconds(static_cast<long long>(std::min(*o.timeout_s, 86400.0) * 1000.0));
+    ropts.reconnect_max = 1000ms;
     if (o.verbose)  // the library's lines (e.g. a release whose PUBLISH was refused), as on ZooKeeper
         ropts.log = [](zkcoro::log_level l, std::string_view m) {
             if (l <= zkcoro::log_level::info)  // error, warn, info: not debug
