@@ -1036,3 +1036,34 @@ TEST_CASE("revoke of a holder that is not revocable: its data overwritten, the l
     ::kill(holder.pid, SIGTERM);
     CHECK(wait_for(holder, 10s) == 128 + SIGTERM);
 }
+
+// Issue 39: -t bounds the whole wait, the first connection included: a ZooKeeper that comes up
+// 3 s after zklock started is waited for (the first connection waited 10 s at most, whatever -t
+// said: -t 20 against a server started 12 s later failed); -n tries once (2 s at most) against a
+// stopped server. A server of its own, stopped and started again on the same port.
+TEST_CASE("-t 20 waits for a ZooKeeper started later; -n against a stopped one fails at once (issue 39)")
+{
+    zktest::zk_server srv;
+    const std::string cs = srv.connect_string();
+    srv.stop();
+    {
+        proc p;
+        const auto t0 = clock_type::now();
+        const int rc = run({zklock_bin, "-c", cs, "-n", "/i39-first", "--", "true"}, 20s, &p);
+        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - t0).count();
+        MESSAGE("-n, server stopped: exit " << rc << " after " << ms << " ms: " << slurp(p.err));
+        CHECK(rc == 69);
+        CHECK(ms < 3500);
+    }
+    auto p = start({zklock_bin, "-c", cs, "-t", "20", "/i39-first", "--", "sh", "-c", "echo $ZKLOCK_FENCING_TOKEN"});
+    // The scenario: zklock waits from the start; the server comes up 11 s later, past the 10 s
+    // the first connection used to be given.
+    std::this_thread::sleep_for(11s);
+    srv.restart();
+    const int rc = wait_for(p, 30s);
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - p.started).count();
+    MESSAGE("-t 20, server started 11 s later: exit " << rc << " after " << ms << " ms: " << slurp(p.err));
+    CHECK(rc == 0);
+    CHECK(ms < 20000);
+    CHECK_FALSE(slurp(p.out).empty());
+}

@@ -47,8 +47,7 @@ asio::awaitable<int> revoke_main(zkcoro::client& zk, const options& o)
     auto [ec] = co_await zk.async_connect(asio::as_tuple(asio::use_awaitable));
     if (ec) {
         fmt::print(stderr, "zklock: {}\n", connect_failure(o, ec));
-        const bool bad = ec == zkcoro::client_errc::invalid_connect_string || ec == zkcoro::client_errc::invalid_argument;
-        co_return bad ? exit_code::usage : exit_code::unavailable;
+        co_return exit_for_connect(ec);
     }
     std::string node;
     if (o.revoke_node.empty()) {
@@ -63,8 +62,7 @@ asio::awaitable<int> revoke_main(zkcoro::client& zk, const options& o)
             if (is_noauth(e.code()))
                 msg += "; " + noauth_hint(o);
             fmt::print(stderr, "{}\n", msg);
-            co_return zkcoro::is_session_lost(e.code()) || zkcoro::is_retriable(e.code()) ? exit_code::unavailable
-                                                                                           : exit_code::refused;
+            co_return exit_for_error(e.code());
         }
         for (const auto& e : q.entries)
             if (e.holding.value_or(false)) {
@@ -128,7 +126,7 @@ asio::awaitable<int> revoke_main(zkcoro::client& zk, const options& o)
         if (is_noauth(rec))
             msg += "; " + noauth_hint(o);
         fmt::print(stderr, "{}\n", msg);
-        co_return zkcoro::is_session_lost(rec) || zkcoro::is_retriable(rec) ? exit_code::unavailable : exit_code::refused;
+        co_return exit_for_error(rec);
     }
     fmt::print("{}\n", escape(node));
     say(o, fmt::format("asked {} to let go (a revocable holder releases; others ignore it)", escape(node)));

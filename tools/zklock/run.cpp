@@ -80,10 +80,15 @@ zkcoro::client_config make_config(const options& o)
     cfg.auth = o.auth;
     if (o.acl == acl_kind::creator)
         cfg.default_acl = zkcoro::creator_all_acl();
+    // Issue 39: -t bounds the whole wait, the first connection included, and an ensemble that
+    // comes back within it is waited for (was: 10 s at most, whatever -t said); at least 1 s.
+    // Without -t, 10 s; -n tries once: 2 s at most.
     if (o.timeout_s) {
         const auto t = std::chrono::milliseconds(static_cast<long long>(*o.timeout_s * 1000.0));
-        cfg.connect_timeout = std::clamp<std::chrono::milliseconds>(t, 1s, 10s);
+        cfg.connect_timeout = std::max<std::chrono::milliseconds>(t, 1s);
     }
+    if (o.nonblock)
+        cfg.connect_timeout = 2s;
     if (o.verbose) {
         cfg.log_threshold = zkcoro::log_level::info;
         cfg.log = [](zkcoro::log_level l, std::string_view m) {
@@ -602,20 +607,6 @@ std::string connect_failure(const options& o, const zkcoro::error_code& ec)
     return fmt::format("cannot connect to ZooKeeper at {} ({}): {}", shown_connect(o.connect), o.connect_origin, ec.message());
 }
 
-int acquire_failure_exit(const zkcoro::error_code& ec)
-{
-    using zkcoro::client_errc;
-    if (ec == client_errc::invalid_path || ec == client_errc::invalid_argument)
-        return exit_code::usage;
-#ifdef ZKLOCK_REDIS
-    if (ec == zkcoro::redis_errc::bad_key || ec == zkcoro::redis_errc::bad_ttl || ec == zkcoro::redis_errc::bad_url)
-        return exit_code::usage;
-#endif
-    if (zkcoro::is_session_lost(ec) || zkcoro::is_retriable(ec))
-        return exit_code::unavailable;
-    return exit_code::refused;
-}
-
 namespace {
 
 asio::awaitable<int> run_holding(const options& o, const std::set<int>& inherited, std::shared_ptr<run_events> events,
@@ -690,7 +681,7 @@ asio::awaitable<int> lock_run(run_backend& b, const options& o, const std::set<i
     acquired got = std::move(std::get<0>(a));
     if (got.ec) {
         fmt::print(stderr, "zklock: cannot acquire {}: {}\n", escape(o.lock_path), b.acquire_failed(got));
-        co_return acquire_failure_exit(got.ec);
+        co_return exit_for_error(got.ec);
     }
     co_return co_await run_holding(o, inherited, events, std::move(got), b.info);
 }
@@ -732,8 +723,7 @@ asio::awaitable<int> lock_main(zkcoro::client& zk, const options& o, const std::
     run_backend b;
     b.connect = [&zk] { return connect(zk); };
     b.connect_failed = [&o](const zkcoro::error_code& ec) {
-        const bool bad = ec == zkcoro::client_errc::invalid_connect_string || ec == zkcoro::client_errc::invalid_argument;
-        return std::pair{connect_failure(o, ec), bad ? exit_code::usage : exit_code::unavailable};
+        return std::pair{connect_failure(o, ec), exit_for_connect(ec)};
     };
     b.connected = [&b, &zk, &o] {
         say(o, fmt::format("connected to {} (session {}, timeout {} ms)", zk.connected_server(),
@@ -881,7 +871,7 @@ asio::awaitable<int> redis_lock_main(zkcoro::redis_client& rc, const options& o,
     b.connect_failed = [&rc, &o](const zkcoro::error_code& ec) {
         auto msg = fmt::format("cannot connect to Redis ({}): {}", o.connect_origin,
                                escape(rc.last_error().empty() ? ec.message() : rc.last_error()));
-        return std::pair{msg, ec == zkcoro::redis_errc::bad_url ? exit_code::usage : exit_code::unavailable};
+        return std::pair{msg, exit_for_connect(ec)};
     };
     b.connected = [&rc, &o] {
         // With Sentinel the URL names no server: the master the sentinels named is the client's.
@@ -1182,12 +1172,9 @@ int run_lock_redis(const options& o, const std::set<int>& inherited)
         done = true;
         rc_exit = r;
         if (e) {
-            try {
-                std::rethrow_exception(e);
-            } catch (const std::exception& x) {
-                fmt::print(stderr, "zklock: error: {}\n", x.what());
-                rc_exit = exit_code::unavailable;
-            }
+            std::string what;
+            rc_exit = exit_for_exception(e, what);
+            fmt::print(stderr, "zklock: error: {}\n", what);
         }
     });
     while (!done && ioc.run_one() > 0) {
@@ -1228,15 +1215,9 @@ int run_lock(const options& o)
         done = true;
         rc = r;
         if (e) {
-            try {
-                std::rethrow_exception(e);
-            } catch (const boost::system::system_error& x) {
-                fmt::print(stderr, "zklock: error: {}\n", x.what());
-                rc = zkcoro::is_session_lost(x.code()) ? exit_code::unavailable : exit_code::refused;
-            } catch (const std::exception& x) {
-                fmt::print(stderr, "zklock: error: {}\n", x.what());
-                rc = exit_code::refused;
-            }
+            std::string what;
+            rc = exit_for_exception(e, what);
+            fmt::print(stderr, "zklock: error: {}\n", what);
         }
     });
     while (!done && ioc.run_one() > 0) {

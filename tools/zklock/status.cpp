@@ -27,8 +27,7 @@ asio::awaitable<int> status_main(zkcoro::client& zk, const options& o)
     auto [ec] = co_await zk.async_connect(asio::as_tuple(asio::use_awaitable));
     if (ec) {
         fmt::print(stderr, "zklock: {}\n", connect_failure(o, ec));
-        const bool bad = ec == zkcoro::client_errc::invalid_connect_string || ec == zkcoro::client_errc::invalid_argument;
-        co_return bad ? exit_code::usage : exit_code::unavailable;
+        co_return exit_for_connect(ec);
     }
     if (o.recursive)
         co_return co_await tree_status(zk, o);
@@ -40,8 +39,7 @@ asio::awaitable<int> status_main(zkcoro::client& zk, const options& o)
         if (is_noauth(e.code()))
             msg += "; " + noauth_hint(o);
         fmt::print(stderr, "{}\n", msg);
-        co_return zkcoro::is_session_lost(e.code()) || zkcoro::is_retriable(e.code()) ? exit_code::unavailable
-                                                                                       : exit_code::refused;
+        co_return exit_for_error(e.code());
     }
     std::string out = o.json ? render_json(q) : render_text(q);
     std::fwrite(out.data(), 1, out.size(), stdout);
@@ -61,12 +59,9 @@ int run_with_client(const options& o, std::string_view what,
         done = true;
         rc = r;
         if (e) {
-            try {
-                std::rethrow_exception(e);
-            } catch (const std::exception& x) {
-                fmt::print(stderr, "zklock: {} {}: {}\n", what, escape(o.lock_path), escape(x.what()));
-                rc = exit_code::refused;
-            }
+            std::string text;
+            rc = exit_for_exception(e, text);
+            fmt::print(stderr, "zklock: {} {}: {}\n", what, escape(o.lock_path), escape(text));
         }
     });
     while (!done && ioc.run_one() > 0) {

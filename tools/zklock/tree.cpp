@@ -228,8 +228,7 @@ asio::awaitable<int> tree_status(zkcoro::client& zk, const options& o)
         if (is_noauth(ec))
             msg += "; " + noauth_hint(o);
         fmt::print(stderr, "{}\n", msg);
-        co_return zkcoro::is_session_lost(ec) || zkcoro::is_retriable(ec) ? exit_code::unavailable
-                                                                           : exit_code::refused;
+        co_return exit_for_error(ec);
     }
     if (o.older_than_s)
         keep_older(r.locks, *o.older_than_s);

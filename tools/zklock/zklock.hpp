@@ -3,6 +3,8 @@
 #ifndef ZKCORO_TOOLS_ZKLOCK_HPP
 #define ZKCORO_TOOLS_ZKLOCK_HPP
 
+#include "exit_codes.hpp"
+
 #include <zkcoro/client.hpp>
 #ifdef ZKLOCK_REDIS
 #include <zkcoro/redis.hpp>
@@ -25,22 +27,6 @@
 namespace zklock {
 
 namespace asio = boost::asio;
-
-// Exit codes (sysexits.h values where one fits); also listed in --help and README.md.
-namespace exit_code {
-inline constexpr int usage = 64;        // EX_USAGE: bad options or arguments
-inline constexpr int unavailable = 69;  // EX_UNAVAILABLE: could not connect, or the session ended before the lock was held
-inline constexpr int lost = 70;         // EX_SOFTWARE: the lock was lost while the command ran (default of --lost-exit-code)
-inline constexpr int refused = 76;      // EX_PROTOCOL: the server (ZooKeeper or Redis) refused an operation (e.g. no permission)
-inline constexpr int tempfail = 75;     // EX_TEMPFAIL: timed out (-t) or the lock is held (-n)
-inline constexpr int cannot_exec = 126; // the command was found but could not be run
-inline constexpr int not_found = 127;   // the command was not found
-}  // namespace exit_code
-
-// The exit status of a failed acquisition, on either backend: bad input 64; the server
-// unreachable, the session or connection ended, or the server cannot take writes for now (Redis
-// READONLY or OOM: zkcoro::classify() calls them retriable) 69; the server refused 76.
-int acquire_failure_exit(const zkcoro::error_code& ec);
 
 enum class recipe { mutex, read, write, semaphore };
 enum class on_lost { term, kill, ignore };
@@ -200,7 +186,7 @@ inline std::chrono::milliseconds redis_connect_timeout(const options& o)
 
 // Runs `body` with a client of the run's configuration on a private io_context, then closes the
 // session (bounded: 3 s, then _Exit). An exception out of `body` is reported as "zklock: WHAT
-// LOCKPATH: ..." and exit 76. For the subcommands that need one request or a few (status, revoke).
+// LOCKPATH: ..." and exits by exit_for_exception. For the subcommands that need one request or a few (status, revoke).
 int run_with_client(const options& o, std::string_view what,
                     const std::function<asio::awaitable<int>(zkcoro::client&)>& body);
 
