@@ -1,14 +1,19 @@
 // Sequential latency and client CPU of one "cycle": create an ephemeral-sequential node under a
-// parent, list the parent's children, delete the node. Two implementations in one run:
+// parent, list the parent's children, delete the node. The implementations in one run:
 //
-//   raw     the single-threaded ZooKeeper C client used directly: its asynchronous API and a
-//           minimal poll() loop over zookeeper_interest/zookeeper_process;
-//   zkcoro  zkcoro::client in a coroutine on an asio::io_context run by this one thread;
-//   mutex   zkcoro::mutex acquire + release on its own path (workload a of the lock benchmark:
-//           the same 3 requests in 2 round trips), so that a's ratio to raw comes from
-//           interleaved phases rather than from runs seconds apart.
+//   raw        the single-threaded ZooKeeper C client used directly: its asynchronous API and a
+//              minimal poll() loop over zookeeper_interest/zookeeper_process;
+//   raw_watch  the same cycle plus an exists watch on its own node, sent with the listing once the
+//              create is answered (issue 33: what zkcoro's held-node watch, the "lost" signal,
+//              costs): 4 requests in 3 round trips, and the cycle ends once both the delete's
+//              reply and the watch's deletion event are in. The floor of zkcoro::mutex;
+//   zkcoro     zkcoro::client in a coroutine on an asio::io_context run by this one thread;
+//   mutex      zkcoro::mutex acquire + release on its own path (workload a of the lock benchmark:
+//              the same 3 requests in 2 round trips), so that a's ratios to raw and raw_watch come
+//              from interleaved phases rather than from runs seconds apart. PAIRS prints the
+//              median over the rounds of mutex/raw_watch CPU per cycle (issue 33).
 //
-// First one request at a time in both: rounds alternate the two (and which goes first) so that
+// First one request at a time in each: rounds alternate them (and which goes first) so that
 // machine noise hits both alike; a warm-up comes first. Then, pipelined: --inflight cycles at once
 // (each one still create, then get_children, then delete) for --pipeline-ms each, raw first: the
 // throughput the server allows. Every wait is bounded in count and by an overall time limit,
@@ -79,7 +84,7 @@ struct options {
     long inflight = 64;      // pipelined: cycles at once
     long pipeline_ms = 3000;  // pipelined: run time per implementation (0: skip)
     long time_limit = 120;  // seconds, for the whole run
-    bool run_raw = true, run_zkcoro = true;  // --only: one of them (for profiling)
+    bool run_raw = true, run_raw_watch = true, run_zkcoro = true;  // --only: one of them (for profiling)
 };
 
 options parse_options(int argc, char** argv)
@@ -101,12 +106,14 @@ options parse_options(int argc, char** argv)
     zkbench::add_integer(app, "--time-limit", o.time_limit, 1, 86'400, "SECONDS",
                          "Overall limit; exceeding it is an error");
     std::string only;
-    app.add_option("--only", only, "Run one implementation only (for profiling; default: both)")
-        ->type_name("raw|zkcoro")
-        ->check(CLI::IsMember({"raw", "zkcoro"}).description(""));
+    app.add_option("--only", only,
+                   "Run one implementation only (for profiling; default: all; zkcoro: the client and the mutex)")
+        ->type_name("raw|raw_watch|zkcoro")
+        ->check(CLI::IsMember({"raw", "raw_watch", "zkcoro"}).description(""));
     zkbench::parse_command_line(app, argc, argv);
     if (!only.empty()) {
         o.run_raw = only == "raw";
+        o.run_raw_watch = only == "raw_watch";
         o.run_zkcoro = only == "zkcoro";
     }
     o.rounds = std::min(o.rounds, o.cycles);
@@ -122,6 +129,7 @@ using zkbench::cpu_us;
 struct series : zkbench::latencies {
     double cpu_us = 0;  // CPU of the measured phases
     long phases = 0;
+    std::vector<double> phase_cpu_per_cycle;  // of each measured phase, in order (one per round)
 
     double wall_s = 0;  // pipelined: the phase's wall time
 
@@ -264,8 +272,12 @@ public:
         return ctx.rc;
     }
 
-    // One measured cycle: each request waits for the previous one's completion.
-    void cycle(const std::string& prefix, const std::string& parent)
+    // One measured cycle: each request waits for the previous one's completion. With `watch`
+    // (raw_watch), an exists watch on the new node goes out with the listing, right after the
+    // create's reply; the listing waits for the exists reply too (the server answers in order, so
+    // it costs no round trip), and the cycle ends once the delete's reply and the watch's
+    // deletion event are both in.
+    void cycle(const std::string& prefix, const std::string& parent, bool watch)
     {
         cycle_ctx c;
         check(zoo_acreate2(zh_, prefix.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL,
@@ -273,17 +285,30 @@ public:
         pump_until([&] { return c.done; }, "waiting for a create");
         check(c.rc, "create");
 
+        if (watch) {
+            // Members, not locals: a watch outlives a failed cycle until the session closes.
+            node_watch_ = {};
+            exists_ = {};
+            check(zoo_awexists(zh_, c.path.c_str(), &raw_client::on_node_event, &node_watch_, &raw_client::on_exists,
+                               &exists_),
+                  "zoo_awexists");
+        }
         c.done = false;
         check(zoo_aget_children2(zh_, parent.c_str(), 0, &raw_client::on_children, &c), "zoo_aget_children2");
-        pump_until([&] { return c.done; }, "waiting for get_children");
+        pump_until([&] { return c.done && (!watch || exists_.done); }, "waiting for get_children");
         check(c.rc, "get_children");
         if (c.count != 1)
             throw bench_error(fmt::format("raw: {} has {} children, expected 1", parent, c.count));
+        if (watch)
+            check(exists_.rc, "exists (watch on our node)");
 
         c.done = false;
         check(zoo_adelete(zh_, c.path.c_str(), -1, &raw_client::on_done, &c), "zoo_adelete");
-        pump_until([&] { return c.done; }, "waiting for a delete");
+        pump_until([&] { return c.done && (!watch || node_watch_.fired); }, "waiting for a delete");
         check(c.rc, "delete");
+        if (watch && node_watch_.type != ZOO_DELETED_EVENT)
+            throw bench_error(fmt::format("raw_watch: the watch on {} fired with event type {}, expected a deletion",
+                                          c.path, node_watch_.type));
     }
 
     // `inflight` cycles at once until `end`; returns the cycles completed. Each completion issues
@@ -402,6 +427,28 @@ private:
         c.rc = rc;
         c.done = true;
     }
+    struct exists_ctx {
+        bool done = false;
+        int rc = 0;
+    };
+    struct node_watch_ctx {
+        bool fired = false;
+        int type = 0;
+    };
+    static void on_exists(int rc, const Stat*, const void* d)
+    {
+        auto& e = *static_cast<exists_ctx*>(const_cast<void*>(d));
+        e.rc = rc;
+        e.done = true;
+    }
+    static void on_node_event(zhandle_t*, int type, int, const char*, void* ctx)
+    {
+        auto& w = *static_cast<node_watch_ctx*>(ctx);
+        if (type == ZOO_SESSION_EVENT)
+            return;  // the session's state: the global watcher has it
+        w.fired = true;
+        w.type = type;
+    }
     static void check(int rc, std::string_view what)
     {
         if (rc != ZOK)
@@ -420,6 +467,8 @@ private:
 
     zhandle_t* zh_ = nullptr;
     int state_ = 0;
+    exists_ctx exists_;
+    node_watch_ctx node_watch_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -430,7 +479,7 @@ struct run_plan {
     std::string prefix;  // parent + "/n-"
     std::string lock_path;  // parent + "-lock": the mutex phases' lock
     clock_type::duration phase_budget{};  // a phase stops after this long (the idle session must live)
-    bool run_raw = true, run_zkcoro = true;
+    bool run_raw = true, run_raw_watch = true, run_zkcoro = true;
 };
 
 // The bookkeeping of one phase: times each cycle into `out` (if any), ends after `count` cycles
@@ -456,8 +505,11 @@ public:
     long finish()
     {
         if (out_) {
-            out_->cpu_us += cpu_us() - cpu0_;
+            double cpu = cpu_us() - cpu0_;
+            out_->cpu_us += cpu;
             ++out_->phases;
+            if (n_ > 0)
+                out_->phase_cpu_per_cycle.push_back(cpu / static_cast<double>(n_));
         }
         return n_;
     }
@@ -474,12 +526,13 @@ private:
 };
 
 // Runs up to `count` raw cycles (fewer if the phase outlasts its budget); returns how many.
-long raw_phase(raw_client& raw, const run_plan& plan, long count, series* out)
+// `watch`: the raw_watch cycle.
+long raw_phase(raw_client& raw, const run_plan& plan, long count, series* out, bool watch)
 {
     phase ph(plan, count, out);
     while (ph.more()) {
         ph.begin();
-        raw.cycle(plan.prefix, plan.parent);
+        raw.cycle(plan.prefix, plan.parent, watch);
         ph.end();
     }
     return ph.finish();
@@ -556,7 +609,7 @@ struct results {
     series mx;  // zkcoro::mutex acquire + release, interleaved with the cycles
     series raw_pipe, zk_pipe;
     double pipe_seconds = 0;
-    series raw, zk;
+    series raw, raw_watch, zk;
     long warmup_cycles = 0;
     long rounds = 0;
     long per_round = 0;
@@ -564,34 +617,62 @@ struct results {
     run_plan plan;
 };
 
-// Alternates raw, zkcoro-client and zkcoro-mutex phases until each has done `total` cycles;
-// each round has at most `per_round` cycles of each, and the order rotates from round to round.
+// Where alternate() puts each implementation's cycles.
+struct phase_outputs {
+    series* raw;
+    series* raw_watch;
+    series* zk;
+    series* mx;
+};
+
+// Alternates raw, raw_watch, zkcoro-client and zkcoro-mutex phases until each has done `total`
+// cycles; each round has at most `per_round` cycles of each, and the order rotates from round to
+// round.
 asio::awaitable<long> alternate(raw_client* raw, zkcoro::client& zc, zkcoro::mutex* mx, const run_plan& plan,
-                                long total, long per_round, series* raw_out, series* zk_out, series* mx_out,
-                                std::string_view what)
+                                long total, long per_round, phase_outputs out, std::string_view what)
 {
-    long done[3] = {raw ? 0 : total, plan.run_zkcoro ? 0 : total, mx ? 0 : total};
+    constexpr int kinds = 4;
+    long done[kinds] = {plan.run_raw ? 0 : total, plan.run_raw_watch ? 0 : total, plan.run_zkcoro ? 0 : total,
+                        mx ? 0 : total};
     long round = 0;
-    // Every phase makes at least one cycle, so this ends after at most 3 * total rounds.
-    while (done[0] < total || done[1] < total || done[2] < total) {
-        if (round > 3 * total)
+    // Every phase makes at least one cycle, so this ends after at most kinds * total rounds.
+    while (done[0] < total || done[1] < total || done[2] < total || done[3] < total) {
+        if (round > kinds * total)
             throw bench_error(fmt::format("{}: no progress after {} rounds", what, round));
         check_deadline(what);
-        for (int k = 0; k < 3; ++k) {
-            int which = static_cast<int>((round + k) % 3);
+        for (int k = 0; k < kinds; ++k) {
+            int which = static_cast<int>((round + k) % kinds);
             long n = std::min(per_round, total - done[which]);
             if (n <= 0)
                 continue;
             if (which == 0)
-                done[0] += raw_phase(*raw, plan, n, raw_out);
+                done[0] += raw_phase(*raw, plan, n, out.raw, false);
             else if (which == 1)
-                done[1] += co_await zkcoro_phase(zc, plan, n, zk_out);
+                done[1] += raw_phase(*raw, plan, n, out.raw_watch, true);
+            else if (which == 2)
+                done[2] += co_await zkcoro_phase(zc, plan, n, out.zk);
             else
-                done[2] += co_await mutex_phase(*mx, plan, n, mx_out);
+                done[3] += co_await mutex_phase(*mx, plan, n, out.mx);
         }
         ++round;
     }
     co_return round;
+}
+
+// The median of a's CPU per cycle over b's, phase by phase: the i-th measured phase of each, which
+// are of the same round while both keep pace (a phase cut short by its budget can shift them by
+// a round); 0 without pairs.
+double median_pair_ratio(const series& a, const series& b, std::size_t* pairs)
+{
+    std::vector<double> r;
+    for (std::size_t i = 0; i < a.phase_cpu_per_cycle.size() && i < b.phase_cpu_per_cycle.size(); ++i)
+        if (b.phase_cpu_per_cycle[i] > 0)
+            r.push_back(a.phase_cpu_per_cycle[i] / b.phase_cpu_per_cycle[i]);
+    *pairs = r.size();
+    if (r.empty())
+        return 0;
+    std::sort(r.begin(), r.end());
+    return r.size() % 2 ? r[r.size() / 2] : (r[r.size() / 2 - 1] + r[r.size() / 2]) / 2;
 }
 
 // Setup and cleanup go through a session of their own, so that neither measured client has
@@ -641,6 +722,7 @@ asio::awaitable<void> run_bench(const options& o, results& res)
     plan.parent = fmt::format("/zkcoro-bench/cycle-{}", ::getpid());
     plan.prefix = plan.parent + "/n-";
     plan.run_raw = o.run_raw;
+    plan.run_raw_watch = o.run_raw_watch;
     plan.run_zkcoro = o.run_zkcoro;
 
     plan.lock_path = plan.parent + "-lock";
@@ -655,7 +737,7 @@ asio::awaitable<void> run_bench(const options& o, results& res)
         made_parent = true;
 
         int timeout_ms = 1'000'000;
-        if (o.run_raw) {
+        if (o.run_raw || o.run_raw_watch) {
             raw.emplace(o.connect, 30000);
             raw->connect("raw");
             res.raw_timeout_ms = raw->session_timeout_ms();
@@ -668,34 +750,34 @@ asio::awaitable<void> run_bench(const options& o, results& res)
         }
 
         // The idle session's client must not miss its ping (due a third of the timeout after its
-        // last request) and the rounds rotate three implementations, so an idle spell lasts up
-        // to four phases: keep each phase within a sixteenth of the timeout.
-        plan.phase_budget = std::min<clock_type::duration>(500ms, std::chrono::milliseconds(timeout_ms) / 16);
+        // last request) and the rounds rotate four implementations (the raw client does two), so
+        // an idle spell lasts up to six phases: keep each phase within a twentieth of the timeout.
+        plan.phase_budget = std::min<clock_type::duration>(500ms, std::chrono::milliseconds(timeout_ms) / 20);
 
         // Warm-up, which also sizes the rounds.
-        series raw_warm, zk_warm, mx_warm;
+        series raw_warm, raw_watch_warm, zk_warm, mx_warm;
         long warm_per_round = std::max<long>(1, std::min<long>(o.warmup, 100));
         raw_client* rawp = raw ? &*raw : nullptr;
         if (o.run_zkcoro)
             mx.emplace(zc, plan.lock_path);
         zkcoro::mutex* mxp = mx ? &*mx : nullptr;
         if (o.warmup > 0)
-            co_await alternate(rawp, zc, mxp, plan, o.warmup, warm_per_round, &raw_warm, &zk_warm, &mx_warm,
-                               "warming up");
+            co_await alternate(rawp, zc, mxp, plan, o.warmup, warm_per_round,
+                               {&raw_warm, &raw_watch_warm, &zk_warm, &mx_warm}, "warming up");
         res.warmup_cycles = o.warmup;
 
         long per_round = (o.cycles + o.rounds - 1) / o.rounds;
-        double slowest_ns = std::max({raw_warm.mean_us(), zk_warm.mean_us(), mx_warm.mean_us(), 1.0}) * 1e3;
+        double slowest_ns =
+            std::max({raw_warm.mean_us(), raw_watch_warm.mean_us(), zk_warm.mean_us(), mx_warm.mean_us(), 1.0}) * 1e3;
         double budget_ns =
             static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(plan.phase_budget).count());
         long fits = static_cast<long>(budget_ns / 2 / slowest_ns);  // half the budget: margin
         per_round = std::max<long>(1, std::min(per_round, fits));
         res.per_round = per_round;
-        res.raw.ns.reserve(static_cast<std::size_t>(o.cycles));
-        res.zk.ns.reserve(static_cast<std::size_t>(o.cycles));
-        res.mx.ns.reserve(static_cast<std::size_t>(o.cycles));
-        res.rounds =
-            co_await alternate(rawp, zc, mxp, plan, o.cycles, per_round, &res.raw, &res.zk, &res.mx, "measuring");
+        for (auto* s : {&res.raw, &res.raw_watch, &res.zk, &res.mx})
+            s->ns.reserve(static_cast<std::size_t>(o.cycles));
+        res.rounds = co_await alternate(rawp, zc, mxp, plan, o.cycles, per_round,
+                                        {&res.raw, &res.raw_watch, &res.zk, &res.mx}, "measuring");
 
         // Pipelined: raw, then zkcoro, each for pipeline_ms. The idle client sleeps meanwhile, so
         // a phase stays within an eighth of the session timeout (its ping is due after a third).
@@ -703,7 +785,7 @@ asio::awaitable<void> run_bench(const options& o, results& res)
                                                        std::chrono::milliseconds(timeout_ms) / 8);
         res.pipe_seconds = std::chrono::duration<double>(pipe_for).count();
         if (o.pipeline_ms > 0) {
-            if (raw) {
+            if (o.run_raw) {
                 check_deadline("running raw pipelined cycles");
                 double cpu0 = cpu_us();
                 auto t0 = clock_type::now();
@@ -757,14 +839,16 @@ int report(const options& o, const results& r)
                r.warmup_cycles, o.cycles, r.rounds, r.per_round,
                std::chrono::duration_cast<std::chrono::milliseconds>(p.phase_budget).count());
 
-    fmt::print("{:<8} {:>8} {:>10} {:>10} {:>10} {:>10} {:>14}\n", "impl", "cycles", "p50 us", "p99 us",
+    fmt::print("{:<10} {:>8} {:>10} {:>10} {:>10} {:>10} {:>14}\n", "impl", "cycles", "p50 us", "p99 us",
                "mean us", "cycles/s", "CPU us/cycle");
     auto row = [](std::string_view name, const series& s) {
-        fmt::print("{:<8} {:>8} {:>10.1f} {:>10.1f} {:>10.1f} {:>10.1f} {:>14.1f}\n", name, s.ns.size(),
+        fmt::print("{:<10} {:>8} {:>10.1f} {:>10.1f} {:>10.1f} {:>10.1f} {:>14.1f}\n", name, s.ns.size(),
                    s.percentile_us(50), s.percentile_us(99), s.mean_us(), s.per_s(), s.cpu_per_cycle_us());
     };
     if (p.run_raw)
         row("raw", r.raw);
+    if (p.run_raw_watch)
+        row("raw_watch", r.raw_watch);
     if (p.run_zkcoro)
         row("zkcoro", r.zk);
     if (p.run_zkcoro)
@@ -777,6 +861,18 @@ int report(const options& o, const results& r)
             row("zkcoro", r.zk_pipe);
     }
     auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
+    if (p.run_raw_watch && p.run_zkcoro) {
+        std::size_t pairs = 0;
+        double median = median_pair_ratio(r.mx, r.raw_watch, &pairs);
+        fmt::print("\nmutex acquire+release / raw_watch cycle (the floor): p50 {:.3f}  CPU {:.3f}  "
+                   "CPU, median of {} interleaved pairs {:.3f}\n",
+                   ratio(r.mx.percentile_us(50), r.raw_watch.percentile_us(50)),
+                   ratio(r.mx.cpu_per_cycle_us(), r.raw_watch.cpu_per_cycle_us()), pairs, median);
+        // Machine-readable (bench/run.sh): not a RESULT line, whose fields are fixed.
+        fmt::print("PAIRS impl=zkcoro floor=raw_watch workload=uncontended_interleaved cpu_ratio_median={:.3f} "
+                   "pairs={}\n",
+                   median, pairs);
+    }
     if (p.run_raw && p.run_zkcoro)
         fmt::print("\nmutex acquire+release / raw cycle: p50 {:.3f}  CPU {:.3f}\n",
                    ratio(r.mx.percentile_us(50), r.raw.percentile_us(50)),
@@ -796,6 +892,8 @@ int report(const options& o, const results& r)
     };
     if (p.run_raw)
         result("raw", "cycle", r.raw);
+    if (p.run_raw_watch)
+        result("raw_watch", "cycle", r.raw_watch);
     if (p.run_zkcoro) {
         result("zkcoro_client", "cycle", r.zk);
         result("zkcoro", "uncontended_interleaved", r.mx);

@@ -18,6 +18,10 @@
 #   50 tasks; e 8 readers + 2 writers; f 100 000 tasks waiting on 1000 locks on one thread.
 #   Also: a and c with mutex_options::linger = 10 ms, and the fairness mix (2 zkcoro processes
 #   with 4 tasks each and one Curator process on one lock, 5 ms holds).
+# Floors (issue 33): zkcoro::mutex is held to raw_watch, the raw C client's cycle with an exists
+# watch on its own node (what the held-node watch, the lost signal, costs); raw, the same cycle
+# without the watch, stays in the table beside it. The counted targets (instructions,
+# allocations, system calls per cycle) are bench/profile.sh's.
 # Writes bench/out/results.txt (the RESULT lines) and bench/out/compare.svg (bench/plot.sh).
 set -euo pipefail
 
@@ -224,7 +228,12 @@ cat "$out"/cycle.txt "$out"/lock.txt "$out"/cross-*.result "$out"/mix.result "$o
     2>/dev/null | grep '^RESULT ' | tee "$out/results.txt" || true
 
 echo
-awk -v quick="$quick" '
+# The median of the interleaved mutex/raw_watch CPU pairs (zkcoro-cycle-bench's PAIRS line).
+pairs_median=$(awk '/^PAIRS / { for (i = 2; i <= NF; ++i) if ($i ~ /^cpu_ratio_median=/) { sub(/^[^=]*=/, "", $i); print $i } }' \
+    "$out/cycle.txt" 2>/dev/null | tail -n 1)
+pairs_count=$(awk '/^PAIRS / { for (i = 2; i <= NF; ++i) if ($i ~ /^pairs=/) { sub(/^[^=]*=/, "", $i); print $i } }' \
+    "$out/cycle.txt" 2>/dev/null | tail -n 1)
+awk -v quick="$quick" -v pairs_median="${pairs_median:--1}" -v pairs_count="${pairs_count:-0}" '
     {
         impl = ""; w = ""
         for (i = 2; i <= NF; ++i) {
@@ -245,7 +254,8 @@ awk -v quick="$quick" '
     function val(impl, w, k) { return ((impl, w) in have) ? r[impl, w, k] + 0 : -1 }
     function cell(x, fmt) { return x < 0 ? "-" : sprintf(fmt, x) }
     function ratio(a, b) { return (a < 0 || b <= 0) ? -1 : a / b }
-    # One row: what, unit, the three figures, zkcoro/raw, zkcoro/curator, target text, verdict.
+    # One row: what, unit, the three figures, zkcoro/floor, zkcoro/curator, target text, verdict.
+    # The floor is the row'"'"'s raw C figure: raw_watch where the row says so, else raw.
     function row(what, unit, raw, zk, cur, target, ok) {
         printf "%-34s %-10s %11s %11s %11s %8s %8s  %-30s %s\n", what, unit, cell(raw, "%.1f"), cell(zk, "%.1f"),
                cell(cur, "%.1f"), cell(ratio(zk, raw), "%.3f"), cell(ratio(zk, cur), "%.3f"), target, ok
@@ -258,15 +268,16 @@ awk -v quick="$quick" '
     function both(a, b) { return (a == "met" && b == "met") ? "met" : (a == "n/a" || b == "n/a") ? "n/a" : "MISSED" }
     END {
         printf "%-34s %-10s %11s %11s %11s %8s %8s  %-30s %s\n", "workload", "figure", "raw C", "zkcoro", "Curator",
-               "zk/raw", "zk/Cur", "target", ""
-        # a: zkcoro measured in phases interleaved with the raw cycle (same process, same moments);
-        # the lock benchmark'"'"'s own run of it is shown below for reference.
+               "zk/floor", "zk/Cur", "target", ""
+        # a: zkcoro measured in phases interleaved with the raw cycles (same process, same
+        # moments); the lock benchmark'"'"'s own run of it is shown below for reference.
         a = ((("zkcoro", "uncontended_interleaved") in have) ? "uncontended_interleaved" : "uncontended")
-        raw = val("raw", "cycle", "p50_us"); zk = val("zkcoro", a, "p50_us"); cur = val("curator", "uncontended", "p50_us")
-        row("a uncontended acquire+release", "p50 us", raw, zk, cur, "<= 0.75 raw, <= 0.5 Curator",
-            both(verdict(ratio(zk, raw), "<=", 0.75), verdict(ratio(zk, cur), "<=", 0.5)))
-        row("a   same", "p99 us", val("raw", "cycle", "p99_us"), val("zkcoro", a, "p99_us"),
+        floor = val("raw_watch", "cycle", "p50_us"); zk = val("zkcoro", a, "p50_us"); cur = val("curator", "uncontended", "p50_us")
+        row("a uncontended, floor raw_watch", "p50 us", floor, zk, cur, "<= 0.5 Curator", verdict(ratio(zk, cur), "<=", 0.5))
+        row("a   same", "p99 us", val("raw_watch", "cycle", "p99_us"), val("zkcoro", a, "p99_us"),
             val("curator", "uncontended", "p99_us"), "", "")
+        raw = val("raw", "cycle", "p50_us")
+        row("a   vs raw (no watch)", "p50 us", raw, zk, cur, "(earlier: <= 0.75 raw)", "")
         row("a   lock benchmark run", "p50 us", -1, val("zkcoro", "uncontended", "p50_us"),
             val("curator", "uncontended", "p50_us"), "(not interleaved)", "")
         # b
@@ -310,10 +321,22 @@ awk -v quick="$quick" '
         row("f RSS per waiting task", "bytes", -1, zk, -1, "<= 2048 bytes", verdict(zk, "<=", 2048))
         g = val("zkcoro", "scale", "grant_all_s")
         row("f   time to grant them all", "ms", -1, g < 0 ? -1 : g * 1000, -1, "", "")
-        raw = val("raw", "cycle", "cpu_us_per_op"); zk = val("zkcoro", a, "cpu_us_per_op")
-        row("f client CPU per uncontended cycle", "us", raw, zk, val("curator", "uncontended", "cpu_us_per_op"),
-            "<= 1.3 raw", verdict(ratio(zk, raw), "<=", 1.3))
+        floor = val("raw_watch", "cycle", "cpu_us_per_op"); zk = val("zkcoro", a, "cpu_us_per_op")
+        # The target is on the median of the interleaved pairs (per-round ratios), not on the
+        # ratio of the totals, when the cycle benchmark printed it.
+        cpu_ratio = (pairs_median + 0 > 0) ? pairs_median + 0 : ratio(zk, floor)
+        row("f client CPU/cycle, floor raw_watch", "us", floor, zk, val("curator", "uncontended", "cpu_us_per_op"),
+            "<= 1.2 raw_watch (median pair)", verdict(cpu_ratio, "<=", 1.2))
+        if (pairs_median + 0 > 0)
+            printf "    mutex/raw_watch CPU per cycle: median of %d interleaved pairs %.3f (ratio of totals %.3f)\n",
+                pairs_count, pairs_median, ratio(zk, floor)
+        raw = val("raw", "cycle", "cpu_us_per_op")
+        row("f   vs raw (no watch)", "us", raw, zk, -1, "(earlier: <= 1.3 raw)", "")
         # context
+        row("  raw_watch: raw + exists watch", "p50 us", val("raw", "cycle", "p50_us"), val("raw_watch", "cycle", "p50_us"),
+            -1, "(zkcoro column: raw_watch)", "")
+        row("  raw_watch: raw + exists watch", "CPU us", val("raw", "cycle", "cpu_us_per_op"),
+            val("raw_watch", "cycle", "cpu_us_per_op"), -1, "(zkcoro column: raw_watch)", "")
         row("  zkcoro::client, same cycle as raw", "p50 us", val("raw", "cycle", "p50_us"), val("zkcoro_client", "cycle", "p50_us"), -1, "", "")
         row("  zkcoro::client, same cycle as raw", "CPU us", val("raw", "cycle", "cpu_us_per_op"),
             val("zkcoro_client", "cycle", "cpu_us_per_op"), -1, "", "")
@@ -321,7 +344,9 @@ awk -v quick="$quick" '
             val("zkcoro_client", "cycle_pipelined", "ops_per_s"), -1, "", "")
         print ""
         print "raw C: the ZooKeeper C client doing create + get_children + delete (a, f: one at a time; d: 64 in flight)."
-        print "a and f CPU: zkcoro::mutex phases interleaved with the raw cycle in zkcoro-cycle-bench."
+        print "raw_watch: the same plus an exists watch on its own node after the create: zkcoro::mutex'"'"'s floor (issue 33)."
+        print "a and f CPU: zkcoro::mutex phases interleaved with the raw and raw_watch cycles in zkcoro-cycle-bench."
+        print "Counted per-cycle targets (instructions, allocations, system calls): bash bench/profile.sh."
         print "zkcoro a: 3 requests in 2 round trips (create pipelined with the list). b zkcoro: one mutex object, in-process handoff."
         print "d and e: the better of two passes for each implementation (zkcoro first, then Curator first)."
         print "Ratios come from this one run; the machine is shared and noisy."
