@@ -1,12 +1,22 @@
-// The raw floor of the Redis lock: hiredis' synchronous API used directly, doing the lock's two
-// requests per cycle
+// The raw floors of the Redis lock: hiredis' synchronous API used directly, doing a lock's two
+// requests per cycle. Two floors (--floors):
 //
-//   acquire   SET key token NX PX ttl                      (reply +OK)
-//   release   EVAL <compare-and-delete> 1 key token        (reply :1)
+//   plain (impl=redis_raw, issue 14)
+//     acquire   SET key token NX PX ttl                      (reply +OK)
+//     release   EVAL <compare-and-delete> 1 key token        (reply :1)
+//   with the release script
+//     if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end
 //
-// with the release script of issue 14:
-//
-//   if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end
+//   fenced (impl=redis_fenced, issue 33: the same work as zkcoro::redis_mutex)
+//     acquire   EVALSHA <acquire> 2 key key:fencing value ttl        (reply [1, fencing token])
+//     release   EVALSHA <release> 1 key value key:released           (reply :1)
+//   with the library's own scripts (bench/redis_fenced_scripts.hpp, checked against
+//   src/redis/lock_scripts.cpp by bench/redis_script_check.cpp): the acquire script checks the
+//   fencing counter and the holder, and sets the counter to max(counter + 1, TIME in us) and the
+//   key; the release script is compare-and-delete then PUBLISH on key:released. Loaded once with
+//   SCRIPT LOAD, then EVALSHA, as the library sends them (it sends EVAL the first time a
+//   connection runs a script). Values look like the library's ("<36-char name>:<task>:<n>"),
+//   fencing tokens must increase.
 //
 // Workloads (letters as in bench/run.sh):
 //   uncontended      a. one cycle at a time on one key: latency per cycle (p50, p99), cycles/s.
@@ -14,11 +24,13 @@
 //                    (its SET, then once that is answered its EVAL, then the next SET...), for
 //                    --pipeline-ms: the cycles/s the server allows.
 //   many_locks       d. --tasks cycles in flight as above, each on a uniformly random key of --keys
-//                    (never one that is in flight already), for --duration-ms.
+//                    (never one that is in flight already), for --duration-ms. Plain floor only.
+// With both floors, each workload runs the plain one and then the fenced one.
 // Every reply is checked (a SET that is not OK or a release that deletes nothing fails the run).
 // Every loop is bounded by its count or duration and by --time-limit, enforced at last by a
 // watchdog thread. Prints RESULT lines in the format of the other benchmarks.
 #include "bench_common.hpp"
+#include "redis_fenced_scripts.hpp"
 
 #include <hiredis/hiredis.h>
 
@@ -31,6 +43,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -58,6 +71,7 @@ struct options {
     long ttl_ms = 10000;
     long time_limit = 300;
     bool evalsha = false;
+    bool plain = true, fenced = true;  // --floors
     std::vector<std::string> workloads;
 };
 
@@ -108,7 +122,9 @@ options parse_options(int argc, char** argv)
     const char* env = std::getenv("ZKCORO_TEST_REDIS");
     o.url = (env && *env) ? env : "redis://127.0.0.1:6379";
     std::string workloads = "uncontended,cycle_pipelined,many_locks";
-    CLI::App app("Raw hiredis floor of the Redis lock: SET NX PX + EVAL compare-and-delete");
+    std::string floors = "plain,fenced";
+    CLI::App app("Raw hiredis floors of the Redis lock: SET NX PX + EVAL compare-and-delete (plain), and the\n"
+                 "library's fenced acquire and release scripts by EVALSHA (fenced)");
     app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     app.get_formatter()->column_width(zkbench::help_option_width);
     app.add_option("--url", o.url, "Loopback server (default: $ZKCORO_TEST_REDIS, else redis://127.0.0.1:6379)")
@@ -124,9 +140,26 @@ options parse_options(int argc, char** argv)
     zkbench::add_integer(app, "--ttl-ms", o.ttl_ms, 1, 86'400'000, "MS", "PX of every SET");
     zkbench::add_integer(app, "--time-limit", o.time_limit, 1, 86'400, "SECONDS",
                          "Whole run; a watchdog ends the process 15 s after it");
-    app.add_flag("--evalsha", o.evalsha, "Release with EVALSHA of the loaded script instead of EVAL");
+    app.add_flag("--evalsha", o.evalsha, "Plain floor: release with EVALSHA of the loaded script instead of EVAL");
+    app.add_option("--floors", floors,
+                   "Comma-separated: plain (SET NX PX), fenced (the library's scripts; not with many_locks)\n"
+                   "(default: both)");
     zkbench::parse_command_line(app, argc, argv);
     (void)parse_url(o.url);  // a bad URL is a usage error (status 2)
+    o.plain = o.fenced = false;
+    for (std::string_view rest = floors; !rest.empty();) {
+        auto comma = rest.find(',');
+        auto f = rest.substr(0, comma);
+        rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+        if (f == "plain")
+            o.plain = true;
+        else if (f == "fenced")
+            o.fenced = true;
+        else
+            throw bench_error(fmt::format("--floors: unknown floor \"{}\" (plain, fenced)", f));
+    }
+    if (!o.plain && !o.fenced)
+        throw bench_error("--floors: name at least one floor (plain, fenced)");
     std::string_view rest = workloads;
     while (!rest.empty()) {
         auto comma = rest.find(',');
@@ -245,47 +278,101 @@ struct series : zkbench::latencies {
     double cpu_per_cycle_us() const { return cycles > 0 ? cpu_us / static_cast<double>(cycles) : 0; }
 };
 
-// The lock's two requests: acquire and release of `key` with `token`.
-class lock_protocol {
-public:
-    lock_protocol(connection& conn, const options& o) : conn_(conn), ttl_(std::to_string(o.ttl_ms))
-    {
-        if (o.evalsha) {
-            auto r = conn_.command({"SCRIPT", "LOAD", release_script});
-            if (r->type != REDIS_REPLY_STRING)
-                throw bench_error(fmt::format("SCRIPT LOAD: got {}", describe(r.get())));
-            sha_.assign(r->str, r->len);
-        }
-    }
-    std::vector<std::string_view> acquire(std::string_view key, std::string_view token) const
-    {
-        return {"SET", key, token, "NX", "PX", ttl_};
-    }
-    std::vector<std::string_view> release(std::string_view key, std::string_view token) const
-    {
-        if (sha_.empty())
-            return {"EVAL", release_script, "1", key, token};
-        return {"EVALSHA", sha_, "1", key, token};
-    }
-
-private:
-    connection& conn_;
-    std::string ttl_;
-    std::string sha_;
+// A lock's key and the names the fenced floor derives from it once (as the library does per
+// lock object): the fencing counter and the release channel.
+struct lock_keys {
+    std::string key, fence_key, channel;
+    explicit lock_keys(std::string k) : key(std::move(k)), fence_key(key + ":fencing"), channel(key + ":released") {}
 };
 
-std::string key_prefix() { return fmt::format("zkbench:raw:{}:", ::getpid()); }
+std::string load_script(connection& conn, std::string_view text)
+{
+    auto r = conn.command({"SCRIPT", "LOAD", text});
+    if (r->type != REDIS_REPLY_STRING)
+        throw bench_error(fmt::format("SCRIPT LOAD: got {}", describe(r.get())));
+    return std::string(r->str, r->len);
+}
+
+// The lock's two requests: acquire and release of a key with `token`, by one floor; and the
+// checks of their replies.
+class lock_protocol {
+public:
+    lock_protocol(connection& conn, const options& o, bool fenced) : ttl_(std::to_string(o.ttl_ms)), fenced_(fenced)
+    {
+        if (fenced_) {
+            acquire_sha_ = load_script(conn, zkbench::fenced::acquire_script);
+            release_sha_ = load_script(conn, zkbench::fenced::release_script);
+        } else if (o.evalsha) {
+            release_sha_ = load_script(conn, release_script);
+        }
+    }
+    bool fenced() const { return fenced_; }
+    std::string_view impl() const { return fenced_ ? "redis_fenced" : "redis_raw"; }
+    // A new value: the library's shape for the fenced floor, issue 14's for the plain one.
+    std::string token(std::int64_t n) const
+    {
+        if (fenced_)
+            return fmt::format("{:08x}-0000-4000-8000-000000000000:1:{}", ::getpid(), n);
+        return fmt::format("raw-{}-{}", ::getpid(), n);
+    }
+    std::vector<std::string_view> acquire(const lock_keys& k, std::string_view token) const
+    {
+        if (fenced_)
+            return {"EVALSHA", acquire_sha_, "2", k.key, k.fence_key, token, ttl_};
+        return {"SET", k.key, token, "NX", "PX", ttl_};
+    }
+    std::vector<std::string_view> release(const lock_keys& k, std::string_view token) const
+    {
+        if (fenced_)
+            return {"EVALSHA", release_sha_, "1", k.key, token, k.channel};
+        if (release_sha_.empty())
+            return {"EVAL", release_script, "1", k.key, token};
+        return {"EVALSHA", release_sha_, "1", k.key, token};
+    }
+    // Fails unless the reply grants the key; for the fenced floor, returns the fencing token and
+    // checks that it is above `last` (that key's previous token, 0 for none).
+    std::int64_t check_acquired(const reply_ptr& r, std::int64_t last, std::string_view what) const
+    {
+        if (!fenced_) {
+            connection::expect_status(r, "OK", what);
+            return 0;
+        }
+        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_INTEGER ||
+            r->element[0]->integer != 1 || r->element[1]->type != REDIS_REPLY_INTEGER)
+            throw bench_error(fmt::format("{}: expected [1, fencing token], got {}", what,
+                                          r->type == REDIS_REPLY_ARRAY && r->elements >= 1
+                                              ? fmt::format("an array of {} starting with {}", r->elements,
+                                                            describe(r->element[0]))
+                                              : describe(r.get())));
+        const std::int64_t token = r->element[1]->integer;
+        if (token <= last)
+            throw bench_error(fmt::format("{}: fencing token {} not above the previous one, {}", what, token, last));
+        return token;
+    }
+    void check_released(const reply_ptr& r, std::string_view what) const { connection::expect_integer(r, 1, what); }
+
+private:
+    std::string ttl_;
+    bool fenced_;
+    std::string acquire_sha_, release_sha_;
+};
+
+std::string key_prefix(const lock_protocol& lock)
+{
+    return fmt::format("zkbench:{}:{}:", lock.fenced() ? "fenced" : "raw", ::getpid());
+}
 
 // a. One cycle at a time on one key.
 series uncontended(connection& conn, const lock_protocol& lock, const options& o)
 {
-    const std::string key = key_prefix() + "a";
+    const lock_keys keys(key_prefix(lock) + "a");
     series s;
     s.ns.reserve(static_cast<std::size_t>(o.cycles));
+    std::int64_t last_token = 0;
     auto cycle = [&](long i) {
-        const std::string token = fmt::format("raw-{}-{}", ::getpid(), i);
-        connection::expect_status(conn.command(lock.acquire(key, token)), "OK", "SET NX PX");
-        connection::expect_integer(conn.command(lock.release(key, token)), 1, "release script");
+        const std::string token = lock.token(i);
+        last_token = lock.check_acquired(conn.command(lock.acquire(keys, token)), last_token, "acquire");
+        lock.check_released(conn.command(lock.release(keys, token)), "release script");
     };
     for (long i = 0; i < o.warmup; ++i) {
         zkbench::check_deadline("warming up");
@@ -314,8 +401,9 @@ series pipelined(connection& conn, const lock_protocol& lock, long slots, std::c
                  NextKey&& next_key, std::string_view what)
 {
     struct slot_state {
-        std::string key;
+        std::optional<lock_keys> keys;
         std::string token;
+        std::int64_t last_token = 0;  // the fencing token of this slot's key's last grant
         bool releasing = false;
         clock_type::time_point started;
     };
@@ -329,11 +417,15 @@ series pipelined(connection& conn, const lock_protocol& lock, long slots, std::c
     };
     auto start_cycle = [&](std::size_t i, clock_type::time_point now) {
         auto& st = state[i];
-        st.key = next_key(i);
-        st.token = fmt::format("raw-{}-{}", ::getpid(), serial++);
+        std::string key = next_key(i);
+        if (!st.keys || st.keys->key != key) {
+            st.keys.emplace(std::move(key));
+            st.last_token = 0;
+        }
+        st.token = lock.token(serial++);
         st.releasing = false;
         st.started = now;
-        conn.append(lock.acquire(st.key, st.token));
+        conn.append(lock.acquire(*st.keys, st.token));
         push(i);
     };
 
@@ -355,13 +447,13 @@ series pipelined(connection& conn, const lock_protocol& lock, long slots, std::c
         if ((++replies & 1023) == 0)
             zkbench::check_deadline(what);
         if (!st.releasing) {
-            connection::expect_status(r, "OK", "SET NX PX (pipelined)");
+            st.last_token = lock.check_acquired(r, st.last_token, "acquire (pipelined)");
             st.releasing = true;
-            conn.append(lock.release(st.key, st.token));
+            conn.append(lock.release(*st.keys, st.token));
             push(i);
             continue;
         }
-        connection::expect_integer(r, 1, "release script (pipelined)");
+        lock.check_released(r, "release script (pipelined)");
         if (!stopping) {
             ++s.cycles;
             s.add(now - st.started);
@@ -375,61 +467,114 @@ series pipelined(connection& conn, const lock_protocol& lock, long slots, std::c
     return s;
 }
 
-void print_result(std::string_view workload, const series& s, std::string_view extra)
+void print_result(std::string_view impl, std::string_view workload, const series& s, std::string_view extra)
 {
-    fmt::print("RESULT impl=redis_raw workload={} ops_per_s={:.1f} p50_us={:.1f} p99_us={:.1f} mean_us={:.1f} "
+    fmt::print("RESULT impl={} workload={} ops_per_s={:.1f} p50_us={:.1f} p99_us={:.1f} mean_us={:.1f} "
                "cpu_us_per_op={:.1f}{}\n",
-               workload, s.per_s(), s.percentile_us(50), s.percentile_us(99), s.mean_us(), s.cpu_per_cycle_us(),
+               impl, workload, s.per_s(), s.percentile_us(50), s.percentile_us(99), s.mean_us(), s.cpu_per_cycle_us(),
                extra);
     std::fflush(stdout);
+}
+
+// The keys a run leaves behind: the fenced floor's fencing counters (the library keeps its own,
+// forever, on purpose: the counter must outlive the lock). Deleted by SCAN + DEL, bounded.
+void remove_fencing_keys(connection& conn, const std::string& prefix)
+{
+    std::string cursor = "0";
+    const std::string match = prefix + "*:fencing";
+    for (int round = 0; round < 100'000; ++round) {
+        auto r = conn.command({"SCAN", cursor, "MATCH", match, "COUNT", "1000"});
+        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
+            r->element[1]->type != REDIS_REPLY_ARRAY)
+            throw bench_error(fmt::format("SCAN: got {}", describe(r.get())));
+        cursor.assign(r->element[0]->str, r->element[0]->len);
+        if (r->element[1]->elements > 0) {
+            std::vector<std::string_view> del{"DEL"};
+            for (std::size_t i = 0; i < r->element[1]->elements; ++i)
+                del.emplace_back(r->element[1]->element[i]->str, r->element[1]->element[i]->len);
+            (void)conn.command(del);
+        }
+        if (cursor == "0")
+            return;
+    }
+    throw bench_error("SCAN for the fencing keys did not finish in 100000 rounds");
 }
 
 int run(const options& o)
 {
     const endpoint e = parse_url(o.url);
     connection conn(e);
-    lock_protocol lock(conn, o);
-    fmt::print("{}: server {}:{}, release by {}, PX {} ms\n", program, e.host, e.port,
-               o.evalsha ? "EVALSHA" : "EVAL", o.ttl_ms);
-    const std::string prefix = key_prefix();
+    std::vector<lock_protocol> floors;
+    if (o.plain)
+        floors.emplace_back(conn, o, false);
+    if (o.fenced)
+        floors.emplace_back(conn, o, true);
+    fmt::print("{}: server {}:{}, {}{}, PX {} ms\n", program, e.host, e.port,
+               o.plain ? fmt::format("plain floor's release by {}", o.evalsha ? "EVALSHA" : "EVAL") : "",
+               o.fenced ? std::string(o.plain ? "; fenced floor by EVALSHA" : "fenced floor by EVALSHA") : "",
+               o.ttl_ms);
+    struct fencing_cleanup {  // also when a workload fails
+        connection& conn;
+        bool fenced;
+        ~fencing_cleanup()
+        {
+            if (!fenced)
+                return;
+            zkbench::g_deadline = std::max(zkbench::g_deadline, clock_type::now() + 5s);
+            try {
+                remove_fencing_keys(conn, fmt::format("zkbench:fenced:{}:", ::getpid()));
+            } catch (const std::exception& ex) {
+                std::fprintf(stderr, "%s: warning: removing the fencing keys: %s\n", program, ex.what());
+            }
+        }
+    } cleanup{conn, o.fenced};
     for (const auto& w : o.workloads) {
-        if (w == "uncontended") {
-            auto s = uncontended(conn, lock, o);
-            fmt::print("uncontended: {} cycles, {:.1f} cycles/s, p50 {:.1f} us, p99 {:.1f} us, CPU {:.1f} us/cycle\n",
-                       s.cycles, s.per_s(), s.percentile_us(50), s.percentile_us(99), s.cpu_per_cycle_us());
-            print_result("uncontended", s, fmt::format(" requests_per_op=2 script={}", o.evalsha ? "evalsha" : "eval"));
-        } else if (w == "cycle_pipelined") {
-            auto s = pipelined(
-                conn, lock, o.inflight, std::chrono::milliseconds(o.pipeline_ms),
-                [&](std::size_t i) { return fmt::format("{}p{}", prefix, i); }, "running cycle_pipelined");
-            fmt::print("pipelined, {} cycles in flight: {} cycles in {:.2f} s, {:.1f} cycles/s\n", o.inflight,
-                       s.cycles, s.seconds, s.per_s());
-            print_result("cycle_pipelined", s, fmt::format(" inflight={}", o.inflight));
-        } else {
-            // d: a uniformly random key per cycle, never one in flight already.
-            std::mt19937_64 rng(static_cast<std::uint64_t>(::getpid()));
-            std::uniform_int_distribution<long> pick(0, o.keys - 1);
-            std::vector<char> busy(static_cast<std::size_t>(o.keys), 0);
-            std::vector<long> slot_key(static_cast<std::size_t>(o.tasks), -1);
-            auto next_key = [&](std::size_t slot) {
-                if (slot_key[slot] >= 0)
-                    busy[static_cast<std::size_t>(slot_key[slot])] = 0;
-                long k = pick(rng);
-                // Bounded: at most tasks keys are busy and keys >= 2 x tasks, so each draw hits a
-                // free key with probability >= 1/2.
-                for (int tries = 0; busy[static_cast<std::size_t>(k)] && tries < 10'000; ++tries)
-                    k = pick(rng);
-                if (busy[static_cast<std::size_t>(k)])
-                    throw bench_error("many_locks: no free key found");
-                busy[static_cast<std::size_t>(k)] = 1;
-                slot_key[slot] = k;
-                return fmt::format("{}d{}", prefix, k);
-            };
-            auto s = pipelined(conn, lock, o.tasks, std::chrono::milliseconds(o.duration_ms), next_key,
-                               "running many_locks");
-            fmt::print("many_locks, {} keys, {} in flight: {} cycles in {:.2f} s, {:.1f} cycles/s\n", o.keys, o.tasks,
-                       s.cycles, s.seconds, s.per_s());
-            print_result("many_locks", s, fmt::format(" keys={} tasks={}", o.keys, o.tasks));
+        for (const auto& lock : floors) {
+            const std::string prefix = key_prefix(lock);
+            const auto name = lock.impl();
+            if (w == "uncontended") {
+                auto s = uncontended(conn, lock, o);
+                fmt::print("{} uncontended: {} cycles, {:.1f} cycles/s, p50 {:.1f} us, p99 {:.1f} us, CPU {:.1f} "
+                           "us/cycle\n",
+                           name, s.cycles, s.per_s(), s.percentile_us(50), s.percentile_us(99), s.cpu_per_cycle_us());
+                print_result(name, "uncontended", s,
+                             fmt::format(" requests_per_op=2 script={}",
+                                         lock.fenced() || o.evalsha ? "evalsha" : "eval"));
+            } else if (w == "cycle_pipelined") {
+                auto s = pipelined(
+                    conn, lock, o.inflight, std::chrono::milliseconds(o.pipeline_ms),
+                    [&](std::size_t i) { return fmt::format("{}p{}", prefix, i); }, "running cycle_pipelined");
+                fmt::print("{} pipelined, {} cycles in flight: {} cycles in {:.2f} s, {:.1f} cycles/s\n", name,
+                           o.inflight, s.cycles, s.seconds, s.per_s());
+                print_result(name, "cycle_pipelined", s, fmt::format(" inflight={}", o.inflight));
+            } else if (lock.fenced()) {
+                continue;  // many_locks: the plain floor only
+            } else {
+                // d: a uniformly random key per cycle, never one in flight already.
+                std::mt19937_64 rng(static_cast<std::uint64_t>(::getpid()));
+                std::uniform_int_distribution<long> pick(0, o.keys - 1);
+                std::vector<char> busy(static_cast<std::size_t>(o.keys), 0);
+                std::vector<long> slot_key(static_cast<std::size_t>(o.tasks), -1);
+                auto next_key = [&](std::size_t slot) {
+                    if (slot_key[slot] >= 0)
+                        busy[static_cast<std::size_t>(slot_key[slot])] = 0;
+                    long k = pick(rng);
+                    // Bounded: at most tasks keys are busy and keys >= 2 x tasks, so each draw hits a
+                    // free key with probability >= 1/2.
+                    for (int tries = 0; busy[static_cast<std::size_t>(k)] && tries < 10'000; ++tries)
+                        k = pick(rng);
+                    if (busy[static_cast<std::size_t>(k)])
+                        throw bench_error("many_locks: no free key found");
+                    busy[static_cast<std::size_t>(k)] = 1;
+                    slot_key[slot] = k;
+                    return fmt::format("{}d{}", prefix, k);
+                };
+                auto s = pipelined(conn, lock, o.tasks, std::chrono::milliseconds(o.duration_ms), next_key,
+                                   "running many_locks");
+                fmt::print("many_locks, {} keys, {} in flight: {} cycles in {:.2f} s, {:.1f} cycles/s\n", o.keys,
+                           o.tasks, s.cycles, s.seconds, s.per_s());
+                print_result(name, "many_locks", s, fmt::format(" keys={} tasks={}", o.keys, o.tasks));
+            }
         }
     }
     return 0;
