@@ -653,6 +653,16 @@ TEST_CASE("replicas paused during an acquisition, replica_acks 1 (issue 39): wit
         }
         {
             paused p(c);
+            {
+                // No wait (try_acquire's zero deadline): one attempt, its WAIT's 500 ms, no retry.
+                const auto t0 = clock::now();
+                auto [ec, g] = co_await m.async_acquire(1, 0ms, asio::as_tuple(asio::use_awaitable));
+                const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - t0).count();
+                MESSAGE("no wait, replicas paused: " << ec.message() << " after " << ms << " ms");
+                CHECK(ec == redis_errc::not_replicated);
+                CHECK_FALSE(g);
+                CHECK(ms < 900);
+            }
             const auto t0 = clock::now();
             auto [ec, g] = co_await m.async_acquire(1, 1s, asio::as_tuple(asio::use_awaitable));
             const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - t0).count();
