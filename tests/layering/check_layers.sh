@@ -16,11 +16,12 @@
 # - hiredis only in redis/link.cpp, redis/handshake.cpp and redis/resp.cpp; redis/ (the Redis backend: a connection
 #   and a lock on the engine) includes no ZooKeeper driver, operations or session header, and nothing but redis/
 #   includes a redis/ header;
-# - no file under src/ exceeds 500 lines.
+# - no C++ file under src/ or tools/ exceeds 500 lines (tools/: but the ones in too_long_ok below,
+#   each with its reason and the issue that takes it off).
 # Usage: bash tests/layering/check_layers.sh [project root]
 #        bash tests/layering/check_layers.sh --self-test [project root]
-#          (an unmodified copy of src/ and include/ must pass; one violation of each rule planted in
-#          a copy must fail with that rule's message naming the planted file)
+#          (an unmodified copy of src/, include/ and tools/ must pass; one violation of each rule
+#          planted in a copy must fail with that rule's message naming the planted file)
 set -euo pipefail
 
 if [ "${1:-}" = --self-test ]; then
@@ -30,13 +31,13 @@ if [ "${1:-}" = --self-test ]; then
   trap 'rm -rf "$tmp"' EXIT
   bad=0
   fresh_copy() {
-    rm -rf "$tmp/src" "$tmp/include"
-    cp -r "$root/src" "$root/include" "$tmp/"
+    rm -rf "$tmp/src" "$tmp/include" "$tmp/tools"
+    cp -r "$root/src" "$root/include" "$root/tools" "$tmp/"
   }
   # An unmodified copy passes: a plant below is caught for what it is, not for the copy.
   fresh_copy
   if ! out=$(bash "$script" "$tmp" 2>&1) || ! grep -q '^layering: ok' <<<"$out"; then
-    echo "layering self-test: the unmodified copy of src/ and include/ failed:" >&2
+    echo "layering self-test: the unmodified copy of src/, include/ and tools/ failed:" >&2
     echo "$out" >&2
     bad=$((bad + 1))
   else
@@ -87,10 +88,13 @@ src/zookeeper/backend.cpp|#include "redis/redis_impl.hpp"|includes a header of t
 src/async/coroutine.hpp|#include "redis/link.hpp"|includes a header of the Redis backend
 src/client.cpp|#include "redis/redis_impl.hpp"|includes a header of the Redis backend
 PLANTS
-  # And a file over the size cap.
-  fresh_copy
-  seq 1 501 | sed 's#^#// #' >"$tmp/src/engine/too_long.cpp"
-  check_plant src/engine/too_long.cpp "has 501 lines (at most 500)"
+  # And a file over the size cap, under src/ and under tools/ (a new file and one that exists).
+  for file in src/engine/too_long.cpp tools/zklock/too_long.cpp tools/zklock/queue.cpp; do
+    fresh_copy
+    { [ -f "$root/$file" ] && cat "$root/$file"; seq 1 501 | sed 's#^#// #'; } >"$tmp/$file.new"
+    mv "$tmp/$file.new" "$tmp/$file"
+    check_plant "$file" "has $(wc -l <"$tmp/$file") lines (at most 500)"
+  done
   [ "$bad" -eq 0 ] || exit 1
   echo "layering self-test: ok"
   exit 0
@@ -151,13 +155,22 @@ for f in $(includers src 'redis/') $(includers include 'redis/'); do
     *) fail "$f includes a header of the Redis backend" ;;
   esac
 done
+# Files over the cap for now, each with its reason (tools/ only: src/ has none).
+too_long_ok=(
+  tools/zklock/run.cpp         # issue 37 item 1: split by concern (process tree, event pump, backends, hold loop)
+  tools/zkserver/zk_server.cpp # the test servers' harness (ZooKeeper start, stop, restart, ports): not split yet
+)
 while read -r lines file; do
   [ "$file" = total ] && continue
-  if [ "$lines" -gt 500 ]; then fail "$file has $lines lines (at most 500)"; fi
-done < <(find src -type f \( -name '*.cpp' -o -name '*.hpp' \) -print0 | xargs -0 wc -l)
+  [ "$lines" -gt 500 ] || continue
+  case " ${too_long_ok[*]} " in
+    *" $file "*) ;;
+    *) fail "$file has $lines lines (at most 500)" ;;
+  esac
+done < <(find src tools -type f \( -name '*.cpp' -o -name '*.hpp' \) -print0 | xargs -0 wc -l)
 
 if [ "$failures" -gt 0 ]; then
   echo "layering: $failures violation(s)" >&2
   exit 1
 fi
-echo "layering: ok ($(find src -type f \( -name '*.cpp' -o -name '*.hpp' \) | wc -l) files)"
+echo "layering: ok ($(find src tools -type f \( -name '*.cpp' -o -name '*.hpp' \) | wc -l) files)"

@@ -1,6 +1,7 @@
 // zklock: run a command while holding a ZooKeeper lock; `zklock status` shows a lock's queue;
 // `zklock revoke` asks a revocable holder to let go.
 // Command line (CLI11) and dispatch. See README.md in this directory.
+#include "cli.hpp"
 #include "zklock.hpp"
 
 #ifdef ZKLOCK_REDIS
@@ -38,128 +39,6 @@
 namespace zklock {
 
 namespace {
-
-constexpr std::string_view synopsis = R"(Usage: zklock [OPTIONS] LOCKPATH -- COMMAND [ARGS...]
-       zklock [OPTIONS] run LOCKPATH -- COMMAND [ARGS...]   (the same; LOCKPATH may be status, revoke, run)
-       zklock status [--json] [-c HOSTS] [--auth-file FILE] LOCKPATH
-       zklock status -r [--json|--dot] [--cycles] [--older-than DURATION] [-c HOSTS] [--auth-file FILE] ROOT
-       zklock revoke [-c HOSTS] [--auth-file FILE] LOCKPATH [NODE]
-)";
-
-constexpr std::string_view exit_codes_text = R"(EXAMPLES
-  zklock -c zk1:2181,zk2:2181 -t 600 /locks/nightly -- ./nightly.sh
-  zklock -n /locks/deploy -- make deploy || echo "someone else is deploying"
-  zklock --semaphore 3 /locks/encoders -- ffmpeg -i in.mkv out.mp4
-  ZK_AUTH=digest:deployer:secret zklock --acl creator /locks/prod -- ./deploy.sh
-  zklock status --json /locks/nightly
-  zklock status -r --older-than 5m /locks      (every lock under /locks held or waited for 5 min+)
-  zklock status -r --cycles /locks || alert    (exit 1: sessions wait for each other)
-  zklock -c redis://127.0.0.1:6379 --ttl 30 nightly -- ./nightly.sh   (a Redis lock on key "nightly")
-  zklock -c redis://127.0.0.1:6379 run status -- ./report.sh   (a key named "status": after "run")
-  zklock --revocable --on-revoke term /locks/batch -- ./batch.sh
-  zklock revoke /locks/batch          (asks the holder of /locks/batch to let go)
-
-The command's environment gets ZKLOCK_FENCING_TOKEN (strictly increasing per grant, for fencing
-what it writes), ZKLOCK_NODE (the lock node; on Redis, the key) and ZKLOCK_SESSION_ID (0x..., the
-node's owner; 0x0 on Redis).
-
-EXIT STATUS
-  the command's    when it ran to the end with the lock held (128+N if it died of signal N)
-  64  EX_USAGE     bad options or arguments (the message names the problem)
-  69  EX_UNAVAILABLE  could not connect to ZooKeeper (within 10 s, or --timeout if shorter),
-                   a host name did not resolve, the chroot does not exist, the session
-                   ended before the lock was held; on Redis: the server could not be
-                   reached, Sentinel named no master that answered (redis+sentinel://), the
-                   server cannot take writes for now (READONLY: a replica; OOM: maxmemory
-                   reached; NOREPLICAS, LOADING, MASTERDOWN), or no replica acknowledged
-                   the grant in time (WAIT)
-  70  EX_SOFTWARE  the lock was lost while the command ran (the command's own status is
-                   overridden; --on-lost says what was done to the command; --lost-exit-code
-                   changes the 70)
-  75  EX_TEMPFAIL  timed out (--timeout) or the lock is held (--nonblock); -E changes it
-  76  EX_PROTOCOL  the server refused an operation (ZooKeeper: e.g. no permission on
-                   LOCKPATH; Redis: an error reply such as WRONGTYPE), or the release failed
-  126              the command could not be run
-  127              the command was not found
-  128+N            zklock got signal N (INT, TERM, HUP) before the command started
-Signals INT, TERM and HUP are forwarded to the command's process tree (then SIGCONT). zklock
-holds the lock until the command and every process it started have exited, then deletes its
-node and closes its ZooKeeper session.
-status: 0, or 64, 69, 76 as above; status -r --cycles: 1 when sessions wait for each other.
-revoke: 0 when the request was written (the holder decides; a holder that is not revocable
-ignores it, but its node's data, the holder data, is overwritten, as Curator's Revoker does),
-75 when nobody holds LOCKPATH, or 64, 69, 76 as above.)";
-
-// CLI11's generated usage line ("zklock [OPTIONS] [LOCKPATH] [SUBCOMMAND]") does not show the
-// command after "--": ours replaces it.
-class formatter : public CLI::Formatter {
-public:
-    std::string make_usage(const CLI::App* app, std::string name) const override
-    {
-        if (app->get_parent() != nullptr)
-            return CLI::Formatter::make_usage(app, std::move(name));
-        return std::string(synopsis);
-    }
-};
-
-// A number of seconds in [0, max]: the message states the limit. A positive number too small for
-// a double (1e-400) is refused: strtod reads it as 0 (or a denormal), which would be taken as 0.
-CLI::Validator seconds_validator(double max, std::string_view what)
-{
-    return CLI::Validator(
-        [max, what = std::string(what)](std::string& v) -> std::string {
-            char* end = nullptr;
-            errno = 0;
-            const double d = std::strtod(v.c_str(), &end);
-            if (v.empty() || end == nullptr || *end != '\0' || !(d >= 0 && d <= max))
-                return fmt::format("needs {} from 0 to {:.0f}, got '{}'", what, max, escape(v));
-            if (errno == ERANGE)
-                return fmt::format("needs {} from 0 to {:.0f}, got '{}' (too small to tell from 0)", what, max,
-                                   escape(v));
-            return {};
-        },
-        "", "seconds");
-}
-
-// A whole number in [lo, hi]: the message says "whole number" for 1.5, "out of range" for 0.
-CLI::Validator integer_validator(long lo, long hi, std::string_view what)
-{
-    return CLI::Validator(
-        [lo, hi, what = std::string(what)](std::string& v) -> std::string {
-            char* end = nullptr;
-            errno = 0;
-            const long n = std::strtol(v.c_str(), &end, 10);
-            if (v.empty() || end == nullptr || *end != '\0' || errno == ERANGE)
-                return fmt::format("needs a whole number ({} from {} to {}), got '{}'", what, lo, hi, escape(v));
-            if (n < lo || n > hi)
-                return fmt::format("needs {} from {} to {}, got {}", what, lo, hi, n);
-            return {};
-        },
-        "", "integer");
-}
-
-// "scheme:credentials", e.g. "digest:user:password". Never echoes the credentials.
-bool parse_auth(std::string_view text, zkcoro::auth_info& out, std::string& why)
-{
-    while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ' || text.back() == '\t'))
-        text.remove_suffix(1);
-    const auto colon = text.find(':');
-    if (text.find('\n') != std::string_view::npos) {
-        why = "one line expected: scheme:credentials, e.g. digest:USER:PASSWORD";
-        return false;
-    }
-    if (colon == std::string_view::npos || colon == 0 || colon + 1 == text.size()) {
-        why = "expected scheme:credentials, e.g. digest:USER:PASSWORD";
-        return false;
-    }
-    out.scheme = std::string(text.substr(0, colon));
-    out.credentials = std::string(text.substr(colon + 1));
-    if (out.scheme == "digest" && (out.credentials.find(':') == std::string::npos || out.credentials.front() == ':')) {
-        why = "digest credentials are USER:PASSWORD";
-        return false;
-    }
-    return true;
-}
 
 // Parses the command line; returns an exit code to stop with, or -1 to go on.
 int parse(int argc, char** argv, options& o, bool& status)
