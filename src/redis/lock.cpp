@@ -226,11 +226,16 @@ awaitable<acquire_result> redis_backend::take(std::shared_ptr<lock_object> s, st
             if (!transient_acquire_error(ec) || steady_clock::now() >= deadline ||
                 b->rc->state.load() == redis_state::closed || b->rc->closing())
                 co_return fail(ec);
+            // The first such failure of a cause is a warning (a redis:// URL pointed at a replica
+            // waits until the deadline: the log says why), the next ones debug lines. WAIT's own
+            // shortfall is logged by eval_acked.
+            if (ec != redis_errc::not_replicated)
+                b->rc->log(ec == transient ? log_level::debug : log_level::warn,
+                           fmt::format("redis lock {}: {}{}{}; trying again within the acquisition's deadline",
+                                       s->path, ec.message(), r.type == redis_reply::kind::error ? ": the server said: " : "",
+                                       r.type == redis_reply::kind::error ? b->server_text(ec) : std::string()));
             transient = ec;
             wait = next_retry(retry);
-            if (ec != redis_errc::not_replicated)
-                b->rc->log(log_level::debug, fmt::format("redis lock {}: {}; trying again in {} ms", s->path,
-                                                         ec.message(), wait.count()));
         } else {
             if (r.type != redis_reply::kind::array || r.elements.size() < 2 ||
                 r.elements[0].type != redis_reply::kind::integer || r.elements[1].type != redis_reply::kind::integer)

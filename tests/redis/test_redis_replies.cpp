@@ -55,6 +55,46 @@ TEST_CASE("READONLY from a replica: read_only, the server's text and 'point at t
     }, 20s);
 }
 
+// Issue 39: READONLY is transient (a failover demotes the master under us): an acquisition with
+// time left tries again with backoff and fails with read_only and the server's text only at its
+// deadline; the log says so once at warn level (a redis:// URL pointed at a replica by mistake
+// waits, but not silently), then at debug level.
+TEST_CASE("READONLY is waited through until the deadline (issue 39): read_only at the deadline, one warning")
+{
+    auto& master = shared_redis();
+    zktest::redis_server replica({.extra_args = {"--replicaof", "127.0.0.1", std::to_string(master.port())}});
+    asio::io_context ioc;
+    std::vector<std::pair<zkcoro::log_level, std::string>> lines;
+    zktest::run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        zkcoro::redis_options o;
+        o.log = [&lines](zkcoro::log_level l, std::string_view m) { lines.emplace_back(l, std::string(m)); };
+        zkcoro::redis_client rc(ex, replica.url(), o);
+        zkcoro::redis_mutex m(rc, unique_key("replica-wait"));
+        const auto t0 = std::chrono::steady_clock::now();
+        auto [ec, g] = co_await m.async_acquire(1, 700ms, asio::as_tuple(asio::use_awaitable));
+        const auto ms =
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+        MESSAGE("read_only after " << ms << " ms");
+        CHECK(ec == redis_errc::read_only);
+        CHECK(ms >= 650);
+        CHECK(ms < 2000);
+    }, 20s);
+    int warn = 0, retries = 0;
+    for (const auto& [level, text] : lines) {
+        if (text.find("trying again within the acquisition's deadline") == std::string::npos)
+            continue;
+        ++retries;
+        if (level == zkcoro::log_level::warn) {
+            ++warn;
+            MESSAGE(text);
+            CHECK(text.find("the server said: READONLY You can't write against a read only replica") != std::string::npos);
+        }
+    }
+    CHECK(warn == 1);
+    CHECK(retries >= 2);
+}
+
 TEST_CASE("OOM at maxmemory: out_of_memory, the server's text and 'maxmemory reached'; nothing written")
 {
     zktest::redis_server srv;
