@@ -1,4 +1,4 @@
-// zklock's command line: the checks of option values and the usage line (cli.hpp).
+// zklock's command line: the checks of option values, the usage line, usage errors (cli.hpp).
 #include "cli.hpp"
 
 #include "zklock.hpp"
@@ -73,6 +73,20 @@ bool parse_auth(std::string_view text, zkcoro::auth_info& out, std::string& why)
         return false;
     }
     return true;
+}
+
+int usage_error(std::string_view msg)
+{
+    fmt::print(stderr, "zklock: {}\nRun with --help for more information.\n", msg);
+    return exit_code::usage;
+}
+
+std::string run_hint(const cli_values& v, std::string_view word)
+{
+    return v.has_separator ? fmt::format("; to run a command holding a lock or Redis key named '{}': zklock [OPTIONS] "
+                                         "run {} -- COMMAND",
+                                         word, word)
+                           : std::string();
 }
 
 }  // namespace zklock

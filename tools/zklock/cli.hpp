@@ -1,7 +1,11 @@
 // zklock's command line: the help texts (the usage line, the footer with the examples and the
-// exit statuses) and the checks of option values that main.cpp's parse() attaches to its options.
+// exit statuses), the checks of option values that the options carry, what the parse gives
+// besides `options` (cli_values), and the subcommands (cli_subcommands.cpp). zklock's own
+// options and parse() itself are in main.cpp.
 #ifndef ZKCORO_TOOLS_ZKLOCK_CLI_HPP
 #define ZKCORO_TOOLS_ZKLOCK_CLI_HPP
+
+#include "zklock.hpp"
 
 #include <zkcoro/client_config.hpp>
 
@@ -9,6 +13,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace zklock {
 
@@ -79,6 +84,56 @@ CLI::Validator integer_validator(long lo, long hi, std::string_view what);
 
 // "scheme:credentials", e.g. "digest:user:password". Never echoes the credentials.
 bool parse_auth(std::string_view text, zkcoro::auth_info& out, std::string& why);
+
+// What the command line gives besides `options`: values that are checked or converted once
+// the parse is done, and the options and subcommands whose presence matters then.
+struct cli_values {
+    bool has_separator = false;  // "--" given: a command follows
+    std::string env_connect;     // $ZK_CONNECT
+    std::string connect;         // -c of zklock, status or revoke
+    std::vector<CLI::Option*> connect_opts;
+    std::string lock_path;       // zklock's LOCKPATH (before "run", or without it)
+    // zklock's own (the lock's run)
+    double timeout = 0;
+    CLI::Option* t_opt = nullptr;
+    bool shared = false;
+    bool write = false;
+    CLI::Option* sem_opt = nullptr;
+    CLI::Option* data_opt = nullptr;
+    std::string lost = "term";
+    double kill_after = 5;
+    long long session_ms = 10000;
+    CLI::Option* session_opt = nullptr;
+    std::string auth_file;
+    std::string acl = "open";
+    double redis_ttl_s = 10;
+    CLI::Option* ttl_opt = nullptr;
+    std::string on_revoke = "term";
+    // the subcommands
+    CLI::App* st = nullptr;
+    std::string status_path;
+    std::string older_than;
+    CLI::Option* older_opt = nullptr;
+    CLI::App* rv = nullptr;
+    std::string revoke_path;
+    CLI::App* rn = nullptr;
+    std::string run_path;
+};
+
+// "zklock: MSG" and the pointer to --help on stderr; returns 64.
+int usage_error(std::string_view msg);
+// A subcommand's word where a lock was meant: "zklock -c redis://... status -- COMMAND".
+std::string run_hint(const cli_values& v, std::string_view word);
+
+// The subcommands (cli_subcommands.cpp): each one's options, and its own checks once parsed
+// (-1: go on, else the exit status). "run" has no checks of its own: zklock's apply.
+void add_status(CLI::App& app, options& o, cli_values& v);
+int check_status(options& o, const cli_values& v);
+void add_revoke(CLI::App& app, options& o, cli_values& v);
+int check_revoke(const options& o, const cli_values& v);
+void add_run(CLI::App& app, cli_values& v);
+// A parse CLI11 refused: the message names the subcommand and what it takes.
+int parse_failure(const CLI::App& app, const CLI::ParseError& e, const std::vector<char*>& front, const cli_values& v);
 
 }  // namespace zklock
 

@@ -20,6 +20,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <memory>
@@ -40,72 +41,43 @@ namespace zklock {
 
 namespace {
 
-// Parses the command line; returns an exit code to stop with, or -1 to go on.
-int parse(int argc, char** argv, options& o, bool& status)
+// zklock's own options: the lock's run.
+void add_lock_options(CLI::App& app, options& o, cli_values& v)
 {
-    // Everything after the first "--" is the command, untouched by option parsing.
-    std::vector<char*> front;
-    int i = 0;
-    for (; i < argc; ++i) {
-        if (i > 0 && std::strcmp(argv[i], "--") == 0)
-            break;
-        front.push_back(argv[i]);
-    }
-    const bool has_separator = i < argc;
-    for (++i; i < argc; ++i)
-        o.command.emplace_back(argv[i]);
-
-    std::string env_connect;
-    if (const char* env = std::getenv("ZK_CONNECT"); env != nullptr && *env != '\0')
-        env_connect = env;
-
-    CLI::App app{"Runs COMMAND while holding a ZooKeeper lock (zkcoro; Curator-compatible node layouts):\n"
-                 "acquires, runs COMMAND in a process group of its own, holds the lock until COMMAND\n"
-                 "and every process it started have exited, releases, and exits with its status.",
-                 "zklock"};
-    app.formatter(std::make_shared<formatter>());
-    app.set_version_flag("--version", "zklock " ZKLOCK_VERSION);
-    app.footer(std::string(exit_codes_text));
-
-    std::string connect;
-    auto* c_opt = app.add_option("-c,--connect", connect,
-                                 "ZooKeeper hosts, host:port[,host:port...][/chroot] (default: $ZK_CONNECT, else "
-                                 "127.0.0.1:2181), or redis://[[USER]:PASSWORD@]HOST:PORT[/DB] for a Redis lock on "
-                                 "the key LOCKPATH, or redis+sentinel://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT...]"
-                                 "/MASTER[/DB] for the master that Sentinel names, each grant acknowledged by a "
-                                 "replica (WAIT 1). Put a password in $ZK_CONNECT to keep it out of ps")
-                      ->type_name("HOSTS");
-    double timeout = 0;
-    auto* t_opt = app.add_option("-t,--timeout", timeout, "Give up after SECONDS waiting (exit 75)")
-                      ->type_name("SECONDS")
-                      ->check(seconds_validator(1e9, "a number of seconds"));
+    v.connect_opts.push_back(
+        app.add_option("-c,--connect", v.connect,
+                       "ZooKeeper hosts, host:port[,host:port...][/chroot] (default: $ZK_CONNECT, else "
+                       "127.0.0.1:2181), or redis://[[USER]:PASSWORD@]HOST:PORT[/DB] for a Redis lock on "
+                       "the key LOCKPATH, or redis+sentinel://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT...]"
+                       "/MASTER[/DB] for the master that Sentinel names, each grant acknowledged by a "
+                       "replica (WAIT 1). Put a password in $ZK_CONNECT to keep it out of ps")
+            ->type_name("HOSTS"));
+    v.t_opt = app.add_option("-t,--timeout", v.timeout, "Give up after SECONDS waiting (exit 75)")
+                  ->type_name("SECONDS")
+                  ->check(seconds_validator(1e9, "a number of seconds"));
     auto* n_opt = app.add_flag("-n,--nonblock", o.nonblock, "Fail at once (exit 75) if the lock is held");
-    n_opt->excludes(t_opt);
+    n_opt->excludes(v.t_opt);
     app.add_option("-E,--conflict-exit-code", o.conflict_exit_code,
                    "Exit status when timed out or the lock is held (default 75), as flock -E")
         ->type_name("N")
         ->check(integer_validator(0, 255, "an exit status"));
-    bool shared = false;
-    auto* s_opt = app.add_flag("-s,--shared", shared, "Take the read side of the read-write lock at LOCKPATH");
-    bool write = false;
-    auto* w_opt = app.add_flag("-w,--write", write,
+    auto* s_opt = app.add_flag("-s,--shared", v.shared, "Take the read side of the read-write lock at LOCKPATH");
+    auto* w_opt = app.add_flag("-w,--write", v.write,
                                "Take the write side of the read-write lock at LOCKPATH (excludes -s holders; a plain "
                                "zklock mutex does not)");
     s_opt->excludes(w_opt);
-    auto* sem_opt = app.add_option("--semaphore", o.semaphore_leases, "Take one of N leases of the semaphore at LOCKPATH")
-                        ->type_name("N")
-                        ->check(integer_validator(1, 1000000, "a number of leases"));
-    s_opt->excludes(sem_opt);
-    w_opt->excludes(sem_opt);
-    auto* data_opt = app.add_option("--data", o.data, "Stored in the lock node (default: host=H pid=P program=zklock label=COMMAND)")->type_name("TEXT");
-    std::string lost = "term";
-    app.add_option("--on-lost", lost,
+    v.sem_opt = app.add_option("--semaphore", o.semaphore_leases, "Take one of N leases of the semaphore at LOCKPATH")
+                    ->type_name("N")
+                    ->check(integer_validator(1, 1000000, "a number of leases"));
+    s_opt->excludes(v.sem_opt);
+    w_opt->excludes(v.sem_opt);
+    v.data_opt = app.add_option("--data", o.data, "Stored in the lock node (default: host=H pid=P program=zklock label=COMMAND)")->type_name("TEXT");
+    app.add_option("--on-lost", v.lost,
                    "What to do to COMMAND's process tree when the lock is lost: term (SIGTERM, then SIGKILL "
                    "after --kill-after), kill (SIGKILL) or ignore")
         ->check(CLI::IsMember({"term", "kill", "ignore"}))
         ->capture_default_str();
-    double kill_after = 5;
-    app.add_option("--kill-after", kill_after,
+    app.add_option("--kill-after", v.kill_after,
                    "SIGKILL the command's process tree if it still runs SECONDS after the --on-lost SIGTERM "
                    "(at least 0.001; default 5). Should zklock itself die, the SIGKILL comes sooner if need be: "
                    "within a third of the session timeout (or of the Redis TTL), before the lock can be granted "
@@ -117,36 +89,31 @@ int parse(int argc, char** argv, options& o, bool& status)
                    "COMMAND's own")
         ->type_name("N")
         ->check(integer_validator(0, 255, "an exit status"));
-    long long session_ms = 10000;
-    auto* session_opt =
-        app.add_option("--session-timeout", session_ms, "ZooKeeper session timeout in MS (the server clamps it)")
+    v.session_opt =
+        app.add_option("--session-timeout", v.session_ms, "ZooKeeper session timeout in MS (the server clamps it)")
             ->type_name("MS")
             ->check(integer_validator(100, 3600000, "milliseconds"))
             ->capture_default_str();
-    std::string auth_file;
-    app.add_option("--auth-file", auth_file,
+    app.add_option("--auth-file", v.auth_file,
                    "Read credentials from FILE, one line scheme:credentials (digest:USER:PASSWORD); default: "
                    "$ZK_AUTH. Never pass them on the command line")
         ->type_name("FILE");
-    std::string acl = "open";
-    app.add_option("--acl", acl,
+    app.add_option("--acl", v.acl,
                    "ACL of the nodes zklock creates (the lock's parents included): open (anyone) or creator "
                    "(only the authenticated creator; needs credentials)")
         ->check(CLI::IsMember({"open", "creator"}))
         ->capture_default_str();
-    double redis_ttl_s = 10;
-    auto* ttl_opt = app.add_option("--ttl", redis_ttl_s,
-                                   "With -c redis://...: the key's TTL in SECONDS, renewed every third of it while "
-                                   "held (default 10)")
-                        ->type_name("SECONDS")
-                        ->check(seconds_validator(86400, "a number of seconds"));
+    v.ttl_opt = app.add_option("--ttl", v.redis_ttl_s,
+                               "With -c redis://...: the key's TTL in SECONDS, renewed every third of it while "
+                               "held (default 10)")
+                    ->type_name("SECONDS")
+                    ->check(seconds_validator(86400, "a number of seconds"));
     auto* rev_opt = app.add_flag("--revocable", o.revocable,
                                  "Take revocation requests (Curator's makeRevocable; `zklock revoke`, Curator's "
                                  "Revoker): the lock node then stores no data");
-    rev_opt->excludes(s_opt)->excludes(w_opt)->excludes(sem_opt)->excludes(data_opt);
-    std::string on_revoke = "term";
+    rev_opt->excludes(s_opt)->excludes(w_opt)->excludes(v.sem_opt)->excludes(v.data_opt);
     auto* on_revoke_opt =
-        app.add_option("--on-revoke", on_revoke,
+        app.add_option("--on-revoke", v.on_revoke,
                        "With --revocable, what to do when a revocation is requested: term (SIGTERM to the command's "
                        "process tree, SIGKILL after --kill-after; the lock is released when it has exited) or ignore")
             ->check(CLI::IsMember({"term", "ignore"}))
@@ -154,135 +121,97 @@ int parse(int argc, char** argv, options& o, bool& status)
     on_revoke_opt->needs(rev_opt);
     app.add_flag("-v,--verbose", o.verbose, "Say what happens on stderr");
     app.add_option("--session-file", o.session_file, "(tests) write the session id and password here")->group("");
-    std::string lock_path;
-    app.add_option("LOCKPATH", lock_path, "The lock's path in ZooKeeper, e.g. /locks/nightly");
+    app.add_option("LOCKPATH", v.lock_path, "The lock's path in ZooKeeper, e.g. /locks/nightly");
+}
 
-    auto* st = app.add_subcommand("status", "Show the queue at LOCKPATH, holder first (any recipe, Curator's nodes too)");
-    std::string status_path;
-    st->add_option("LOCKPATH", status_path, "The lock's path")->required();
-    st->add_flag("--json", o.json,
-                 "Print JSON: {path, recipe, participants: [{node, session, data, age_s, mode?, holding?, recipe?}], "
-                 "notes}");
-    auto* st_c_opt = st->add_option("-c,--connect", connect, "ZooKeeper hosts (default: $ZK_CONNECT, else 127.0.0.1:2181)")
-                         ->type_name("HOSTS");
-    st->add_option("--auth-file", auth_file, "Read credentials from FILE (default: $ZK_AUTH)")->type_name("FILE");
-    st->add_flag("-v,--verbose", o.verbose, "Say what happens on stderr");
-    st->add_flag("-r,--recursive", o.recursive, "Every lock under LOCKPATH, of any recipe, and wait-for cycles");
-    st->add_flag("--cycles", o.cycles, "(with -r) Only the wait-for cycles between sessions; exit 1 if any");
-    st->add_flag("--dot", o.dot, "(with -r) Print the wait-for graph between sessions for Graphviz");
-    std::string older_than;
-    auto* older_opt = st->add_option("--older-than", older_than,
-                                     "(with -r) Only holds and waits at least this old: 30s, 5m, 1h, 250ms")
-                          ->type_name("DURATION");
+// The lock's run on Redis: LOCKPATH is the key; one recipe (a mutex), no credentials file (the
+// password is in the URL), no queue to list.
+int finish_redis_run(options& o, const cli_values& v, bool status)
+{
+#ifdef ZKLOCK_REDIS
+    if (status)
+        return usage_error("status lists a ZooKeeper lock's queue; a Redis lock keeps none (use redis-cli GET KEY)");
+    if (o.revoke || o.revocable)
+        return usage_error("revocation is a ZooKeeper (Curator) protocol; a Redis lock has none");
+    if (v.shared || v.write || v.sem_opt->count() > 0)
+        return usage_error("--shared, --write and --semaphore are ZooKeeper recipes; on Redis zklock takes a mutex");
+    if (!v.auth_file.empty() || v.acl != "open")
+        return usage_error("--auth-file and --acl are for ZooKeeper; give a Redis password in the URL "
+                           "(redis://PASSWORD@HOST:PORT)");
+    // No use on Redis: the key's value is its holder's random token (the compare-and-delete
+    // checks it), and the TTL plays the session's part.
+    if (v.data_opt->count() > 0)
+        return usage_error("--data is stored in a ZooKeeper lock node; a Redis lock's value is its holder's "
+                           "random token (the release compares it), so it stores no data");
+    if (v.session_opt->count() > 0)
+        return usage_error("--session-timeout is ZooKeeper's; on Redis the key's TTL plays its part: use --ttl "
+                           "SECONDS");
+    if (!v.has_separator || o.command.empty())
+        return usage_error("COMMAND is missing: zklock -c redis://HOST:PORT [OPTIONS] KEY -- COMMAND [ARGS...]");
+    if (v.redis_ttl_s < 0.1 || v.redis_ttl_s > 86400)
+        return usage_error(fmt::format("--ttl {}: must be from 0.1 to 86400 seconds", v.redis_ttl_s));
+    if (v.t_opt->count() > 0)
+        o.timeout_s = v.timeout;
+    o.lost_action = v.lost == "kill" ? on_lost::kill : v.lost == "ignore" ? on_lost::ignore : on_lost::term;
+    o.kill_after = std::chrono::milliseconds(static_cast<long long>(v.kill_after * 1000.0));
+    o.redis_ttl = std::chrono::milliseconds(static_cast<long long>(v.redis_ttl_s * 1000.0));
+    zkcoro::error_code ec;
+    std::string why;
+    zkcoro::parse_redis_url(o.connect, ec, &why);
+    if (ec)
+        return usage_error(fmt::format("{}: {}", o.connect_origin, escape(why)));
+    return -1;
+#else
+    (void)o, (void)v, (void)status;
+    return usage_error("this zklock was built without Redis support (hiredis: libhiredis-dev)");
+#endif
+}
 
-    auto* rv = app.add_subcommand("revoke", "Ask the holder of LOCKPATH (or NODE) to let go: writes \"__REVOKE__\" into "
-                                            "its node (Curator's Revoker). Only a revocable holder reacts; a holder "
-                                            "that is not revocable keeps the lock, its holder data overwritten");
-    std::string revoke_path;
-    rv->add_option("LOCKPATH", revoke_path, "The lock's path")->required();
-    rv->add_option("NODE", o.revoke_node, "The node to ask, a name under LOCKPATH or a full path (default: the holder)");
-    auto* rv_c_opt = rv->add_option("-c,--connect", connect, "ZooKeeper hosts (default: $ZK_CONNECT, else 127.0.0.1:2181)")
-                         ->type_name("HOSTS");
-    rv->add_option("--auth-file", auth_file, "Read credentials from FILE (default: $ZK_AUTH)")->type_name("FILE");
-    rv->add_flag("-v,--verbose", o.verbose, "Say what happens on stderr");
-
-    // "run LOCKPATH": the lock's run spelled out, so that a Redis key (or a relative name) called
-    // status, revoke or run is a LOCKPATH, not a subcommand. zklock's options go before or after
-    // "run" (they fall through to zklock's own).
-    auto* rn = app.add_subcommand("run", "Run COMMAND holding the lock at LOCKPATH, as without \"run\"; LOCKPATH may then "
-                                         "be status, revoke or run (a Redis key of that name)");
-    rn->fallthrough();
-    std::string run_path;
-    rn->add_option("LOCKPATH", run_path, "The lock's path, or the Redis key")->required();
-
-    auto usage_error = [](std::string_view msg) {
-        fmt::print(stderr, "zklock: {}\nRun with --help for more information.\n", msg);
-        return exit_code::usage;
-    };
-    const bool status_word = front.size() > 1 && std::string_view(front[1]) == "status";
-    // A subcommand's word where a lock was meant: "zklock -c redis://... status -- COMMAND".
-    auto run_hint = [has_separator](std::string_view word) {
-        return has_separator ? fmt::format("; to run a command holding a lock or Redis key named '{}': zklock [OPTIONS] "
-                                           "run {} -- COMMAND",
-                                           word, word)
-                             : std::string();
-    };
-    try {
-        app.parse(static_cast<int>(front.size()), front.data());
-    } catch (const CLI::ParseError& e) {
-        if (e.get_exit_code() == 0)
-            return app.exit(e);  // --help, --version
-        const std::string what = escape(e.what());
-        if (rv->parsed() || (front.size() > 1 && std::string_view(front[1]) == "revoke"))
-            return usage_error(fmt::format("revoke: {} (revoke takes LOCKPATH [NODE] and -c HOSTS, --auth-file FILE, -v){}",
-                                           what, run_hint("revoke")));
-        if (st->parsed() || status_word)
-            return usage_error(fmt::format("status: {} (status takes LOCKPATH and --json, -r, --cycles, --dot, --older-than D, -c HOSTS, --auth-file "
-                                           "FILE, -v){}",
-                                           what, run_hint("status")));
-        if (rn->parsed())
-            return usage_error(fmt::format("run: {} (zklock [OPTIONS] run LOCKPATH -- COMMAND [ARGS...])", what));
-        if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr && what.find("expected: -") != std::string::npos)
-            return usage_error(fmt::format("unknown option: {}", what.substr(what.find("expected: ") + 10)));
-        if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
-            fmt::print(stderr, "zklock: {}\nzklock: the command goes after '--': zklock [OPTIONS] LOCKPATH -- COMMAND [ARGS...]\n",
-                       what);
-            return exit_code::usage;
-        }
-        return usage_error(what);
+// The lock's run on ZooKeeper, once LOCKPATH and the credentials are read.
+int finish_zookeeper_run(options& o, const cli_values& v)
+{
+    if (!v.has_separator || o.command.empty())
+        return usage_error("COMMAND is missing: zklock [OPTIONS] LOCKPATH -- COMMAND [ARGS...]");
+    if (v.t_opt->count() > 0)
+        o.timeout_s = v.timeout;
+    if (v.shared)
+        o.kind = recipe::read;
+    else if (v.write)
+        o.kind = recipe::write;
+    else if (v.sem_opt->count() > 0)
+        o.kind = recipe::semaphore;
+    o.lost_action = v.lost == "kill" ? on_lost::kill : v.lost == "ignore" ? on_lost::ignore : on_lost::term;
+    o.revoke_term = v.on_revoke == "term";
+    o.kill_after = std::chrono::milliseconds(static_cast<long long>(v.kill_after * 1000.0));
+    o.session_timeout = std::chrono::milliseconds(v.session_ms);
+    if (v.acl == "creator") {
+        if (o.auth.empty())
+            return usage_error("--acl creator needs credentials (--auth-file FILE or ZK_AUTH): without them the "
+                               "nodes would belong to nobody");
+        o.acl = acl_kind::creator;
     }
+    return -1;
+}
 
-    status = st->parsed();
-    o.revoke = rv->parsed();
-    o.lock_path = status ? status_path : o.revoke ? revoke_path : rn->parsed() ? run_path : lock_path;
-    if (rn->parsed() && !lock_path.empty())
-        return usage_error(fmt::format("LOCKPATH given twice ('{}' before run, '{}' after it): zklock [OPTIONS] run "
-                                       "LOCKPATH -- COMMAND",
-                                       escape(lock_path), escape(run_path)));
-    if (c_opt->count() > 0 || st_c_opt->count() > 0 || rv_c_opt->count() > 0) {
-        o.connect = connect;
+// -c of any subcommand, else $ZK_CONNECT, else the default.
+void choose_connect(options& o, const cli_values& v)
+{
+    const bool given = std::any_of(v.connect_opts.begin(), v.connect_opts.end(), [](const CLI::Option* c) { return c->count() > 0; });
+    if (given) {
+        o.connect = v.connect;
         o.connect_origin = "--connect";
-    } else if (!env_connect.empty()) {
-        o.connect = env_connect;
+    } else if (!v.env_connect.empty()) {
+        o.connect = v.env_connect;
         o.connect_origin = "$ZK_CONNECT";
     } else {
         o.connect = "127.0.0.1:2181";
         o.connect_origin = "the default connect string";
     }
-    if (status && has_separator)
-        return usage_error("status takes no command ('--' given)" + run_hint("status"));
-    if (status && !o.recursive && (o.cycles || o.dot || older_opt->count() > 0))
-        return usage_error("status: --cycles, --dot and --older-than go with -r");
-    if (status && o.dot && o.json)
-        return usage_error("status: --dot and --json exclude each other");
-    if (older_opt->count() > 0) {
-        o.older_than_s = parse_duration(older_than);
-        // A positive number that a double cannot hold (1e-400s), or whose unit makes it 0
-        // (1e-320ms), is not 0: say so rather than list every hold.
-        char* end = nullptr;
-        errno = 0;
-        const double number = std::strtod(older_than.c_str(), &end);
-        const bool range = errno == ERANGE;
-        if (end != older_than.c_str() && ((range && number >= 0 && number < 1) || (number > 0 && o.older_than_s == 0.0)))
-            return usage_error(fmt::format("status: --older-than '{}': too small to tell from 0 (give 0, or e.g. "
-                                           "250ms)",
-                                           escape(older_than)));
-        if (end != older_than.c_str() && range && number > 1)
-            return usage_error(fmt::format("status: --older-than '{}': too large (e.g. 30s, 5m, 1h, 7d)",
-                                           escape(older_than)));
-        if (!o.older_than_s)
-            return usage_error(fmt::format("status: --older-than '{}': not a duration (e.g. 30s, 5m, 1h, 250ms)",
-                                           escape(older_than)));
-    }
-    if (o.revoke && has_separator)
-        return usage_error("revoke takes no command ('--' given)" + run_hint("revoke"));
-    if (o.revoke && !o.revoke_node.empty() && o.revoke_node.front() == '/') {
-        if (auto p = zkcoro::check_path(o.revoke_node); !p.ok())
-            return usage_error(fmt::format("NODE: {}", escape(p.describe(o.revoke_node))));
-    } else if (o.revoke && !o.revoke_node.empty() && o.revoke_node.find('/') != std::string::npos) {
-        return usage_error(fmt::format("NODE '{}': a node name under LOCKPATH (no '/') or a full path",
-                                       escape(o.revoke_node)));
-    }
+}
+
+// Checks that hold whatever the subcommand: LOCKPATH given and not too long, --kill-after.
+int check_lock_path(const options& o, const cli_values& v, bool status)
+{
     if (o.lock_path.empty())
         return usage_error("LOCKPATH is required");
     // The command gets the lock node's path in ZKLOCK_NODE, and Linux refuses to exec with an
@@ -291,73 +220,34 @@ int parse(int argc, char** argv, options& o, bool& status)
         return usage_error(fmt::format("LOCKPATH is {} bytes long; at most {}: the command gets the lock node's "
                                        "path in ZKLOCK_NODE, and Linux limits one environment string to 128 KiB",
                                        o.lock_path.size(), max_path));
-    if (!status && !o.revoke && kill_after < 0.001)
+    if (!status && !o.revoke && v.kill_after < 0.001)
         return usage_error(fmt::format("--kill-after {}: at least 0.001 seconds (1 ms); to leave the command "
                                        "running after a loss, use --on-lost ignore",
-                                       kill_after));
-    if (!is_redis_url(o.connect) && o.connect.find("://") != std::string::npos) {
-        // A URL of another scheme (rediss+sentinel://, sentinel://, ...): say what -c takes,
-        // rather than read it as ZooKeeper hosts with a chroot.
-#ifdef ZKLOCK_REDIS
-        constexpr std::string_view zk_form = "or a ZooKeeper connect string HOST:PORT[,HOST:PORT...][/CHROOT]";
-        zkcoro::error_code ec;
-        std::string why;
-        zkcoro::parse_redis_url(o.connect, ec, &why);
-        return usage_error(fmt::format("{}: {}; {}", o.connect_origin, escape(why), zk_form));
-#else
-        return usage_error(fmt::format("{} '{}': not a ZooKeeper connect string: -c takes HOST:PORT[,HOST:PORT...][/CHROOT] "
-                                       "(this zklock was built without Redis support)",
-                                       o.connect_origin, shown_connect(o.connect)));
-#endif
-    }
-    if (is_redis_url(o.connect)) {
-#ifdef ZKLOCK_REDIS
-        // A Redis lock: LOCKPATH is the key; one recipe (a mutex), no credentials file (the
-        // password is in the URL), no queue to list.
-        if (status)
-            return usage_error("status lists a ZooKeeper lock's queue; a Redis lock keeps none (use redis-cli GET KEY)");
-        if (o.revoke || o.revocable)
-            return usage_error("revocation is a ZooKeeper (Curator) protocol; a Redis lock has none");
-        if (shared || write || sem_opt->count() > 0)
-            return usage_error("--shared, --write and --semaphore are ZooKeeper recipes; on Redis zklock takes a mutex");
-        if (!auth_file.empty() || acl != "open")
-            return usage_error("--auth-file and --acl are for ZooKeeper; give a Redis password in the URL "
-                               "(redis://PASSWORD@HOST:PORT)");
-        // No use on Redis: the key's value is its holder's random token (the compare-and-delete
-        // checks it), and the TTL plays the session's part.
-        if (data_opt->count() > 0)
-            return usage_error("--data is stored in a ZooKeeper lock node; a Redis lock's value is its holder's "
-                               "random token (the release compares it), so it stores no data");
-        if (session_opt->count() > 0)
-            return usage_error("--session-timeout is ZooKeeper's; on Redis the key's TTL plays its part: use --ttl "
-                               "SECONDS");
-        if (!has_separator || o.command.empty())
-            return usage_error("COMMAND is missing: zklock -c redis://HOST:PORT [OPTIONS] KEY -- COMMAND [ARGS...]");
-        if (redis_ttl_s < 0.1 || redis_ttl_s > 86400)
-            return usage_error(fmt::format("--ttl {}: must be from 0.1 to 86400 seconds", redis_ttl_s));
-        if (t_opt->count() > 0)
-            o.timeout_s = timeout;
-        o.lost_action = lost == "kill" ? on_lost::kill : lost == "ignore" ? on_lost::ignore : on_lost::term;
-        o.kill_after = std::chrono::milliseconds(static_cast<long long>(kill_after * 1000.0));
-        o.redis_ttl = std::chrono::milliseconds(static_cast<long long>(redis_ttl_s * 1000.0));
-        zkcoro::error_code ec;
-        std::string why;
-        zkcoro::parse_redis_url(o.connect, ec, &why);
-        if (ec)
-            return usage_error(fmt::format("{}: {}", o.connect_origin, escape(why)));
-        return -1;
-#else
-        return usage_error("this zklock was built without Redis support (hiredis: libhiredis-dev)");
-#endif
-    }
-    if (ttl_opt->count() > 0)
-        return usage_error("--ttl is for a Redis lock (-c redis://...)");
-    if (auto p = zkcoro::check_path(o.lock_path); !p.ok())
-        return usage_error(fmt::format("LOCKPATH: {}", escape(p.describe(o.lock_path))));
-    if (o.lock_path == "/" && !(status && o.recursive))  // status -r / scans the whole tree
-        return usage_error("LOCKPATH: the root cannot be a lock (status -r / lists every lock in the tree)");
+                                       v.kill_after));
+    return -1;
+}
 
-    // Credentials: --auth-file, else $ZK_AUTH; never on the command line (ps shows it).
+// A URL of another scheme (rediss+sentinel://, sentinel://, ...): say what -c takes, rather
+// than read it as ZooKeeper hosts with a chroot.
+int refuse_other_url(const options& o)
+{
+#ifdef ZKLOCK_REDIS
+    constexpr std::string_view zk_form = "or a ZooKeeper connect string HOST:PORT[,HOST:PORT...][/CHROOT]";
+    zkcoro::error_code ec;
+    std::string why;
+    zkcoro::parse_redis_url(o.connect, ec, &why);
+    return usage_error(fmt::format("{}: {}; {}", o.connect_origin, escape(why), zk_form));
+#else
+    return usage_error(fmt::format("{} '{}': not a ZooKeeper connect string: -c takes HOST:PORT[,HOST:PORT...][/CHROOT] "
+                                   "(this zklock was built without Redis support)",
+                                   o.connect_origin, shown_connect(o.connect)));
+#endif
+}
+
+// Credentials: --auth-file, else $ZK_AUTH; never on the command line (ps shows it).
+int read_credentials(options& o, const cli_values& v)
+{
+    const std::string& auth_file = v.auth_file;
     if (!auth_file.empty()) {
         std::FILE* f = std::fopen(auth_file.c_str(), "r");
         if (f == nullptr)
@@ -385,28 +275,12 @@ int parse(int argc, char** argv, options& o, bool& status)
         o.auth.push_back(std::move(a));
         o.auth_origin = "$ZK_AUTH";
     }
-    if (!status && !o.revoke) {
-        if (!has_separator || o.command.empty())
-            return usage_error("COMMAND is missing: zklock [OPTIONS] LOCKPATH -- COMMAND [ARGS...]");
-        if (t_opt->count() > 0)
-            o.timeout_s = timeout;
-        if (shared)
-            o.kind = recipe::read;
-        else if (write)
-            o.kind = recipe::write;
-        else if (sem_opt->count() > 0)
-            o.kind = recipe::semaphore;
-        o.lost_action = lost == "kill" ? on_lost::kill : lost == "ignore" ? on_lost::ignore : on_lost::term;
-        o.revoke_term = on_revoke == "term";
-        o.kill_after = std::chrono::milliseconds(static_cast<long long>(kill_after * 1000.0));
-        o.session_timeout = std::chrono::milliseconds(session_ms);
-        if (acl == "creator") {
-            if (o.auth.empty())
-                return usage_error("--acl creator needs credentials (--auth-file FILE or ZK_AUTH): without them the "
-                                   "nodes would belong to nobody");
-            o.acl = acl_kind::creator;
-        }
-    }
+    return -1;
+}
+
+// The ZooKeeper connect string and session timeout, as the client will check them.
+int check_zookeeper_config(const options& o)
+{
     zkcoro::client_config cfg;
     cfg.connect_string = o.connect;
     cfg.session_timeout = o.session_timeout;
@@ -421,6 +295,75 @@ int parse(int argc, char** argv, options& o, bool& status)
                                        escape(why.empty() ? ec.message() : why)));
     }
     return -1;
+}
+
+// Parses the command line; returns an exit code to stop with, or -1 to go on. The checks run in
+// this order (the first that fails is reported): the parse, the subcommand's own, LOCKPATH, the
+// backend's (Redis, or ZooKeeper's path, credentials and run), the connect string.
+int parse(int argc, char** argv, options& o, bool& status)
+{
+    cli_values v;
+    // Everything after the first "--" is the command, untouched by option parsing.
+    std::vector<char*> front;
+    int i = 0;
+    for (; i < argc; ++i) {
+        if (i > 0 && std::strcmp(argv[i], "--") == 0)
+            break;
+        front.push_back(argv[i]);
+    }
+    v.has_separator = i < argc;
+    for (++i; i < argc; ++i)
+        o.command.emplace_back(argv[i]);
+    if (const char* env = std::getenv("ZK_CONNECT"); env != nullptr && *env != '\0')
+        v.env_connect = env;
+
+    CLI::App app{"Runs COMMAND while holding a ZooKeeper lock (zkcoro; Curator-compatible node layouts):\n"
+                 "acquires, runs COMMAND in a process group of its own, holds the lock until COMMAND\n"
+                 "and every process it started have exited, releases, and exits with its status.",
+                 "zklock"};
+    app.formatter(std::make_shared<formatter>());
+    app.set_version_flag("--version", "zklock " ZKLOCK_VERSION);
+    app.footer(std::string(exit_codes_text));
+    add_lock_options(app, o, v);
+    add_status(app, o, v);
+    add_revoke(app, o, v);
+    add_run(app, v);
+    try {
+        app.parse(static_cast<int>(front.size()), front.data());
+    } catch (const CLI::ParseError& e) {
+        return parse_failure(app, e, front, v);
+    }
+
+    status = v.st->parsed();
+    o.revoke = v.rv->parsed();
+    o.lock_path = status ? v.status_path : o.revoke ? v.revoke_path : v.rn->parsed() ? v.run_path : v.lock_path;
+    if (v.rn->parsed() && !v.lock_path.empty())
+        return usage_error(fmt::format("LOCKPATH given twice ('{}' before run, '{}' after it): zklock [OPTIONS] run "
+                                       "LOCKPATH -- COMMAND",
+                                       escape(v.lock_path), escape(v.run_path)));
+    choose_connect(o, v);
+    if (int rc = status ? check_status(o, v) : -1; rc >= 0)
+        return rc;
+    if (int rc = o.revoke ? check_revoke(o, v) : -1; rc >= 0)
+        return rc;
+    if (int rc = check_lock_path(o, v, status); rc >= 0)
+        return rc;
+    if (!is_redis_url(o.connect) && o.connect.find("://") != std::string::npos)
+        return refuse_other_url(o);
+    if (is_redis_url(o.connect))
+        return finish_redis_run(o, v, status);
+    if (v.ttl_opt->count() > 0)
+        return usage_error("--ttl is for a Redis lock (-c redis://...)");
+    if (auto p = zkcoro::check_path(o.lock_path); !p.ok())
+        return usage_error(fmt::format("LOCKPATH: {}", escape(p.describe(o.lock_path))));
+    if (o.lock_path == "/" && !(status && o.recursive))  // status -r / scans the whole tree
+        return usage_error("LOCKPATH: the root cannot be a lock (status -r / lists every lock in the tree)");
+    if (int rc = read_credentials(o, v); rc >= 0)
+        return rc;
+    if (!status && !o.revoke)
+        if (int rc = finish_zookeeper_run(o, v); rc >= 0)
+            return rc;
+    return check_zookeeper_config(o);
 }
 
 }  // namespace
