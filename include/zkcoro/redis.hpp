@@ -121,7 +121,8 @@ struct redis_options {
     /// has passed since it began, then the client closes with the last failure. Refused
     /// credentials, an unknown master name, a peer that does not speak Redis fail at once.
     /// 0 (the default): a redis:// client gives up at the first failure, a redis+sentinel:// one
-    /// after 6 attempts (about 3 s with the default backoff). An acquisition waits through a
+    /// after 6 attempts (about 3 s with the default backoff). Negative: one attempt, also through
+    /// Sentinel (zklock -n). An acquisition waits through a
     /// failover only on a client that is connected or still connecting: set this to its timeout
     /// when the first connection may meet one (zklock sets it to -t).
     std::chrono::milliseconds first_connect_wait{0};

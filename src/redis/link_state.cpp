@@ -64,7 +64,9 @@ void redis_link::on_context_gone()
     const bool may_pass = ec == redis_errc::connect_failed || ec == redis_errc::connection_lost ||
                           ec == redis_errc::not_master || ec == redis_errc::no_sentinel;
     const auto first_left = first_started_ + opts_.first_connect_wait - std::chrono::steady_clock::now();
-    const bool retry_first = hooks_.retry_first && hooks_.retry_first(ec, ++first_failures_);
+    // A negative first_connect_wait: one attempt, without the hooks' retries either.
+    const bool retry_first = opts_.first_connect_wait.count() >= 0 && hooks_.retry_first &&
+                             hooks_.retry_first(ec, ++first_failures_);
     if (!ever_connected_ && !retry_first && !(may_pass && first_left > std::chrono::milliseconds(0)))
         return give_up(ec, std::move(why));
     // A drop after the link had connected: reconnect with backoff (commands sent on the old

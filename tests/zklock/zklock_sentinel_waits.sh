@@ -5,7 +5,8 @@
 # 2. The master's replicas frozen (SIGSTOP by PID) and their links cut: the grant is refused at
 #    -t 1 (69) with "no replica connected", not "replicas too slow"; frozen but linked: "in time".
 # 3. The master SIGKILLed (by PID): zklock -t 30 started at once, and another as the sentinels name
-#    the new master, both get the lock, with tokens above the last grant's.
+#    the new master, both get the lock, with tokens above the last grant's; -n meanwhile tries once
+#    (exit 69 at once, not after Sentinel's 6 attempts).
 #   zklock_sentinel_waits.sh ZKLOCK
 # Every wait is bounded; processes are signalled by PID only.
 set -uo pipefail
@@ -80,6 +81,14 @@ t0=$(date +%s%N)
 kill -KILL "$(pid_of "$old")"
 timeout 40 "$zklock" -c "$url" -t 30 "$key" -- sh -c 'echo "$ZKLOCK_FENCING_TOKEN"' >"$tmp/at-once" 2>"$tmp/at-once.err" &
 first=$!
+# -n meanwhile (the sentinels still name the dead master): one attempt, exit 69 at once.
+t3=$(date +%s%N)
+timeout 20 "$zklock" -c "$url" -n "$key-n" -- touch "$tmp/n-ran" 2>"$tmp/n.err"
+rc=$?
+took=$(ms_since "$t3")
+echo "   -n during the failover: exit $rc after $took ms"
+[ "$rc" -eq 69 ] || fail "-n during the failover: exit $rc, expected 69 ($(cat "$tmp/n.err"))"
+[ "$took" -lt 1000 ] || fail "-n during the failover: took $took ms, expected one attempt"
 for _ in $(seq 1 300); do  # at most 15 s
     np=$(master_port)
     [ -n "$np" ] && [ "$np" != "$old" ] && break

@@ -1159,6 +1159,8 @@ int run_lock_redis(const options& o, const std::set<int>& inherited)
     if (o.timeout_s && !o.nonblock)
         ropts.first_connect_wait =
             std::chrono::milliseconds(static_cast<long long>(std::min(*o.timeout_s, 86400.0) * 1000.0));
+    if (o.nonblock)
+        ropts.first_connect_wait = -1ms;  // one attempt, through Sentinel too
     ropts.reconnect_max = 1000ms;
     if (o.verbose)  // the library's lines (e.g. a release whose PUBLISH was refused), as on ZooKeeper
         ropts.log = [](zkcoro::log_level l, std::string_view m) {
