@@ -116,7 +116,8 @@ struct redis_options {
     std::chrono::milliseconds reconnect_min{50};
     std::chrono::milliseconds reconnect_max{2000};  ///< the longest backoff between attempts
     /// How long a first connection keeps trying after a transient failure: refused, dropped or
-    /// timed out, no sentinel answering, the address the sentinels named not (yet) a master. It
+    /// timed out, no sentinel answering, the address the sentinels named not (yet) a master, a
+    /// PING answered with LOADING (a server loading its data) or MASTERDOWN. It
     /// tries again with the reconnection backoff (shortened to what is left) until this much time
     /// has passed since it began, then the client closes with the last failure. Refused
     /// credentials, an unknown master name, a peer that does not speak Redis fail at once.

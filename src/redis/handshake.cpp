@@ -79,6 +79,9 @@ void redis_link::handshake_reply(int step, const void* reply)
                          fmt::format("SELECT {} refused by {}:{}: {}", url_.db, url_.host, url_.port, r.str));
         else if (r.str.starts_with("NOAUTH"))
             fail_attempt(redis_errc::auth_failed, fmt::format("{}:{} needs a password: {}", url_.host, url_.port, r.str));
+        else if (const auto code = redis_error_code(r.str); code == redis_errc::loading || code == redis_errc::master_down)
+            // A server loading its data (after a start), a replica without its master: for now.
+            fail_attempt(code, fmt::format("PING refused by {}:{}: {}", url_.host, url_.port, r.str));
         else
             fail_attempt(redis_errc::error_reply, fmt::format("PING refused: {}", r.str));
         if (ac_)

@@ -62,7 +62,8 @@ void redis_link::on_context_gone()
     // A first connection: tried again as the hooks say (a sentinel link: 6 times), or while
     // first_connect_wait lasts for a failure that may pass (the server or the new master comes up).
     const bool may_pass = ec == redis_errc::connect_failed || ec == redis_errc::connection_lost ||
-                          ec == redis_errc::not_master || ec == redis_errc::no_sentinel;
+                          ec == redis_errc::not_master || ec == redis_errc::no_sentinel ||
+                          ec == redis_errc::loading || ec == redis_errc::master_down;
     const auto first_left = first_started_ + opts_.first_connect_wait - std::chrono::steady_clock::now();
     // A negative first_connect_wait: one attempt, without the hooks' retries either.
     const bool retry_first = opts_.first_connect_wait.count() >= 0 && hooks_.retry_first &&

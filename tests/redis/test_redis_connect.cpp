@@ -177,6 +177,55 @@ TEST_CASE("a peer that does not speak Redis is named as such, not with hiredis' 
     }, 10s);
 }
 
+// Issue 39: a server that answers the handshake's PING with LOADING (loading its data after a
+// start) is waited for by a first connection with first_connect_wait, as a refused one is; it
+// fails with loading and the server's text at the end (was: error_reply at once). A fake server
+// here answers every command so.
+TEST_CASE("a first connection waits out LOADING within first_connect_wait, then fails with loading")
+{
+    asio::io_context ioc;
+    int connections = 0;
+    zktest::run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        asio::ip::tcp::acceptor loading(ex, {asio::ip::make_address("127.0.0.1"), 0});
+        auto port = loading.local_endpoint().port();
+        asio::co_spawn(ex, [&loading, &connections]() -> asio::awaitable<void> {
+            for (int i = 0; i < 100; ++i) {
+                auto sock = std::make_shared<asio::ip::tcp::socket>(co_await loading.async_accept(asio::use_awaitable));
+                ++connections;
+                asio::co_spawn(loading.get_executor(), [sock]() -> asio::awaitable<void> {
+                    char buf[512];
+                    for (int n = 0; n < 16; ++n) {
+                        auto [ec, got] = co_await sock->async_read_some(asio::buffer(buf), asio::as_tuple(asio::use_awaitable));
+                        if (ec || got == 0)
+                            co_return;
+                        co_await asio::async_write(*sock, asio::buffer(std::string_view(
+                                                              "-LOADING Redis is loading the dataset in memory\r\n")),
+                                                   asio::as_tuple(asio::use_awaitable));
+                    }
+                }, asio::detached);
+            }
+        }, asio::detached);
+        auto o = bounded_connect();
+        o.reconnect_min = 20ms;
+        o.reconnect_max = 100ms;
+        o.first_connect_wait = 700ms;
+        zkcoro::redis_client rc(ex, fmt::format("redis://127.0.0.1:{}", port), o);
+        const auto t0 = std::chrono::steady_clock::now();
+        auto [ec] = co_await rc.async_connect(asio::as_tuple(asio::use_awaitable));
+        const auto ms =
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+        MESSAGE("LOADING: " << ec.message() << " after " << ms << " ms, " << connections << " connections: "
+                            << rc.last_error());
+        CHECK(ec == redis_errc::loading);
+        CHECK(ms >= 650);
+        CHECK(ms < 3000);
+        CHECK(connections >= 3);
+        CHECK(rc.last_error().find("LOADING Redis is loading the dataset in memory") != std::string::npos);
+        loading.close();
+    }, 10s);
+}
+
 // Issue 32 item 5: the password of a URL is in no message and no log line. Every form below
 // holds a password the parser takes as such (user info: the text before the URL's last '@').
 TEST_CASE("a URL's password is never shown: bad URLs, refused connections, refused AUTH")
