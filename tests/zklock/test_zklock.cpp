@@ -12,13 +12,37 @@
 using namespace zklock_test;
 using namespace std::chrono_literals;
 
+namespace {
+
+// A command line zklock must refuse with exit 64, and what its message must say.
+struct bad_usage {
+    std::vector<std::string> args;
+    std::string says;
+};
+
+// Runs each command line: exit 64, the message saying what it should, and none of `never`.
+void check_bad_usage(const std::vector<bad_usage>& cases, std::string_view never = {})
+{
+    for (const auto& c : cases) {
+        std::vector<std::string> argv{zklock_bin};
+        argv.insert(argv.end(), c.args.begin(), c.args.end());
+        proc p;
+        const int rc = run(argv, 10s, &p);
+        const std::string err = slurp(p.err);
+        CAPTURE(fmt::format("{}", fmt::join(c.args, " ")));
+        CAPTURE(err);
+        CHECK(rc == 64);
+        CHECK(err.find(c.says) != std::string::npos);
+        if (!never.empty())
+            CHECK(err.find(never) == std::string::npos);
+    }
+}
+
+}  // namespace
+
 TEST_CASE("bad usage exits 64 and names the problem")
 {
-    struct bad {
-        std::vector<std::string> args;
-        std::string says;
-    };
-    const std::vector<bad> cases = {
+    const std::vector<bad_usage> cases = {
         {{}, "LOCKPATH is required"},
         {{"/x"}, "COMMAND is missing"},
         {{"/x", "--"}, "COMMAND is missing"},
@@ -58,17 +82,7 @@ TEST_CASE("bad usage exits 64 and names the problem")
         {{"revoke", "/x", "a/b"}, "NODE 'a/b': a node name under LOCKPATH"},
         {{"revoke", "/x", "--", "true"}, "revoke takes no command"},
     };
-    for (const auto& c : cases) {
-        std::vector<std::string> argv{zklock_bin};
-        argv.insert(argv.end(), c.args.begin(), c.args.end());
-        proc p;
-        const int rc = run(argv, 10s, &p);
-        const std::string err = slurp(p.err);
-        CAPTURE(fmt::format("{}", fmt::join(c.args, " ")));
-        CAPTURE(err);
-        CHECK(rc == 64);
-        CHECK(err.find(c.says) != std::string::npos);
-    }
+    check_bad_usage(cases);
     // The escaped path: no raw escape character reaches the terminal.
     {
         proc p;
@@ -958,11 +972,7 @@ TEST_CASE("--help: the Redis URL forms, exit 69 on Redis, status -r's exit 1 and
 // are refused on Redis; a database above 15 is the server's to refuse (here: no server, 69).
 TEST_CASE("underflowing durations, --data and --session-timeout on Redis, databases above 15")
 {
-    struct bad {
-        std::vector<std::string> args;
-        std::string says;
-    };
-    const std::vector<bad> cases = {
+    const std::vector<bad_usage> cases = {
         {{"--kill-after", "1e-400", "/x", "--", "true"}, "--kill-after: needs a number of seconds from 0 to 86400, got '1e-400' (too small"},
         {{"--kill-after", "1e-320", "/x", "--", "true"}, "got '1e-320' (too small"},
         {{"-t", "1e-400", "/x", "--", "true"}, "--timeout: needs a number of seconds from 0 to 1000000000, got '1e-400' (too small"},
@@ -976,18 +986,7 @@ TEST_CASE("underflowing durations, --data and --session-timeout on Redis, databa
         {{"-c", "redis://127.0.0.1:1/2147483648", "k", "--", "true"}, "the database '2147483648' is not"},
         {{"-c", "redis://127.0.0.1:1/-1", "k", "--", "true"}, "the database '-1' is not"},
     };
-    for (const auto& c : cases) {
-        std::vector<std::string> argv{zklock_bin};
-        argv.insert(argv.end(), c.args.begin(), c.args.end());
-        proc p;
-        const int rc = run(argv, 10s, &p);
-        const std::string err = slurp(p.err);
-        CAPTURE(fmt::format("{}", fmt::join(c.args, " ")));
-        CAPTURE(err);
-        CHECK(rc == 64);
-        CHECK(err.find(c.says) != std::string::npos);
-        CHECK(err.find("--kill-after 0:") == std::string::npos);
-    }
+    check_bad_usage(cases, "--kill-after 0:");
     // 0 itself is still 0 (-t 0: one try), and a database above 15 goes to the server.
     proc p;
     CHECK(run({zklock_bin, "-c", "redis://127.0.0.1:1/16", "k", "--", "true"}, 20s, &p) == 69);
