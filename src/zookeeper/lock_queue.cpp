@@ -151,6 +151,8 @@ private:
         }
         if (is_retriable(cr_ec))
             co_return co_await recover_create();
+        if (is_session_lost(cr_ec))
+            co_return co_await session_lost(cr_ec);
         if (cr_ec)
             co_return finish(give_up(cr_ec));
         node_ = cr.path;
@@ -203,6 +205,8 @@ private:
             co_return finish(give_up(asio::error::operation_aborted));
         if (is_retriable(ec))
             co_return co_await reconnected();
+        if (is_session_lost(ec))
+            co_return co_await session_lost(ec);
         if (ec)
             co_return finish(give_up(ec));
         children_ = std::move(ch.children);
@@ -268,6 +272,8 @@ private:
                 co_return step::again;  // gone already: list again
             if (is_retriable(ec))
                 co_return co_await reconnected();
+            if (is_session_lost(ec))
+                co_return co_await session_lost(ec);
             if (ec)
                 co_return finish(give_up(ec));
             w = std::move(d.watch);
@@ -303,12 +309,7 @@ private:
         if (w_ec) {
             if (!is_session_lost(w_ec))
                 co_return finish(give_up(w_ec));
-            // The session ended while we waited: our node went with it.
-            node_.clear();
-            own_watch_ = {};
-            if (zk_.state() == session_state::closed)
-                co_return finish(give_up(w_ec));
-            co_return step::again;
+            co_return co_await session_lost(w_ec);  // the session ended while we waited
         }
         if (ev.type == watch_event_type::deleted && decision.deletion_grants) {
             if (!own_watch_armed()) {
@@ -341,6 +342,21 @@ private:
         if (!connected)
             co_return finish(give_up(error_code{}));
         co_return step::again;
+    }
+
+    // The session ended under a request or a watch (the client fails what was pending with
+    // session_expired, and refuses requests until its new handle connects): our node went with
+    // it. Unless the client was closed, start over on the next session, behind the queue as it is
+    // then, within the deadline (a waiting acquisition survives its session's expiry).
+    awaitable<step> session_lost(error_code ec)
+    {
+        node_.clear();
+        own_watch_ = {};
+        children_watch_ = {};
+        have_children_ = false;
+        if (zk_.state() == session_state::closed)
+            co_return finish(give_up(ec));
+        co_return co_await reconnected();
     }
 
     queue_result granted()
