@@ -126,12 +126,9 @@ std::chrono::milliseconds next_retry(std::chrono::milliseconds& backoff)
 
 bool transient_acquire_error(const error_code& ec) noexcept
 {
-    for (auto e : {redis_errc::not_replicated, redis_errc::connect_failed, redis_errc::connection_lost,
-                   redis_errc::not_master, redis_errc::no_sentinel, redis_errc::read_only, redis_errc::master_down,
-                   redis_errc::loading, redis_errc::no_replicas})
-        if (ec == e)
-            return true;
-    return false;
+    // The Redis errors classify() calls retriable, but OOM: memory is freed by an operator, not
+    // by a failover or a moment's wait.
+    return ec.category() == redis_category() && is_retriable(ec) && ec != redis_errc::out_of_memory;
 }
 
 }  // namespace zkcoro::detail
