@@ -1167,3 +1167,229 @@ TEST_CASE("a node deleted while held is not handed to a waiting task of ours")
         CHECK_MESSAGE(waiter_node_existed, "the waiting task was handed a node that did not exist: " << waiter_node);
     });
 }
+
+// Issue 33 item 5: "an acquisition queues behind its own earlier node". A holds; B waits behind A
+// with a 10 s deadline; B's waiting node vanishes (an operator deletes it, its session expires,
+// its connection drops around the deletion); then A goes. B must be granted promptly, not at its
+// deadline (which a new node of B's queued behind an old node of B's would wait for: nobody
+// deletes that one before the session ends), on a node of its own that exists, with no other
+// node of B's session left in the queue; after B's release the lock path has no children.
+// Each step waits for an event seen on the server (B's nodes by listing, B's watches by "wchp"),
+// not a sleep. The walk starts over only once a listing or an exists has shown its node gone
+// (lock_queue.cpp, restart()); a walk that started over on any event of its node (a data change
+// taken for a deletion) queued behind that node and failed data_changed at the 10 s deadline.
+namespace {
+
+enum class vanish {
+    once,              // the operator deletes B's node once
+    twice,             // ... and the node B made when it started over
+    with_predecessor,  // B's node, then A's (the holder's) node: B's turn comes by a deletion too
+    muted_then_cut,    // deleted while B's connection drops the server's events, then cut
+    expiry,            // B's session expires (its node goes with it)
+    deleted_then_expiry,
+    data_changed,      // B's node is not deleted, its data changes: B must not start over
+    reply_lost,        // B's create's reply is lost, its node deleted before B looks for it by
+                       // its protected name: B creates anew under the same name's prefix
+    local_waiter,      // a second task of B's process waits in memory behind B's first
+};
+
+void vanished_waiter(vanish how)
+{
+    tcp_proxy proxy("127.0.0.1", shared_server().port());
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        auto ex = ioc.get_executor();
+        auto log = std::make_shared<test_log>();
+        const bool expires = how == vanish::expiry || how == vanish::deleted_then_expiry;
+        client a(ex, test_config());
+        client b(ex, test_config(proxy.address(), expires ? 2000ms : 4000ms, log));
+        client obs(ex, test_config());
+        co_await a.async_connect();
+        co_await b.async_connect();
+        co_await obs.async_connect();
+        const auto path = unique_path("vanished");
+        mutex ma(a, path), mb(b, path);
+        auto ga = co_await ma.acquire(10s);
+        REQUIRE(ga);
+        const auto a_node = ga->node_path();
+        const auto vanished = [&] {
+            std::lock_guard lk(log->m);
+            return std::count_if(log->lines.begin(), log->lines.end(), [](const auto& l) {
+                return l.second.find("vanished while waiting; starting over") != std::string::npos;
+            });
+        };
+
+        struct turn {
+            bool done = false;
+            std::optional<guard> g;
+            std::chrono::steady_clock::time_point at;
+        };
+        turn t1, t2;
+        auto take = [&](turn& t) -> awaitable<void> {
+            t.g = co_await mb.acquire(10s);
+            t.at = std::chrono::steady_clock::now();
+            t.done = true;
+        };
+        if (how == vanish::reply_lost)
+            proxy.mute_replies();  // B's connection: the create is carried out, its reply dropped
+        asio::co_spawn(ex, take(t1), asio::detached);
+        if (how == vanish::local_waiter) {
+            co_await asio::post(ex, asio::use_awaitable);  // t1 first, then t2 behind it in memory
+            asio::co_spawn(ex, take(t2), asio::detached);
+        }
+
+        // B waits: one node of its (current) session in the queue, not `old`, and B watches A's
+        // node and its own.
+        std::string b_node;
+        auto b_waits_on_a_new_node = [&](std::string old) -> awaitable<bool> {
+            return eventually([&, old]() -> awaitable<bool> {
+                const auto sid = b.session().id;
+                auto mine = co_await nodes_of_session(obs, path, sid);
+                if (mine.size() != 1 || join_path(path, mine[0]) == old)
+                    co_return false;
+                const auto node = join_path(path, mine[0]);
+                if (!watched_by(a_node, sid) || !watched_by(node, sid))
+                    co_return false;
+                b_node = node;
+                co_return true;
+            }, 8000ms);
+        };
+        if (how == vanish::reply_lost) {
+            REQUIRE(co_await eventually([&]() -> awaitable<bool> {
+                auto mine = co_await nodes_of_session(obs, path, b.session().id);
+                if (mine.size() == 1)
+                    b_node = join_path(path, mine[0]);
+                co_return mine.size() == 1;
+            }, 8000ms));
+        } else {
+            REQUIRE(co_await b_waits_on_a_new_node(""));
+        }
+        const auto first = b_node;
+
+        switch (how) {
+        case vanish::once:
+        case vanish::local_waiter:
+            co_await obs.async_remove(first, -1);
+            REQUIRE(co_await b_waits_on_a_new_node(first));
+            break;
+        case vanish::twice: {
+            co_await obs.async_remove(first, -1);
+            REQUIRE(co_await b_waits_on_a_new_node(first));
+            const auto second = b_node;
+            co_await obs.async_remove(second, -1);
+            REQUIRE(co_await b_waits_on_a_new_node(second));
+            break;
+        }
+        case vanish::with_predecessor:
+            co_await obs.async_remove(first, -1);
+            co_await obs.async_remove(a_node, -1);
+            break;
+        case vanish::muted_then_cut:
+            proxy.mute_replies();  // B's connection: the deletion's event is dropped
+            co_await obs.async_remove(first, -1);
+            proxy.cut();  // B reconnects, its session kept; its watches are set again
+            REQUIRE(co_await b_waits_on_a_new_node(first));
+            break;
+        case vanish::expiry:
+            REQUIRE(co_await expire_session(b));
+            REQUIRE(co_await b_waits_on_a_new_node(first));
+            break;
+        case vanish::deleted_then_expiry:
+            co_await obs.async_remove(first, -1);
+            REQUIRE(co_await expire_session(b));
+            REQUIRE(co_await b_waits_on_a_new_node(first));
+            break;
+        case vanish::reply_lost:
+            co_await obs.async_remove(first, -1);
+            proxy.cut();  // B reconnects and looks for its node by its protected name: gone
+            REQUIRE(co_await b_waits_on_a_new_node(first));
+            CHECK(log->contains("the create's reply was lost and it made no node; creating again"));
+            break;
+        case vanish::data_changed:
+            // The server drops B's watch on its node as it fires; B sets it again once its
+            // listing has shown the node still there.
+            co_await obs.async_set_data(first, "changed", -1);
+            REQUIRE(co_await eventually([&]() -> awaitable<bool> { co_return watched_by(first, b.session().id); },
+                                        8000ms));
+            break;
+        }
+
+        const auto released_at = std::chrono::steady_clock::now();
+        {
+            // (A's guard is lost when its node was deleted; its release then only ends it.)
+            auto [ec] = co_await ga->async_release(asio::as_tuple(asio::use_awaitable));
+            CHECK((!ec || how == vanish::with_predecessor));
+        }
+        REQUIRE_MESSAGE(co_await eventually([&]() -> awaitable<bool> { co_return t1.done; }, 12000ms),
+                        "B's acquisition did not finish");
+        REQUIRE_MESSAGE(t1.g.has_value(), "B was not granted: it waited out its 10 s deadline");
+        CHECK_MESSAGE(t1.at - released_at < 5s, "B was granted only "
+                                                    << std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                           t1.at - released_at).count()
+                                                    << " ms after A went");
+        const auto granted = t1.g->node_path();
+        if (how == vanish::data_changed)
+            CHECK(granted == first);
+        else
+            CHECK(granted != first);
+        // Only B's granted node is in the queue: no earlier node of B's is left behind it.
+        auto ch = co_await children_of(obs, path);
+        CHECK(ch == std::vector<std::string>{std::string(granted.substr(path.size() + 1))});
+        {
+            auto [ec, e] = co_await obs.async_exists(granted, asio::as_tuple(asio::use_awaitable));
+            CHECK_FALSE(ec);
+            CHECK((e.stat && e.stat->ephemeral_owner == b.session().id));
+        }
+        switch (how) {
+        case vanish::once:
+        case vanish::muted_then_cut:
+        case vanish::with_predecessor:
+        case vanish::local_waiter:
+            CHECK(vanished() == 1);
+            break;
+        case vanish::twice:
+            CHECK(vanished() == 2);
+            break;
+        case vanish::data_changed:
+        case vanish::reply_lost:
+            CHECK(vanished() == 0);
+            break;
+        case vanish::expiry:
+        case vanish::deleted_then_expiry:
+            break;  // the session's end, not a listing, may be what B noticed
+        }
+        co_await t1.g->release();
+        if (how == vanish::local_waiter) {
+            REQUIRE_MESSAGE(co_await eventually([&]() -> awaitable<bool> { co_return t2.done; }, 8000ms),
+                            "B's second task did not finish");
+            REQUIRE_MESSAGE(t2.g.has_value(), "B's second task was not granted");
+            co_await t2.g->release();
+        }
+        const bool emptied =
+            co_await eventually([&]() -> awaitable<bool> { co_return (co_await children_of(obs, path)).empty(); });
+        const auto left = co_await children_of(obs, path);
+        CHECK_MESSAGE(emptied, "nodes left under the lock path: " << left.size() << ", the first "
+                                                                   << (left.empty() ? std::string() : left[0]));
+        // (A container: the server may have removed it already.)
+        co_await obs.async_remove(path, -1, asio::as_tuple(asio::use_awaitable));
+    }, 60s);
+}
+
+}  // namespace
+
+TEST_CASE("a waiter whose node vanishes starts over and is granted, not at its deadline (issue 33)")
+{
+    for (auto how : {vanish::once, vanish::twice, vanish::with_predecessor, vanish::muted_then_cut,
+                     vanish::data_changed, vanish::local_waiter, vanish::reply_lost}) {
+        CAPTURE(static_cast<int>(how));
+        vanished_waiter(how);
+    }
+}
+
+TEST_CASE("a waiter whose session expires starts over on the next session and is granted (issue 33)")
+{
+    for (auto how : {vanish::expiry, vanish::deleted_then_expiry}) {
+        CAPTURE(static_cast<int>(how));
+        vanished_waiter(how);
+    }
+}
