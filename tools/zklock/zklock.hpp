@@ -117,7 +117,7 @@ std::string session_hex(std::int64_t id);
 // backslash as \\. Printable text, UTF-8 included, is unchanged.
 std::string escape(std::string_view text);
 // The connect string (-c, $ZK_CONNECT) as messages show it: escaped, with a URL's password as ***
-// (zkcoro::redact_url). Every message that names the connect string uses it (run.cpp).
+// (zkcoro::redact_url). Every message that names the connect string uses it (connection.cpp).
 std::string shown_connect(std::string_view connect);
 
 // The child processes (child.cpp).
