@@ -57,7 +57,7 @@ inline void note_outcome(lock_metrics& m, const error_code& ec, bool granted, st
 }
 
 // Counts how an acquisition that began at `started` ended, in the metrics of `s` (a lock object,
-// or a recipe's state: members m, metrics, log_failure and executor), logs the diagnostic of a
+// (count_outcome), or a recipe's state: members m, metrics, log_failure and executor), logs the diagnostic of a
 // failure (with the backend's context), then completes its
 // operation. A state with a wait-for graph (`graph`, null when off) records there that `owner`
 // holds the lock (when granted) and no longer waits, before its task can run again.
@@ -72,7 +72,9 @@ void complete_counted(State& s, op_state<std::optional<R>>& op, std::chrono::ste
                 s.graph->held(owner, &s);
             s.graph->stopped_waiting(owner);
         }
-    {
+    if constexpr (requires { s.count_outcome(ec, true, started); }) {
+        s.count_outcome(ec, result.has_value(), started);  // a lock object counts on its own clock and lock
+    } else {
         std::lock_guard lk(s.m);
         note_outcome(s.metrics, ec, result.has_value(), std::chrono::steady_clock::now() - started);
     }

@@ -154,7 +154,7 @@ lock_action lock_machine::acquire(machine_owner owner, waiter_id id, time_point 
             return a;
         }
     }
-    if (!active_ && lingering_ && linger_usable && !node_lost_ && !others_queued_ &&
+    if (!active_ && lingering_ && linger_usable && !others_queued_ &&
         handoffs_ < cfg_.max_handoffs) {
         lingering_ = false;
         ++handoffs_;
@@ -195,7 +195,6 @@ lock_action lock_machine::granted(machine_owner owner, time_point now, bool othe
     }
     node_gone(a);  // the other node's linger timer, if armed
     node_ = true;
-    node_lost_ = false;
     handoffs_ = 0;
     granted_at_ = now;
     others_queued_ = others_queued;
@@ -228,7 +227,7 @@ lock_action lock_machine::released(machine_owner owner, time_point now)
             a.what = lock_action::kind::give_back;
         return a;
     }
-    if (!node_ || node_lost_)
+    if (!node_)
         return a;  // lost: the loss handed the role on already
     const bool over = batch_time_over(now);
     waiter_id id = 0;
@@ -317,9 +316,8 @@ lock_action lock_machine::lost(machine_owner holder)
     if (cfg_.reentrant)
         erase_hold(holder);
     if (cfg_.local_handoff) {
-        if (!node_ || node_lost_)
+        if (!node_)
             return a;
-        node_lost_ = true;
         node_gone(a);
     }
     promote_next(a);

@@ -156,8 +156,7 @@ private:
     std::vector<deadline_entry> deadlines_;
     time_point timer_at_ = never;
     // The node of the handoff (local_handoff): granted by the backend, handed on in memory.
-    bool node_ = false;
-    bool node_lost_ = false;
+    bool node_ = false;  // false again once it goes (given back, handed on with a promotion, lost)
     int handoffs_ = 0;
     time_point granted_at_{};
     bool others_queued_ = false;

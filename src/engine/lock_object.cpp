@@ -1,6 +1,7 @@
-// A lock object: how an acquisition is decided (reentrant, wait in memory, or queue with the
-// backend: zookeeper/, redis/), and how a release hands the node on or gives it back.
-#include "engine/lock_object.hpp"
+// A lock object: its entry points (an acquisition, a release, what a backend reports), each of
+// which goes through the one loop (engine/lock_loop.cpp), and the active task a backend reports
+// through.
+#include "engine/lock_loop.hpp"
 
 #include "engine/acquisition.hpp"
 
@@ -10,57 +11,9 @@
 
 namespace zkcoro::detail {
 
-void hand_on(const std::shared_ptr<lock_object>& s)
-{
-    std::shared_ptr<local_waiter> next;
-    {
-        std::lock_guard lk(s->m);
-        auto a = s->machine(lk).failed();
-        disarm_timers(*s, a);
-        if (a.what == lock_action::kind::promote)
-            next = take_waiter(*s, a.waiter, local_waiter::status::promoted);
-    }
-    notify(s, next);
-}
+namespace {
 
-bool mark_lost(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns)
-{
-    if (ns->lost.exchange(true) || ns->released)
-        return false;  // already lost, or released (a lingering node ended): nobody to tell
-    std::shared_ptr<object_lease> h;
-    std::shared_ptr<local_waiter> next;
-    {
-        std::lock_guard lk(s->m);
-        if (s->lingering == ns) {
-            s->lingering = nullptr;  // nobody holds it: nothing to tell
-            disarm_timers(*s, s->machine(lk).lost(0));
-        }
-        h = std::move(ns->current);
-        if (h) {
-            // A lost node blocks nobody: its holder no longer holds (else a waiter, who gets the
-            // lock now, could be refused for a cycle through it).
-            if (s->graph && !h->unrecorded) {
-                for (std::size_t i = 0; i < h->count; ++i)
-                    s->graph->released(h->owner(), s.get());
-                h->unrecorded = true;
-            }
-            ++s->metrics.losses;
-            auto it = s->holds.find(h->owner());
-            if (it != s->holds.end() && it->second == h)
-                s->holds.erase(it);
-            auto a = s->machine(lk).lost(h->owner());
-            disarm_timers(*s, a);
-            if (a.what == lock_action::kind::promote)
-                next = take_waiter(*s, a.waiter, local_waiter::status::promoted);
-        }
-    }
-    if (h)
-        h->set_lost();
-    notify(s, next);
-    return true;
-}
-
-void lock_object::configure_machine()
+lock_machine_config machine_config(const recipe_params& recipe, const mutex_options& opts)
 {
     lock_machine_config c;
     c.reentrant = recipe.reentrant;
@@ -68,14 +21,11 @@ void lock_object::configure_machine()
     c.max_handoffs = max_handoffs;
     c.handoff_batch_time = opts.handoff_batch_time;
     c.linger = opts.linger;
-    machine_ = lock_machine(c);
+    return c;
 }
 
-lock_object::lock_object(std::shared_ptr<lock_backend> b, asio::any_io_executor e, std::string resource,
-                         mutex_options o, recipe_params r)
-    : backend(std::move(b)), ex(std::move(e)), path(std::move(resource)), opts(std::move(o)), recipe(std::move(r))
+mutex_options adjusted(mutex_options opts, const recipe_params& recipe)
 {
-    data = opts.data;
     // A revocation request names one node, so one task: every task of a revocable lock queues with
     // a node of its own.
     if (!recipe.local_handoff_allowed || !recipe.reentrant || opts.revocable)
@@ -84,126 +34,141 @@ lock_object::lock_object(std::shared_ptr<lock_backend> b, asio::any_io_executor 
     // side), nor for a semaphore's parts, nor where nothing watches who queues behind the node.
     if (!opts.local_handoff || !recipe.watch_own_node || recipe.precheck || recipe.immediate_node)
         opts.linger = std::chrono::milliseconds{0};
-    configure_machine();
+    return opts;
 }
+
+}  // namespace
+
+lock_object::lock_object(std::shared_ptr<lock_backend> b, asio::any_io_executor e, std::string resource,
+                         mutex_options o, recipe_params r, std::unique_ptr<engine_clock> clock)
+    : backend(std::move(b)), ex(std::move(e)), path(std::move(resource)), opts(adjusted(std::move(o), r)),
+      recipe(std::move(r)), clock_(clock ? std::move(clock) : make_steady_clock(ex)),
+      machine_(machine_config(recipe, opts))
+{
+    data = opts.data;
+}
+
+lock_object::~lock_object() = default;
 
 void lock_object::participants(std::shared_ptr<op_state<std::vector<participant>>> op)
 {
     backend->participants(shared_from_this(), std::move(op));
 }
 
-// Decided here, in this order: the argument, the recipe's hooks, then (under the lock) the
-// machine and the wait-for graph; completed or started once, at the end. (One way through this
-// file, then out of it: the walk of a mutex acquisition visits each file once.)
+// Decided here, in this order: the argument, the recipe's hooks, then the loop (the machine and
+// the wait-for graph); completed or started once, at the end. (One way through this file, then
+// out of it: the walk of a mutex acquisition visits each file once.)
 void lock_object::acquire(owner_id owner, steady_clock::time_point deadline,
                           std::shared_ptr<op_state<std::optional<guard>>> op)
 {
-    auto self = shared_from_this();
-    const auto started = steady_clock::now();
-    error_code ec;
+    event e{event::kind::acquire};
+    e.owner = owner;
+    e.deadline = deadline;
+    e.started = clock_->now();
+    e.op = op;
     if (owner == 0)
-        ec = client_errc::invalid_argument;
+        e.ec = client_errc::invalid_argument;
     else if (path_error)
-        ec = path_error;
+        e.ec = path_error;
     // The hooks look at the other side of a read-write lock: they run without our lock held.
-    std::string immediate;
-    if (!ec && (recipe.precheck || recipe.immediate_node) && held_count(owner) == 0) {
+    if (!e.ec && (recipe.precheck || recipe.immediate_node) && held_count(owner) == 0) {
         if (recipe.precheck)
-            ec = recipe.precheck(owner);
-        if (!ec && recipe.immediate_node)
+            e.ec = recipe.precheck(owner);
+        if (!e.ec && recipe.immediate_node)
             if (auto name = recipe.immediate_node(owner))
-                immediate = std::move(*name);
+                e.immediate = std::move(*name);
     }
-    std::shared_ptr<object_lease> reentered;
-    std::vector<owner_id> cycle;  // detect_deadlocks: the wait refused, the tasks it would close
-    if (!ec) {
-        std::lock_guard lk(m);
-        auto& fsm = machine(lk);
-        auto it = holds.find(owner);
-        const bool holding = recipe.reentrant && fsm.hold_count(owner) > 0 && it != holds.end();
-        if (!holding && graph && !(cycle = graph->wait_unless_cycle(owner, this)).empty()) {
-            // Refused below, outside the lock; nothing was changed.
-            ec = client_errc::would_deadlock;
-        } else if (!holding && !immediate.empty()) {
-            // A downgrade: granted with a node of its own, outside the machine's queue.
-        } else {
-            const waiter_id id = ++last_waiter;
-            auto a = fsm.acquire(owner, id, deadline, started, linger_usable(*this));
-            switch (a.what) {
-            case lock_action::kind::reenter:
-                if (it == holds.end()) {  // the machine and holds agree: not reached
-                    ec = client_errc::invalid_argument;
-                    break;
-                }
-                ++it->second->count;
-                reentered = it->second;
-                break;
-            case lock_action::kind::grant_lingering:
-                // Our node lingers: granted at once, with no request.
-                reentered = take_lingering(self, owner);
-                break;
-            case lock_action::kind::wait: {
-                // Behind another task of ours: wait for it to hand the node over in memory, with
-                // no coroutine (which keeps a waiting task small).
-                auto w = std::make_shared<local_waiter>();
-                w->id = id;
-                w->owner = owner;
-                w->op = op;
-                w->deadline = deadline;
-                w->started = started;
-                enqueue_local(self, w, a);
-                return;
-            }
-            default:  // start_active
-                break;
-            }
-        }
-    }
-    if (!cycle.empty()) {
+    if (!e.ec)
+        handle(e);
+    if (!e.cycle.empty()) {
         std::string tasks;
-        for (auto t : cycle)
+        for (auto t : e.cycle)
             tasks += fmt::format("{}{:#x}", tasks.empty() ? "" : " -> ", t);
         backend->log(log_level::warn,
-                    fmt::format("lock {}: task {:#x} would deadlock: the lock's holder waits, through the tasks "
-                                "{}, for a lock task {:#x} holds; refused with would_deadlock",
-                                path, owner, tasks, owner));
+                     fmt::format("lock {}: task {:#x} would deadlock: the lock's holder waits, through the tasks "
+                                 "{}, for a lock task {:#x} holds; refused with would_deadlock",
+                                 path, owner, tasks, owner));
     }
-    if (ec || reentered) {
+    if (e.ec || e.lease_out) {
         std::optional<guard> g;
-        if (!ec)
-            g = access::make_guard(reentered, owner);
-        return complete_counted(*this, *op, started, ec, std::move(g), owner);
+        if (!e.ec)
+            g = access::make_guard(e.lease_out, owner);
+        return complete_counted(*this, *op, e.started, e.ec, std::move(g), owner);
     }
-    if (!immediate.empty())
-        return backend->start_immediate(self, owner, std::move(immediate), std::move(op), started);
-    backend->start(self, owner, deadline, std::move(op), started, false);  // as start_active
-}
-
-void start_active(const std::shared_ptr<lock_object>& s, owner_id owner, steady_clock::time_point deadline,
-                  std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started, bool promoted)
-{
-    s->backend->start(s, owner, deadline, std::move(op), started, promoted);
+    if (e.start_immediate)
+        return backend->start_immediate(active_task(shared_from_this(), owner, deadline, std::move(op), e.started,
+                                                    false, false),
+                                        std::move(e.immediate));
+    if (e.start)
+        backend->start(active_task(shared_from_this(), owner, deadline, std::move(op), e.started, false));
 }
 
 std::optional<std::string> lock_object::held_node(owner_id owner)
 {
-    std::lock_guard lk(m);
-    auto it = holds.find(owner);
-    if (it == holds.end() || it->second->lost() || it->second->released)
+    std::lock_guard lk(m_);
+    auto it = leases_.find(owner);
+    if (it == leases_.end() || it->second->ended_)
         return std::nullopt;
     return it->second->node()->node;
 }
 
 std::size_t lock_object::held_count(owner_id owner)
 {
-    std::lock_guard lk(m);
-    auto it = holds.find(owner);
-    return it == holds.end() || it->second->lost() ? 0 : it->second->count;
+    std::lock_guard lk(m_);
+    return machine_.hold_count(owner);
 }
 
-object_lease::object_lease(std::shared_ptr<lock_object> obj, std::shared_ptr<node_state> ns, owner_id owner)
-    : lease(obj->ex, ns->fence_base * token_scale + ns->handoffs, owner), obj_(std::move(obj)),
-      ns_(std::move(ns))
+bool lock_object::lost(const std::shared_ptr<node_state>& ns)
+{
+    event e{event::kind::lost};
+    e.ns = ns;
+    handle(e);
+    return e.last;
+}
+
+void lock_object::queue_changed(const std::shared_ptr<node_state>& ns)
+{
+    event e{event::kind::others_queued};
+    e.ns = ns;
+    handle(e);
+}
+
+void lock_object::end_linger()
+{
+    event e{event::kind::end_linger};
+    handle(e);
+}
+
+void lock_object::count_release_failure()
+{
+    std::lock_guard lk(m_);
+    ++metrics_.release_failures;
+}
+
+lock_metrics lock_object::metrics_snapshot() const
+{
+    std::lock_guard lk(m_);
+    return metrics_;
+}
+
+void lock_object::count_outcome(const error_code& ec, bool granted, steady_clock::time_point started)
+{
+    const auto waited = clock_->now() - started;
+    std::lock_guard lk(m_);
+    note_outcome(metrics_, ec, granted, waited);
+}
+
+void lock_object::release(object_lease& l, any_handler<void(error_code)> handler)
+{
+    event e{event::kind::released};
+    e.lease = &l;
+    e.release_op = make_pooled<op_state<>>(std::move(handler), ex);
+    handle(e);
+}
+
+object_lease::object_lease(std::shared_ptr<lock_object> obj, std::shared_ptr<node_state> ns, owner_id owner,
+                           int handoff)
+    : lease(obj->ex, ns->fence_base * token_scale + handoff, owner), obj_(std::move(obj)), ns_(std::move(ns))
 {
 }
 
@@ -211,71 +176,69 @@ object_lease::object_lease(std::shared_ptr<lock_object> obj, std::shared_ptr<nod
 client* object_lease::zookeeper() noexcept { return obj_->backend->zookeeper(); }
 
 // Ends one acquisition. The last release of an owner's reentrant acquisitions hands the node to
-// the next local waiter (unless the batch of handoffs is used up) or deletes it.
-void object_lease::release(any_handler<void(error_code)> handler)
+// the next local waiter (unless the batch of handoffs is used up), keeps it lingering, or gives it
+// back.
+void object_lease::release(any_handler<void(error_code)> handler) { obj_->release(*this, std::move(handler)); }
+
+// --- the active task -----------------------------------------------------------------------------
+
+active_task::active_task(active_task&& o) noexcept
+    : s_(std::move(o.s_)), op_(std::move(o.op_)), owner_(o.owner_), deadline_(o.deadline_), started_(o.started_),
+      promoted_(o.promoted_), role_(o.role_), reported_(o.reported_)
 {
-    auto& s = *obj_;
-    auto op = make_pooled<op_state<>>(std::move(handler), s.ex);
-    std::shared_ptr<local_waiter> next;
-    bool last = false;
-    bool kept = false;         // handed to a local waiter, or lingering: the node stays
-    bool list_queue = false;   // learn who queues behind the node (batch bound, lingering)
-    {
-        std::lock_guard lk(s.m);
-        if (count > 0 && s.graph && !unrecorded)
-            s.graph->released(owner(), &s);  // one hold of the task's (reentrant ones counted)
-        // The machine counts the holds of a lease that is still the node's (not lost).
-        const bool counted = count > 0 && !released && !lost() && ns_->current.get() == this;
-        auto a = counted ? s.machine(lk).released(owner(), steady_clock::now()) : lock_action{};
-        disarm_timers(s, a);
-        if (count > 0 && --count == 0 && !released) {
-            released = true;
-            last = true;
-            auto it = s.holds.find(owner());
-            if (it != s.holds.end() && it->second.get() == this)
-                s.holds.erase(it);
-            if (counted) {
-                ns_->current = nullptr;
-                switch (a.what) {
-                case lock_action::kind::grant: {
-                    ++ns_->handoffs;
-                    ++s.metrics.local_handoffs;
-                    next = take_waiter(s, a.waiter, local_waiter::status::granted);
-                    auto h2 = make_pooled<object_lease>(obj_, ns_, a.owner);
-                    ns_->current = h2;
-                    s.holds[a.owner] = h2;
-                    next->grant = h2;
-                    kept = true;
-                    break;
-                }
-                case lock_action::kind::promote:
-                    next = take_waiter(s, a.waiter, local_waiter::status::promoted);
-                    if (a.batch_time_ended)
-                        ++s.metrics.batch_time_ends;
-                    break;
-                case lock_action::kind::linger:
-                    start_linger(obj_, ns_, a);
-                    kept = true;
-                    break;
-                default:  // give_back
-                    break;
-                }
-                // Listing the queue is for ZooKeeper's mutexes (watch_own_node), not for parts
-                // that are held one round trip, nor for a lock whose queue is elsewhere.
-                list_queue = kept && s.recipe.watch_own_node && !ns_->queue_watched.exchange(true);
-            }
-        }
+    o.reported_ = true;
+}
+
+active_task& active_task::operator=(active_task&& o) noexcept
+{
+    if (this != &o) {
+        if (s_ && !reported_)
+            failed();
+        s_ = std::move(o.s_);
+        op_ = std::move(o.op_);
+        owner_ = o.owner_;
+        deadline_ = o.deadline_;
+        started_ = o.started_;
+        promoted_ = o.promoted_;
+        role_ = o.role_;
+        reported_ = o.reported_;
+        o.reported_ = true;
     }
-    if (last)
-        set_released();
-    if (!last || lost())
-        return void(op->complete({}));
-    notify(obj_, next);
-    if (list_queue)
-        s.backend->watch_queue(obj_, ns_);
-    if (kept)
-        return void(op->complete({}));  // handed over or lingering: the node stays
-    s.backend->give_back(obj_, ns_, std::move(op));
+    return *this;
+}
+
+active_task::~active_task()
+{
+    if (s_ && !reported_)
+        failed();
+}
+
+std::shared_ptr<object_lease> active_task::granted(std::shared_ptr<node_state> ns, bool others_queued,
+                                                   std::shared_ptr<revocation_state> revocation)
+{
+    reported_ = true;
+    lock_object::event e{lock_object::event::kind::granted};
+    e.owner = owner_;
+    e.ns = std::move(ns);
+    e.others_queued = others_queued;
+    e.revocation = std::move(revocation);
+    s_->handle(e);
+    return std::move(e.lease_out);
+}
+
+void active_task::failed()
+{
+    const bool hand_on = s_ && role_ && !reported_;
+    reported_ = true;
+    if (!hand_on)
+        return;
+    lock_object::event e{lock_object::event::kind::failed};
+    s_->handle(e);
+}
+
+void active_task::complete(error_code ec, std::optional<guard> g, bool here)
+{
+    complete_counted(*s_, *op_, started_, ec, std::move(g), owner_, here);
 }
 
 }  // namespace zkcoro::detail

@@ -1,12 +1,15 @@
 // A lock object (internal): what a mutex, either side of a shared_mutex and a semaphore's queues
 // are built on. Its decisions (reentrancy, the tasks of this process waiting in memory behind the
 // one in the backend's queue, their deadlines, the batch bound, lingering, losses) are made by a
-// lock_machine (engine/lock_machine.hpp, no I/O); it carries them out: the leases granted on the
-// node this process holds, the waiters' completions, the timers.
+// lock_machine (engine/lock_machine.hpp, no I/O), the only place that knows them; the object
+// carries them out in one loop (lock_object::handle): the leases granted on the node this process
+// holds, the waiters' completions, the timers. Backends report through the active_task they are
+// given and the object's events; nothing else of the object is theirs.
 #ifndef ZKCORO_SRC_ENGINE_LOCK_OBJECT_HPP
 #define ZKCORO_SRC_ENGINE_LOCK_OBJECT_HPP
 
 #include "async/op_state.hpp"
+#include "engine/clock.hpp"
 #include "engine/lease.hpp"
 #include "engine/lock_machine.hpp"
 #include "engine/rules.hpp"
@@ -19,11 +22,9 @@
 #include <zkcoro/types.hpp>
 
 #include <boost/asio/cancellation_signal.hpp>
-#include <boost/asio/steady_timer.hpp>
 
 #include <atomic>
 #include <chrono>
-#include <deque>
 #include <functional>
 #include <string_view>
 #include <memory>
@@ -63,24 +64,34 @@ struct recipe_params {
 };
 
 class lock_object;
+class object_lease;
 
-// The one znode this process holds (or queues with) on the path, shared by the in-process
-// handoff: several tasks hold it one after another without touching ZooKeeper.
-struct node_state {
+// The node (ZooKeeper) or key (Redis) this process holds or queues with: the backend's handle on
+// it, what the backend needs for its I/O. Whether it is lost or given back, who holds it and how
+// often it was handed on are the engine's (the lock machine's, and the lock object's under its
+// lock): a backend reads only ended().
+class node_state {
+public:
     std::string node;   // ZooKeeper: the node's path; Redis: the key
     std::string value;  // Redis: what the key holds while we hold it (our token)
     std::int64_t fence_base = 0;  // ZooKeeper: the node's czxid; Redis: the fencing counter
     std::int64_t session_id = 0;
     std::uint64_t generation = 0;
-    std::atomic<bool> lost{false};
-    std::atomic<bool> released{false};  // our own delete is under way: its deletion is no loss
-    int handoffs = 0;                   // guarded by lock_object::m
-    steady_clock::time_point granted_at;  // when ZooKeeper granted it: a handoff batch's start
+    steady_clock::time_point granted_at;  // when the backend granted it: a handoff batch's start
     // A children watch on the lock path (or the listing that sets one) covers whoever queues
     // behind the node from now on (someone doing so is the lock machine's others_queued event).
     std::atomic<bool> queue_watched{false};
-    std::shared_ptr<class object_lease> current;  // guarded by lock_object::m
-    asio::cancellation_signal monitor_stop;   // client's executor only
+    asio::cancellation_signal monitor_stop;   // the backend's executor only
+
+    // Lost, or given back by the engine: nothing left to watch it for. Any thread.
+    bool ended() const noexcept { return lost_.load() || given_back_.load(); }
+    bool lost() const noexcept { return lost_.load(); }
+
+private:
+    friend class lock_object;
+    std::atomic<bool> lost_{false};
+    std::atomic<bool> given_back_{false};    // our own delete is under way: its deletion is no loss
+    std::shared_ptr<object_lease> holder_;  // guarded by the lock object's lock
 };
 
 // In-process handoffs of one node before it goes back to the end of ZooKeeper's queue, so that
@@ -88,10 +99,11 @@ struct node_state {
 constexpr int max_handoffs = 63;
 constexpr std::int64_t token_scale = 64;
 
-// One grant of the node to one owner: the lease a guard holds.
+// One grant of the node to one owner: the lease a guard holds. Its reentrant holds are counted by
+// the lock machine; the lease is the handle the owner's guards share.
 class object_lease final : public lease {
 public:
-    object_lease(std::shared_ptr<lock_object> obj, std::shared_ptr<node_state> ns, owner_id owner);
+    object_lease(std::shared_ptr<lock_object> obj, std::shared_ptr<node_state> ns, owner_id owner, int handoff);
 
     const std::string& resource() const noexcept override { return ns_->node; }
     std::int64_t session_id() const noexcept override { return ns_->session_id; }
@@ -99,46 +111,82 @@ public:
     client* zookeeper() noexcept override;
 
     const std::shared_ptr<node_state>& node() const noexcept { return ns_; }
-    const std::shared_ptr<lock_object>& object() const noexcept { return obj_; }
+    using lease::set_revocation;
+
+private:
+    friend class lock_object;
     using lease::set_lost;
     using lease::set_released;
 
-    // Guarded by lock_object::m.
-    std::size_t count = 1;  // reentrant acquisitions not yet released
-    bool released = false;
-    bool unrecorded = false;  // lost: its holds were taken out of the wait-for graph already
-
-private:
     std::shared_ptr<lock_object> obj_;
     std::shared_ptr<node_state> ns_;
+    // Guarded by the lock object's lock: no hold of it counts any more (its last release, or the
+    // loss, which also took its holds out of the wait-for graph).
+    bool ended_ = false;
 };
 
-// A task of this process waiting for the in-process handoff, with no coroutine: it is completed
-// through `op` when it is granted the node, or started on ZooKeeper's queue when promoted. The
-// lock machine knows it by `id`; lock_object::waiters maps the id back.
-struct local_waiter {
-    enum class status { waiting, granted, promoted };
-    waiter_id id = 0;
-    owner_id owner = 0;
-    status st = status::waiting;        // guarded by lock_object::m
-    std::shared_ptr<object_lease> grant;    // set with granted
-    std::shared_ptr<op_state<std::optional<guard>>> op;
-    steady_clock::time_point deadline;
-    steady_clock::time_point started;
+// The "active" role: the one task of ours that queues on the backend (or holds there), given to
+// the backend with each start. The backend reports through it, once, how the acquisition ended
+// there: granted (with the node), or failed. Dropped without a report, it reports failed: a
+// backend cannot leave the tasks of ours waiting in memory behind a role nobody has. It also
+// carries the caller's operation, counted and completed by complete().
+class active_task {
+public:
+    using op_type = std::shared_ptr<op_state<std::optional<guard>>>;
+
+    active_task() = default;
+    active_task(std::shared_ptr<lock_object> s, owner_id owner, steady_clock::time_point deadline, op_type op,
+                steady_clock::time_point started, bool promoted, bool role = true) noexcept
+        : s_(std::move(s)), op_(std::move(op)), owner_(owner), deadline_(deadline), started_(started),
+          promoted_(promoted), role_(role)
+    {
+    }
+    active_task(active_task&& o) noexcept;
+    active_task& operator=(active_task&& o) noexcept;
+    ~active_task();
+
+    const std::shared_ptr<lock_object>& object() const noexcept { return s_; }
+    owner_id owner() const noexcept { return owner_; }
+    steady_clock::time_point deadline() const noexcept { return deadline_; }
+    steady_clock::time_point started() const noexcept { return started_; }
+    // A task of ours that waited in memory and now takes the role (not a new acquisition).
+    bool promoted() const noexcept { return promoted_; }
+    const op_type& op() const noexcept { return op_; }
+
+    // The backend holds `ns` for the owner: the engine records it and makes the guard's lease.
+    // `others_queued`: the listing that granted it showed another participant behind it;
+    // `revocation`: a revocable acquisition's state. Set the node's fields (queue_watched
+    // included) before: when tasks of ours wait behind it, the engine asks the backend to watch
+    // who queues (watch_queue).
+    std::shared_ptr<object_lease> granted(std::shared_ptr<node_state> ns, bool others_queued = false,
+                                          std::shared_ptr<revocation_state> revocation = {});
+    // The backend gave up (an error, the deadline, a cancellation): the role goes on.
+    void failed();
+    // Counts how the acquisition ended and completes the caller's operation (complete_counted).
+    void complete(error_code ec, std::optional<guard> g, bool here = false);
+
+private:
+    std::shared_ptr<lock_object> s_;
+    op_type op_;
+    owner_id owner_ = 0;
+    steady_clock::time_point deadline_{}, started_{};
+    bool promoted_ = false;
+    bool role_ = true;  // false: a grant outside the queue (a downgrade), no role to hand on
+    bool reported_ = false;
 };
 
 // Where the task of ours with the "active" role queues, and where a node nobody here needs any
 // more goes back: ZooKeeper's queue of lock nodes (zookeeper/) or a Redis key (redis/). The
-// engine knows a backend only through this interface.
+// engine knows a backend only through this interface, and a backend reports only through the
+// active_task it was given and the lock object's events (lost, queue_changed).
 class lock_backend {
 public:
     virtual ~lock_backend() = default;
-    // Takes the lock on the server for `owner` by `deadline`, completing `op` (counted) with the
-    // guard of a lease on `s`, or hands the active role on (hand_on) when that fails.
-    virtual void start(const std::shared_ptr<lock_object>& s, owner_id owner, steady_clock::time_point deadline,
-                       std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started,
-                       bool promoted) = 0;
-    // The last release with nobody of ours to hand to: gives the hold back on the server.
+    // Takes the lock on the server for the task, reporting through it. A promoted task's deadline
+    // has not passed (the engine checks it).
+    virtual void start(active_task task) = 0;
+    // The last release with nobody of ours to hand to: gives the hold back on the server
+    // (ns.ended() is already true), completing `op`.
     virtual void give_back(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns,
                            std::shared_ptr<op_state<>> op) = 0;
     // Lists who holds the lock and who waits for it (async_participants), completing `op`.
@@ -154,13 +202,13 @@ public:
     // Whether the lingering node `ns` may be granted again with no request (ZooKeeper: the
     // session that made it is still connected). Lock object's lock held.
     virtual bool still_held(const node_state& ns) const noexcept = 0;
-    // Learns whether anyone else queues behind `ns` (then calls queue_changed), for the batch's
-    // time bound and lingering; called with node_state::queue_watched just set.
+    // Learns whether anyone else queues behind `ns` (then calls lock_object::queue_changed), for
+    // the batch's time bound and lingering; called with node_state::queue_watched just set.
     virtual void watch_queue(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns) = 0;
     // Grants at once with a node of the given name, outside the queue (a read-write lock's
-    // downgrade), completing `op` (counted); not_supported where there are no named nodes.
-    virtual void start_immediate(const std::shared_ptr<lock_object>& s, owner_id owner, std::string name,
-                                 std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started) = 0;
+    // downgrade), reporting through `task` (which has no role); not_supported where there are no
+    // named nodes.
+    virtual void start_immediate(active_task task, std::string name) = 0;
     // The ZooKeeper client whose node a lease holds, for a fenced transaction; null when the
     // backend has no ZooKeeper node.
     virtual client* zookeeper() noexcept { return nullptr; }
@@ -169,10 +217,12 @@ public:
 class lock_object : public std::enable_shared_from_this<lock_object> {
 public:
     // A lock object on `backend`: `resource` names what it locks (a lock path, a Redis key), `ex`
-    // is the executor of the backend's connection, where every completion runs. The ZooKeeper
-    // backend makes its lock objects with make_zk_lock (zookeeper/lock.hpp).
+    // is the executor of the backend's connection, where every completion runs; `clock` its
+    // clock and timers (null: steady_clock and asio's timers on `ex`). The ZooKeeper backend makes
+    // its lock objects with make_zk_lock (zookeeper/lock.hpp).
     lock_object(std::shared_ptr<lock_backend> backend, asio::any_io_executor ex, std::string resource,
-                mutex_options opts, recipe_params params);
+                mutex_options opts, recipe_params params, std::unique_ptr<engine_clock> clock = nullptr);
+    ~lock_object();
 
     // Starts an acquisition for `owner`, completing `op` (counted in the metrics).
     void acquire(owner_id owner, steady_clock::time_point deadline, std::shared_ptr<op_state<std::optional<guard>>> op);
@@ -183,10 +233,28 @@ public:
     std::optional<std::string> held_node(owner_id owner);
     std::size_t held_count(owner_id owner);
 
+    // --- what a backend reports besides its active_task (any thread) ---
+    // The node (or key) is lost: its holder's guard reports it (lost signal, lock_lost) and the
+    // next local waiter queues anew. False when it was already lost, or given back.
+    bool lost(const std::shared_ptr<node_state>& ns);
+    // Someone queued behind the node (or the queue changed): ends its lingering, if it lingers.
+    void queue_changed(const std::shared_ptr<node_state>& ns);
+    // A release's give-back failed for good (the backend logs it).
+    void count_release_failure();
+
+    // Deletes the lingering node now, if any (the mutex's end).
+    void end_linger();
+
+    // The metrics, and the counting of an acquisition's end (complete_counted).
+    lock_metrics metrics_snapshot() const;
+    void count_outcome(const error_code& ec, bool granted, steady_clock::time_point started);
+
     // The executor of the backend's connection; an acquisition's failure logged with its context.
     const asio::any_io_executor& executor() const noexcept { return ex; }
     void log_failure(std::string_view operation, const error_code& ec) { backend->log_failure(operation, path, ec); }
+    steady_clock::time_point now() const { return clock_->now(); }
 
+    // What the lock is: set up once, before the first acquisition, and read-only after.
     std::shared_ptr<lock_backend> backend;
     asio::any_io_executor ex;
     const std::string path;
@@ -198,109 +266,39 @@ public:
     // holds it blocks every other task); null otherwise, and nothing is recorded.
     task_wait_graph* graph = nullptr;
 
-    std::mutex m;
-    lock_metrics metrics;  // guarded by m
-
-    // The decisions (engine/lock_machine.hpp), with m held.
-    lock_machine& machine(const std::lock_guard<std::mutex>&) noexcept { return machine_; }
-    const lock_machine& machine(const std::lock_guard<std::mutex>&) const noexcept { return machine_; }
-
-    // The queue was empty at this object's last listing (see queue_acquire). Starts false: a
-    // first acquire watches its node with one request rather than risk a stray event.
-    std::atomic<bool> alone{false};
-
 private:
-    // The engine's functions that carry out the machine's decisions (with m held).
     friend class object_lease;
-    friend bool mark_lost(const std::shared_ptr<lock_object>&, const std::shared_ptr<node_state>&);
-    friend void enqueue_local(const std::shared_ptr<lock_object>&, const std::shared_ptr<local_waiter>&,
-                              const lock_action&);
-    friend std::shared_ptr<local_waiter> take_waiter(lock_object&, waiter_id, local_waiter::status);
-    friend void arm_deadline_timer(const std::shared_ptr<lock_object>&, const lock_action&);
-    friend void disarm_timers(lock_object&, const lock_action&);
-    friend bool record_grant(const std::shared_ptr<lock_object>&, const std::shared_ptr<node_state>&,
-                             const std::shared_ptr<object_lease>&, bool);
-    friend void start_linger(const std::shared_ptr<lock_object>&, const std::shared_ptr<node_state>&,
-                             const lock_action&);
-    friend std::shared_ptr<object_lease> take_lingering(const std::shared_ptr<lock_object>&, owner_id);
-    friend bool linger_usable(const lock_object&);
-    friend void end_linger(const std::shared_ptr<lock_object>&, const std::shared_ptr<node_state>&);
-    friend void queue_changed(const std::shared_ptr<lock_object>&, const std::shared_ptr<node_state>&);
-    friend void arm_linger_timer(const std::shared_ptr<lock_object>&, const lock_action&);
-    friend std::shared_ptr<node_state> ended_linger(lock_object&, const lock_action&);
+    friend class active_task;
+    struct event;
+    struct follow_up;
+    struct waiter;
 
-    void configure_machine();
+    // The one loop (engine/lock_object.cpp): takes an event, asks the machine under the lock,
+    // carries out its action, and then, with the lock let go, does what follows (completions,
+    // requests to the backend). Nothing else reads a lock_action.
+    void handle(event& e);
+    void carry_out(const lock_action& a, event& e, follow_up& f);
+    void finish(event& e, follow_up& f);
+    std::shared_ptr<object_lease> make_lease(std::shared_ptr<node_state> ns, owner_id owner);
+    void arm(engine_timer which, steady_clock::time_point at);
+    void release(object_lease& l, any_handler<void(error_code)> handler);
+    bool linger_usable() const;
 
-    // Guarded by m.
+    mutable std::mutex m_;
+    lock_metrics metrics_;  // guarded by m_
+    std::unique_ptr<engine_clock> clock_;
+
+    // Guarded by m_. The decisions and every fact they rest on (holds, the FIFO of waiters, the
+    // active role, handoffs, lingering): engine/lock_machine.hpp.
     lock_machine machine_;
-    // Who holds the node through which lease (the machine counts the holds).
-    recycling_map<owner_id, std::shared_ptr<object_lease>> holds;
-    // The waiters the machine has queued, in id order (ids increase): 24 bytes each, no node of
-    // their own. A taken one is emptied and dropped lazily (local_queue.cpp: take_waiter).
-    std::deque<std::pair<waiter_id, std::shared_ptr<local_waiter>>> waiters;
-    std::size_t waiters_taken = 0;  // emptied entries inside the deque (not at its ends)
-    waiter_id last_waiter = 0;
-    // Set to the machine's earliest deadline while waiters wait; cancelled when the last leaves.
-    std::unique_ptr<asio::steady_timer> deadline_timer;
-    // Lingering (mutex_options::linger): our node, kept after the last release while nobody else
-    // queues (the machine decides how long). One timer, re-armed only when it fires early, and
-    // cancelled when the node goes (a contender, the loss, the close, the mutex's end).
-    std::shared_ptr<node_state> lingering;
-    std::unique_ptr<asio::steady_timer> linger_timer;
-    // The node the machine's handoff is about (local_handoff): the last one granted by the backend.
-    std::weak_ptr<node_state> handoff_node;
+    // Handles, not facts: the lease through which each holding owner holds (what a reentrant
+    // acquisition shares), the completions of the tasks waiting in memory (by the machine's id),
+    // and the node the machine's handoff is about (while the machine has one).
+    recycling_map<owner_id, std::shared_ptr<object_lease>> leases_;
+    std::unordered_map<waiter_id, std::unique_ptr<waiter>> waiters_;
+    waiter_id last_waiter_ = 0;
+    std::shared_ptr<node_state> node_;
 };
-
-// --- local handoff (engine/local_queue.cpp) ---------------------------------------------------
-
-// Records a waiter the machine queued (`a`: its decision, with the deadline timer to arm). Lock held.
-void enqueue_local(const std::shared_ptr<lock_object>& s, const std::shared_ptr<local_waiter>& w,
-                   const lock_action& a);
-// The waiter the machine named, taken off lock_object::waiters with its new status. Lock held.
-std::shared_ptr<local_waiter> take_waiter(lock_object& s, waiter_id id, local_waiter::status st);
-// Arms the deadline timer as the machine asks. Lock held.
-void arm_deadline_timer(const std::shared_ptr<lock_object>& s, const lock_action& a);
-// Cancels the deadline and linger timers the machine no longer needs (`a`: disarm_deadline,
-// disarm_linger), so that none stays pending for nobody. Called with every action of the machine
-// that can carry them. Lock held.
-void disarm_timers(lock_object& s, const lock_action& a);
-// Tells a waiter whose status changed (granted or promoted) about it. Lock not held.
-void notify(const std::shared_ptr<lock_object>& s, const std::shared_ptr<local_waiter>& w);
-
-// Passes the "in the server's queue" role on to the next local waiter (or clears it): the active
-// task gave up or failed.
-void hand_on(const std::shared_ptr<lock_object>& s);
-// The node (or key) is lost: its holder's guard reports it (lost signal, lock_lost) and the next
-// local waiter queues anew. False when it was already lost. On the lock object's executor.
-bool mark_lost(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns);
-
-// --- who queues behind our node, and lingering (engine/linger.cpp) ----------------------------
-
-// Someone queued behind the node (or the queue changed): ends its lingering, if it lingers.
-void queue_changed(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns);
-// The backend granted `ns` to h's owner: records it in the machine. Returns whether tasks of ours
-// wait behind it (learn whether others queue, for the batch's time bound). Lock not held.
-bool record_grant(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns,
-                  const std::shared_ptr<object_lease>& h, bool others_queued);
-// Keeps `ns` lingering as the machine decided (`a`: with the timer to arm). Lock held.
-void start_linger(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns, const lock_action& a);
-// A grant of the lingering node to `owner`, decided by the machine (no request). Lock held.
-std::shared_ptr<object_lease> take_lingering(const std::shared_ptr<lock_object>& s, owner_id owner);
-// Whether the lingering node may be granted: our session is the node's and connected. Lock held.
-bool linger_usable(const lock_object& s);
-// Arms the linger timer as the machine asks (`a`). Lock held.
-void arm_linger_timer(const std::shared_ptr<lock_object>& s, const lock_action& a);
-// The lingering node, taken, when the machine ended its lingering (`a`). Lock held.
-std::shared_ptr<node_state> ended_linger(lock_object& s, const lock_action& a);
-// Deletes the lingering node now, if `ns` (any node when null) lingers. Lock not held.
-void end_linger(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns = nullptr);
-
-// --- the backend's queue (engine/lock_object.cpp) ---------------------------------------------
-
-// Starts the task of ours that has the "active" role on the backend's queue: a new acquisition,
-// or a local waiter promoted to it.
-void start_active(const std::shared_ptr<lock_object>& s, owner_id owner, steady_clock::time_point deadline,
-                 std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started, bool promoted);
 
 }  // namespace zkcoro::detail
 

@@ -69,15 +69,10 @@ asio::awaitable<guard> lock_acquire(const std::shared_ptr<lock_object>& s)
 
 std::uint64_t lock_local_handoffs(const std::shared_ptr<lock_object>& s)
 {
-    std::lock_guard lk(s->m);
-    return s->metrics.local_handoffs;
+    return s->metrics_snapshot().local_handoffs;
 }
 
-lock_metrics lock_metrics_of(const std::shared_ptr<lock_object>& s)
-{
-    std::lock_guard lk(s->m);
-    return s->metrics;
-}
+lock_metrics lock_metrics_of(const std::shared_ptr<lock_object>& s) { return s->metrics_snapshot(); }
 
 std::size_t lock_hold_count(const std::shared_ptr<lock_object>& s, owner_id owner) { return s->held_count(owner); }
 

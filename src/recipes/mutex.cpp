@@ -20,7 +20,7 @@ mutex::mutex(mutex&&) noexcept = default;
 mutex::~mutex()
 {
     if (state())
-        detail::end_linger(state());
+        state()->end_linger();
 }
 
 const std::string& mutex::path() const noexcept { return state()->path; }

@@ -71,25 +71,24 @@ public:
             });
     }
 
-    void start(const std::shared_ptr<lock_object>& s, owner_id owner, steady_clock::time_point deadline,
-               std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started,
-               bool promoted) override
+    void start(active_task task) override
     {
         // Not connected (yet): take() waits for the connection before its first attempt.
-        if (config_error || deadline != steady_clock::time_point::max() ||
-            rc->state.load() != redis_state::connected)
-            return spawn_counted(s, take(s, shared_from_this(), owner, deadline, promoted, {}, {}), std::move(op),
-                                 started);
-        start_first(s, owner, std::move(op), started, promoted);
+        if (config_error || task.deadline() != steady_clock::time_point::max() ||
+            rc->state.load() != redis_state::connected) {
+            auto s = task.object();
+            auto op = task.op();
+            const auto started = task.started();
+            const auto owner = task.owner();
+            return spawn_counted(s, take(std::move(task), shared_from_this(), {}, {}), std::move(op), started, owner);
+        }
+        start_first(std::move(task));
     }
-    void start_first(const std::shared_ptr<lock_object>& s, owner_id owner,
-                     std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started,
-                     bool promoted);
+    void start_first(active_task task);
 
     void give_back(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns,
                    std::shared_ptr<op_state<>> op) override
     {
-        ns->released = true;
         // On the strand: at once when the caller may enter it (the release's own thread), the
         // compare-and-delete then written in the same turn.
         asio::dispatch(rc->strand, pooled([s, ns, op = std::move(op), self = shared_from_this()]() mutable {
@@ -100,10 +99,7 @@ public:
                                                                          error_code ec, std::string_view text) {
                 if (!ec)
                     return void(op->complete({}));
-                {
-                    std::lock_guard lk(s->m);
-                    ++s->metrics.release_failures;
-                }
+                s->count_release_failure();
                 self->rc->log(log_level::error,
                               fmt::format("redis lock {}: release failed: {}{}{}; the key expires within its TTL",
                                           ns->node, ec.message(), text.empty() ? "" : ": the server said: ", text));
@@ -200,10 +196,9 @@ public:
     bool still_held(const node_state&) const noexcept override { return false; }
     void watch_queue(const std::shared_ptr<lock_object>&, const std::shared_ptr<node_state>&) override {}
     // A key has one holder: no read-write lock's downgrade here.
-    void start_immediate(const std::shared_ptr<lock_object>& s, owner_id owner, std::string,
-                         std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started) override
+    void start_immediate(active_task task, std::string) override
     {
-        complete_counted(*s, *op, started, make_error_code(client_errc::not_supported), std::optional<guard>{}, owner);
+        task.complete(make_error_code(client_errc::not_supported), std::nullopt);
     }
 
     // The text of the last error reply to an acquisition when `ec` is that reply's code ("" if
@@ -343,9 +338,8 @@ public:
         steady_clock::time_point sent;
     };
     // `value`: the acquisition's token (made here when empty).
-    static asio::awaitable<redis_acquire_result> take(std::shared_ptr<lock_object> s, std::shared_ptr<redis_backend> b,
-                                          owner_id owner, steady_clock::time_point deadline, bool promoted,
-                                          std::string value, std::optional<attempt_reply> first);
+    static asio::awaitable<redis_acquire_result> take(active_task task, std::shared_ptr<redis_backend> b,
+                                                      std::string value, std::optional<attempt_reply> first);
     struct first_attempt;
 
     std::shared_ptr<redis_impl> rc;
@@ -382,9 +376,10 @@ private:
 // Unique per holder: the process, the task, and this acquisition among all of the process.
 std::string new_value(owner_id owner);
 
-// We hold the key: the lease, and the renewal (redis/renewal.cpp). On the strand.
-guard hold_key(const std::shared_ptr<lock_object>& s, const std::shared_ptr<redis_backend>& b, owner_id owner,
-               std::string value, std::int64_t fence, steady_clock::time_point sent);
+// `task` holds the key: reports it (the lease), and starts the renewal (redis/renewal.cpp). On the
+// strand.
+guard hold_key(active_task& task, const std::shared_ptr<redis_backend>& b, std::string value, std::int64_t fence,
+               steady_clock::time_point sent);
 
 }  // namespace zkcoro::detail
 

@@ -64,25 +64,20 @@ bool granted(const redis_reply& r)
 struct redis_backend::first_attempt : std::enable_shared_from_this<first_attempt> {
     std::shared_ptr<lock_object> s;
     std::shared_ptr<redis_backend> b;
-    owner_id owner = 0;
     std::shared_ptr<op_state<std::optional<guard>>> op;
-    steady_clock::time_point started, sent;
-    bool promoted = false;
+    active_task task;
+    steady_clock::time_point sent;
     std::string value;
     enum class stage { sending, coroutine, done } st = stage::sending;
     asio::cancellation_signal to_coroutine;  // the caller's cancellation, once take() runs
 
-    static void start(const std::shared_ptr<lock_object>& s, std::shared_ptr<redis_backend> b, owner_id owner,
-                      std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started,
-                      bool promoted)
+    static void start(active_task task, std::shared_ptr<redis_backend> b)
     {
         auto a = make_pooled<first_attempt>();
-        a->s = s;
+        a->s = task.object();
+        a->op = task.op();
+        a->task = std::move(task);
         a->b = std::move(b);
-        a->owner = owner;
-        a->op = std::move(op);
-        a->started = started;
-        a->promoted = promoted;
         // Completing the operation clears the slot; a cancellation already posted finds `done`.
         a->op->bind_cancellation_with([a](asio::cancellation_type t) {
             asio::dispatch(a->b->rc->strand, [a, t] { a->cancel(t); });
@@ -94,7 +89,7 @@ struct redis_backend::first_attempt : std::enable_shared_from_this<first_attempt
     {
         if (st != stage::sending)
             return;
-        value = new_value(owner);
+        value = new_value(task.owner());
         sent = steady_clock::now();
         auto r = make_pooled<reply_op>(
             pooled([self = shared_from_this()](error_code ec, redis_reply reply) { self->on_reply(ec, std::move(reply)); }),
@@ -111,14 +106,16 @@ struct redis_backend::first_attempt : std::enable_shared_from_this<first_attempt
             return;  // cancelled: the take-back is on its way
         if (!ec && granted(r)) {
             st = stage::done;
-            auto g = hold_key(s, b, owner, value, r.elements[1].integer, sent);
-            return complete_counted(*s, *op, started, {}, std::optional<guard>(std::move(g)));
+            auto g = hold_key(task, b, value, r.elements[1].integer, sent);
+            return task.complete({}, std::optional<guard>(std::move(g)));
         }
         st = stage::coroutine;
-        spawn_with(s->ex, take(s, b, owner, steady_clock::time_point::max(), promoted, value, attempt_reply{ec, std::move(r), sent}),
-                   to_coroutine, [self = shared_from_this()](error_code e, std::optional<guard> g) {
+        const auto started = task.started();
+        const auto owner = task.owner();
+        spawn_with(s->ex, take(std::move(task), b, value, attempt_reply{ec, std::move(r), sent}), to_coroutine,
+                   [self = shared_from_this(), started, owner](error_code e, std::optional<guard> g) {
                        self->st = stage::done;
-                       complete_counted(*self->s, *self->op, self->started, e, std::move(g));
+                       complete_counted(*self->s, *self->op, started, e, std::move(g), owner);
                    });
     }
 
@@ -132,32 +129,27 @@ struct redis_backend::first_attempt : std::enable_shared_from_this<first_attempt
         st = stage::done;
         if (!value.empty())
             b->take_back(s->path, value);  // the attempt was sent (or queued): undo it if it ran
-        hand_on(s);
-        complete_counted(*s, *op, started, make_error_code(asio::error::operation_aborted), std::optional<guard>());
+        task.failed();
+        task.complete(make_error_code(asio::error::operation_aborted), std::nullopt);
     }
 };
 
-void redis_backend::start_first(const std::shared_ptr<lock_object>& s, owner_id owner,
-                                std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started,
-                                bool promoted)
-{
-    first_attempt::start(s, shared_from_this(), owner, std::move(op), started, promoted);
-}
+void redis_backend::start_first(active_task task) { first_attempt::start(std::move(task), shared_from_this()); }
 
-awaitable<acquire_result> redis_backend::take(std::shared_ptr<lock_object> s, std::shared_ptr<redis_backend> b,
-                                              owner_id owner, steady_clock::time_point deadline, bool promoted,
-                                              std::string value, std::optional<attempt_reply> first)
+awaitable<acquire_result> redis_backend::take(active_task task, std::shared_ptr<redis_backend> b, std::string value,
+                                              std::optional<attempt_reply> first)
 {
     co_await asio::this_coro::throw_if_cancelled(false);
     co_await asio::this_coro::reset_cancellation_state(asio::enable_partial_cancellation());
+    const auto& s = task.object();
+    const owner_id owner = task.owner();
+    const auto deadline = task.deadline();
     auto fail = [&](error_code ec) {
-        hand_on(s);
+        task.failed();
         return acquire_result{ec, std::nullopt};
     };
     if (b->config_error)
         co_return fail(b->config_error);
-    if (promoted && steady_clock::now() >= deadline)
-        co_return fail({});
     auto ex = co_await asio::this_coro::executor;
     if (value.empty())
         value = new_value(owner);
@@ -241,7 +233,7 @@ awaitable<acquire_result> redis_backend::take(std::shared_ptr<lock_object> s, st
                 r.elements[0].type != redis_reply::kind::integer || r.elements[1].type != redis_reply::kind::integer)
                 co_return fail(redis_errc::unexpected_reply);
             if (granted(r))
-                co_return acquire_result{error_code{}, hold_key(s, b, owner, value, r.elements[1].integer, sent)};
+                co_return acquire_result{error_code{}, hold_key(task, b, value, r.elements[1].integer, sent)};
             transient = {};  // held by someone else: a deadline now is a plain timeout
             retry = {};
             auto pttl = r.elements[1].integer;

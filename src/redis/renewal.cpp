@@ -60,7 +60,7 @@ public:
 
 private:
     steady_clock::time_point lost_at() const { return confirmed_ + b_.opts.ttl - b_.opts.safety_margin; }
-    bool over() const { return stopped_ || ns_->lost || ns_->released; }
+    bool over() const { return stopped_ || ns_->ended(); }
 
     void arm(steady_clock::time_point at)
     {
@@ -70,7 +70,7 @@ private:
 
     void lose(std::string_view why)
     {
-        if (auto s = s_.lock(); s && mark_lost(s, ns_))
+        if (auto s = s_.lock(); s && s->lost(ns_))
             b_.rc->log(log_level::warn, fmt::format("redis lock {} lost: {}", ns_->node, why));
         stop();
     }
@@ -160,17 +160,17 @@ void redis_backend::arm_renewal(steady_clock::time_point at)
     }));
 }
 
-guard hold_key(const std::shared_ptr<lock_object>& s, const std::shared_ptr<redis_backend>& b, owner_id owner,
-               std::string value, std::int64_t fence, steady_clock::time_point sent)
+guard hold_key(active_task& task, const std::shared_ptr<redis_backend>& b, std::string value, std::int64_t fence,
+               steady_clock::time_point sent)
 {
+    const auto& s = task.object();
     auto ns = make_pooled<node_state>();
     ns->node = s->path;
     ns->value = std::move(value);
     ns->fence_base = fence;
-    auto h = make_pooled<object_lease>(s, ns, owner);
-    record_grant(s, ns, h, false);
+    auto h = task.granted(ns);
     make_pooled<key_renewal>(s, *b, ns, sent)->start();
-    return access::make_guard(std::move(h), owner);
+    return access::make_guard(std::move(h), task.owner());
 }
 
 }  // namespace zkcoro::detail

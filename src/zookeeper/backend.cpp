@@ -33,46 +33,57 @@ std::string default_data(const client& c)
 }
 
 // The task of ours in ZooKeeper's queue: queue a node until it holds, or hand the role on when
-// that fails. A promoted waiter whose deadline has passed hands it on at once; a new acquisition
-// always makes its round trip (try_acquire: a zero wait is one round trip, then an answer).
-awaitable<acquire_result> queue_in_zk(std::shared_ptr<lock_object> s, owner_id owner, steady_clock::time_point deadline,
-                                      bool promoted, std::optional<queue_entry> entered = {})
+// that fails (the task reports it). A new acquisition always makes its round trip (try_acquire: a
+// zero wait is one round trip, then an answer); a promoted one's deadline was checked by the
+// engine.
+awaitable<acquire_result> queue_in_zk(active_task task, std::optional<queue_entry> entered = {})
 {
     co_await asio::this_coro::throw_if_cancelled(false);
     co_await asio::this_coro::reset_cancellation_state(asio::enable_partial_cancellation());
-    if (promoted && steady_clock::now() >= deadline) {
-        hand_on(s);
-        co_return acquire_result{error_code{}, std::nullopt};
-    }
+    const auto& s = task.object();
+    auto& b = zk_backend_of(*s);
     queue_spec spec{s->path, s->recipe.base_name, s->data, s->recipe.sort, s->recipe.rule, {}};
     // A revocable acquisition watches its node's data from its creation on (Curator's
     // makeRevocable): a request may come while it still queues.
     std::shared_ptr<revocation_state> revocation;
     if (s->opts.revocable) {
-        revocation = std::make_shared<revocation_state>(zk_of(*s).get_executor());
+        revocation = std::make_shared<revocation_state>(b.zk.get_executor());
         spec.on_created = [s, revocation](const std::string& node) { watch_revocation(zk_of(*s), node, revocation); };
     }
-    auto [ec, queued] = co_await queue_acquire(zk_of(*s), spec, deadline, s->alone, std::move(entered));
+    auto [ec, queued] = co_await queue_acquire(b.zk, spec, task.deadline(), b.alone, std::move(entered));
     if (ec || !queued) {
         if (revocation)
             revocation->end(ec ? ec : make_error_code(asio::error::operation_aborted));
-        hand_on(s);
+        task.failed();
         co_return acquire_result{ec, std::nullopt};
     }
-    co_return acquire_result{error_code{}, hold_node(s, owner, queued->path, queued->stat, std::move(queued->queue_watch),
-                                                           queued->others_queued, std::move(revocation),
-                                                           std::move(queued->own_watch))};
+    co_return acquire_result{error_code{}, hold_node(task, queued->path, queued->stat, std::move(queued->queue_watch),
+                                                     queued->others_queued, std::move(revocation),
+                                                     std::move(queued->own_watch))};
 }
 
 // Granted at once with a node of a given name (a downgrade): no queueing, no handoff.
-awaitable<acquire_result> create_immediate(std::shared_ptr<lock_object> s, owner_id owner, std::string name)
+awaitable<acquire_result> create_immediate(active_task task, std::string name)
 {
     co_await asio::this_coro::throw_if_cancelled(false);
+    const auto& s = task.object();
     auto [ec, r] = co_await zk_of(*s).async_create(join_path(s->path, name), s->data, create_mode::ephemeral,
-                                               asio::as_tuple(asio::use_awaitable));
+                                                   asio::as_tuple(asio::use_awaitable));
     if (ec)
         co_return acquire_result{ec, std::nullopt};
-    co_return acquire_result{error_code{}, hold_node(s, owner, r.path, r.stat)};
+    co_return acquire_result{error_code{}, hold_node(task, r.path, r.stat)};
+}
+
+// Runs an acquisition coroutine of `task`'s (which reports through it) and completes the task's
+// operation with its result.
+template <class Coro>
+void spawn_task(active_task& task, Coro make)
+{
+    auto s = task.object();
+    auto op = task.op();
+    const auto started = task.started();
+    const auto owner = task.owner();
+    spawn_counted(s, make(std::move(task)), std::move(op), started, owner);
 }
 
 // The uncontended acquisition with no coroutine: our node's create and the listing go out together
@@ -82,11 +93,7 @@ awaitable<acquire_result> create_immediate(std::shared_ptr<lock_object> s, owner
 // and, once the replies are in, gives our node up; after that it reaches the coroutine.
 class zk_entry : public std::enable_shared_from_this<zk_entry> {
 public:
-    zk_entry(std::shared_ptr<lock_object> s, owner_id owner, steady_clock::time_point deadline,
-             std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started)
-        : s_(std::move(s)), owner_(owner), deadline_(deadline), started_(started), op_(std::move(op))
-    {
-    }
+    explicit zk_entry(active_task task) : s_(task.object()), op_(task.op()), task_(std::move(task)) {}
 
     void start()
     {
@@ -102,23 +109,24 @@ public:
             asio::dispatch(ex, [self, t] { self->signal_.emit(t); });
         });
         entry_.prefix = protected_prefix();
-        auto& zk = zk_of(*s_);
-        zk.async_create(entry_path(s_->path, entry_.prefix, s_->recipe.base_name), s_->data, create_mode::ephemeral_sequential,
-                        pooled([self = shared_from_this()](error_code ec, create_result r) {
-                            self->entry_.create_ec = ec;
-                            self->entry_.created = std::move(r);
-                            self->arrived();
-                        }));
+        auto& b = zk_backend_of(*s_);
+        b.zk.async_create(entry_path(s_->path, entry_.prefix, s_->recipe.base_name), s_->data,
+                          create_mode::ephemeral_sequential,
+                          pooled([self = shared_from_this()](error_code ec, create_result r) {
+                              self->entry_.create_ec = ec;
+                              self->entry_.created = std::move(r);
+                              self->arrived();
+                          }));
         auto listed = pooled([self = shared_from_this()](error_code ec, children_result r) {
             self->entry_.list_ec = ec;
             self->entry_.listed = std::move(r);
             self->arrived();
         });
         // When the queue was empty last time, the listing leaves a children watch (queue_walk::enter).
-        if (s_->alone)
-            zk.async_get_children(s_->path, leave_watch, std::move(listed));
+        if (b.alone)
+            b.zk.async_get_children(s_->path, leave_watch, std::move(listed));
         else
-            zk.async_get_children(s_->path, std::move(listed));
+            b.zk.async_get_children(s_->path, std::move(listed));
     }
 
 private:
@@ -127,23 +135,24 @@ private:
     {
         if (pending_.fetch_sub(1, std::memory_order_acq_rel) != 1)
             return;
+        auto& b = zk_backend_of(*s_);
         if (!entry_.list_ec)
-            s_->alone = entry_.listed.children.size() == 1;
+            b.alone = entry_.listed.children.size() == 1;
         if (cancelled_) {
-            abandon_entry(zk_of(*s_), s_->path, entry_);
-            hand_on(s_);
-            return complete_counted(*s_, *op_, started_, make_error_code(asio::error::operation_aborted),
-                                    std::optional<guard>{}, owner_, true);
+            abandon_entry(b.zk, s_->path, entry_);
+            task_.failed();
+            return task_.complete(make_error_code(asio::error::operation_aborted), std::nullopt, true);
         }
         if (auto q = granted_at_entry(s_->recipe.sort, s_->recipe.rule, entry_)) {
-            auto g = hold_node(s_, owner_, q->path, q->stat, std::move(q->queue_watch), q->others_queued);
-            return complete_counted(*s_, *op_, started_, error_code{}, std::optional<guard>(std::move(g)), owner_,
-                                    true);
+            auto g = hold_node(task_, q->path, q->stat, std::move(q->queue_watch), q->others_queued);
+            return task_.complete(error_code{}, std::optional<guard>(std::move(g)), true);
         }
         // The walk goes on from these replies; our signal carries later cancellations to it.
-        spawn_with(s_->ex, queue_in_zk(s_, owner_, deadline_, false, std::move(entry_)), signal_,
-                   [self = shared_from_this()](error_code ec, std::optional<guard> g) {
-                       complete_counted(*self->s_, *self->op_, self->started_, ec, std::move(g), self->owner_, true);
+        const auto started = task_.started();
+        const auto owner = task_.owner();
+        spawn_with(s_->ex, queue_in_zk(std::move(task_), std::move(entry_)), signal_,
+                   [self = shared_from_this(), started, owner](error_code ec, std::optional<guard> g) {
+                       complete_counted(*self->s_, *self->op_, started, ec, std::move(g), owner, true);
                    });
         // A cancellation that came before the signal was connected.
         if (cancelled_)
@@ -151,9 +160,8 @@ private:
     }
 
     std::shared_ptr<lock_object> s_;
-    owner_id owner_;
-    steady_clock::time_point deadline_, started_;
     std::shared_ptr<op_state<std::optional<guard>>> op_;
+    active_task task_;
     queue_entry entry_;
     std::atomic<int> pending_{2};
     std::atomic<bool> cancelled_{false};
@@ -164,14 +172,12 @@ private:
 
 zk_backend::zk_backend(const client& c) : zk(access::share(c)) {}
 
-void zk_backend::start(const std::shared_ptr<lock_object>& s, owner_id owner, steady_clock::time_point deadline,
-                       std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started,
-                       bool promoted)
+void zk_backend::start(active_task task)
 {
     // A revocable acquisition watches its node from its creation on: the coroutine does that.
-    if (promoted || s->opts.revocable)
-        return spawn_counted(s, queue_in_zk(s, owner, deadline, promoted), std::move(op), started, owner);
-    make_pooled<zk_entry>(s, owner, deadline, std::move(op), started)->start();
+    if (task.promoted() || task.object()->opts.revocable)
+        return spawn_task(task, [](active_task t) { return queue_in_zk(std::move(t)); });
+    make_pooled<zk_entry>(std::move(task))->start();
 }
 
 void zk_backend::give_back(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns,
@@ -208,10 +214,9 @@ void zk_backend::watch_queue(const std::shared_ptr<lock_object>& s, const std::s
     detail::watch_queue(s, ns);
 }
 
-void zk_backend::start_immediate(const std::shared_ptr<lock_object>& s, owner_id owner, std::string name,
-                                 std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started)
+void zk_backend::start_immediate(active_task task, std::string name)
 {
-    spawn_counted(s, create_immediate(s, owner, std::move(name)), std::move(op), started);
+    spawn_task(task, [name = std::move(name)](active_task t) mutable { return create_immediate(std::move(t), std::move(name)); });
 }
 
 std::shared_ptr<lock_object> make_zk_lock(const client& c, std::string path, mutex_options opts, recipe_params recipe)

@@ -36,7 +36,7 @@ void session_changed(const std::shared_ptr<lock_object>& s);
 // back), and the next local waiter queues anew.
 void fire_lost(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns, std::string_view why)
 {
-    if (!mark_lost(s, ns))
+    if (!s->lost(ns))
         return;
     unwatch_session(*s, ns);  // nothing left to watch it for
     auto& zk = zk_of(*s);
@@ -63,7 +63,7 @@ awaitable<void> monitor(std::shared_ptr<lock_object> st, std::shared_ptr<node_st
     bool was_suspended = left_connected;
     // No cap on the number of state changes: each round waits for one, and a lock may be held
     // for months across many reconnections. It ends at the release (cancellation) or the loss.
-    while (!ns->lost) {
+    while (!ns->lost()) {
         auto s = zk.state();
         if (zk.session_generation() != ns->generation || s == session_state::expired ||
             s == session_state::closed || s == session_state::connecting) {
@@ -140,7 +140,7 @@ void watch_node(const std::shared_ptr<lock_object>& s, const std::shared_ptr<nod
 void await_node_event(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns, zkcoro::watch w)
 {
     w.async_wait([s, ns](error_code wec, watch_event ev) {
-        if (wec || ns->lost || ns->released)
+        if (wec || ns->ended())
             return;
         if (ev.type == watch_event_type::deleted)
             return fire_lost(s, ns, "the lock node was deleted by someone else");
@@ -151,7 +151,7 @@ void await_node_event(const std::shared_ptr<lock_object>& s, const std::shared_p
 void watch_node(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns)
 {
     zk_of(*s).async_exists(ns->node, leave_watch, [s, ns](error_code ec, exists_result r) {
-        if (ns->lost || ns->released)
+        if (ns->ended())
             return;
         if (ec)
             return;  // the session ended or the connection dropped: the session monitor decides
@@ -173,9 +173,9 @@ void watch_held_node(const std::shared_ptr<lock_object>& s, const std::shared_pt
     if (!queue_watch.valid())
         return watch_node(s, ns);
     queue_watch.async_wait(pooled([s, ns](error_code ec, watch_event) {
-        if (ns->lost || ns->released)
-            return;  // released: our own deletion
-        queue_changed(s, ns);  // someone queued (a lingering node goes), or our node went
+        if (ns->ended())
+            return;  // given back: our own deletion
+        s->queue_changed(ns);  // someone queued (a lingering node goes), or our node went
         if (!ec)
             watch_node(s, ns);  // else the session ended: the monitor decides
     }));
@@ -184,10 +184,7 @@ void watch_held_node(const std::shared_ptr<lock_object>& s, const std::shared_pt
 // A release whose delete failed for good: counted, logged, and reported to the caller.
 void release_failed(lock_object& s, const std::string& node, op_state<>& op, error_code ec)
 {
-    {
-        std::lock_guard lk(s.m);
-        ++s.metrics.release_failures;
-    }
+    s.count_release_failure();
     access::log(zk_of(s), log_level::error, fmt::format("lock {}: release failed: {}; the node stays until it is deleted "
                                                     "or the session ends", node, ec.message()));
     op.complete(ec);
@@ -250,16 +247,16 @@ void session_changed(const std::shared_ptr<lock_object>& s)
         nodes.swap(b.session_nodes);
     }
     for (auto& ns : nodes)
-        if (!ns->lost && !ns->released)
+        if (!ns->ended())
             start_monitor(s, ns, true);
 }
 
 }  // namespace
 
-guard hold_node(const std::shared_ptr<lock_object>& s, owner_id owner, const std::string& node, const node_stat& st,
-                zkcoro::watch queue_watch, bool others_queued, std::shared_ptr<revocation_state> revocation,
-                zkcoro::watch own_watch)
+guard hold_node(active_task& task, const std::string& node, const node_stat& st, zkcoro::watch queue_watch,
+                bool others_queued, std::shared_ptr<revocation_state> revocation, zkcoro::watch own_watch)
 {
+    const auto s = task.object();
     auto ns = make_pooled<node_state>();
     ns->node = node;
     ns->fence_base = st.czxid;
@@ -267,19 +264,13 @@ guard hold_node(const std::shared_ptr<lock_object>& s, owner_id owner, const std
     ns->generation = zk_of(*s).session_generation();
     ns->granted_at = steady_clock::now();
     ns->queue_watched = queue_watch.valid() && s->recipe.watch_own_node;
-    auto h = make_pooled<object_lease>(s, ns, owner);
-    h->set_revocation(std::move(revocation));
-    // Tasks of ours wait to be handed the node: learn now whether anyone else queues, for the time
-    // bound of the batch.
-    const bool waiters = record_grant(s, ns, h, others_queued);
-    const bool list_queue = s->opts.local_handoff && s->recipe.watch_own_node && waiters &&
-                            !ns->queue_watched.exchange(true);
+    // When tasks of ours wait to be handed the node, the engine asks for watch_queue: whether
+    // anyone else queues, for the time bound of the batch.
+    auto h = task.granted(ns, others_queued, std::move(revocation));
     watch_session(s, ns);
-    if (list_queue)
-        watch_queue(s, ns);
     if (s->recipe.watch_own_node)
         watch_held_node(s, ns, std::move(queue_watch), std::move(own_watch));
-    return access::make_guard(std::move(h), owner);
+    return access::make_guard(std::move(h), task.owner());
 }
 
 void delete_released_node(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns,
@@ -287,8 +278,8 @@ void delete_released_node(const std::shared_ptr<lock_object>& s, const std::shar
 {
     // Stop the monitor (on the executor it runs on: at once when we are there already), then
     // delete the node. The first attempt is a plain request; only a retriable failure starts the
-    // retrying coroutine.
-    ns->released = true;  // from here on, the deletion our own watch sees is ours
+    // retrying coroutine. The engine has marked it given back: from here on, the deletion our own
+    // watch sees is ours.
     unwatch_session(*s, ns);
     asio::dispatch(zk_of(*s).get_executor(), [ns, op, s] {
         ns->monitor_stop.emit(asio::cancellation_type::terminal);
@@ -312,14 +303,14 @@ void delete_released_node(const std::shared_ptr<lock_object>& s, const std::shar
 void watch_queue(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns)
 {
     zk_of(*s).async_get_children(s->path, leave_watch, [s, ns](error_code ec, children_result r) {
-        if (ns->lost || ns->released)
+        if (ns->ended())
             return;
         // A failure counts as "someone may be queued": the batch is bounded, lingering ends.
         if (ec || r.children.size() != 1)
-            return queue_changed(s, ns);
+            return s->queue_changed(ns);
         r.watch.async_wait([s, ns](error_code, watch_event) {
-            if (!ns->lost && !ns->released)
-                queue_changed(s, ns);
+            if (!ns->ended())
+                s->queue_changed(ns);
         });
     });
 }

@@ -23,9 +23,7 @@ class zk_backend final : public lock_backend {
 public:
     explicit zk_backend(const client& c);
 
-    void start(const std::shared_ptr<lock_object>& s, owner_id owner, steady_clock::time_point deadline,
-               std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started,
-               bool promoted) override;
+    void start(active_task task) override;
     void give_back(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns,
                    std::shared_ptr<op_state<>> op) override;
     void participants(const std::shared_ptr<lock_object>& s,
@@ -35,11 +33,13 @@ public:
     void log(log_level level, std::string_view message) override;
     bool still_held(const node_state& ns) const noexcept override;
     void watch_queue(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns) override;
-    void start_immediate(const std::shared_ptr<lock_object>& s, owner_id owner, std::string name,
-                         std::shared_ptr<op_state<std::optional<guard>>> op, steady_clock::time_point started) override;
+    void start_immediate(active_task task, std::string name) override;
     client* zookeeper() noexcept override { return &zk; }
 
     client zk;
+    // The queue was empty at this lock's last listing (see queue_acquire). Starts false: a first
+    // acquire watches its node with one request rather than risk a stray event.
+    std::atomic<bool> alone{false};
 
     // Held nodes in the steady state (connected, on the session that made them), whose session
     // one registration with the client watches for the life of the lock object
@@ -62,19 +62,20 @@ std::shared_ptr<lock_object> make_zk_lock(const client& c, std::string path, mut
 
 // --- the held node (zookeeper/held_node.cpp) --------------------------------------------------
 
-// We hold `node`: records it, watches its session and the node itself, and makes the guard.
+// `task` holds `node`: reports it, watches its session and the node itself, and makes the guard.
 // `others_queued`: the listing that granted it showed another participant behind it.
 // `revocation`: the revocable acquisition's state (null when not revocable).
 // `own_watch`: an exists watch on the node, set while it waited and not fired, if any (it then
 // serves as the held node's watch, with no new request).
-guard hold_node(const std::shared_ptr<lock_object>& s, owner_id owner, const std::string& node, const node_stat& st,
+guard hold_node(active_task& task, const std::string& node, const node_stat& st,
                 zkcoro::watch queue_watch = {}, bool others_queued = false,
                 std::shared_ptr<revocation_state> revocation = {}, zkcoro::watch own_watch = {});
 // Deletes our node after the last release (retried; a final failure is logged and counted).
 void delete_released_node(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns,
                           std::shared_ptr<op_state<>> op);
 // Lists the lock path with a children watch, so that the lock machine learns whether another
-// participant is (or was since) queued behind our node. Call with queue_watched just set.
+// participant is (or was since) queued behind our node (lock_object::queue_changed). Call with
+// queue_watched just set.
 void watch_queue(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns);
 
 // --- who participates (zookeeper/participants.cpp) --------------------------------------------
