@@ -55,8 +55,9 @@ common=(-std=c++20 -Iinclude -Isrc)
 # shellcheck disable=SC2054  # the commas are part of -fsanitize=
 instrumented=(-O1 -gline-tables-only -fsanitize=address,undefined -fno-sanitize=function
   -fno-sanitize-recover=all -fno-omit-frame-pointer)
-# The sources the targets exercise (path, config, sort, session_fsm, lock_machine), by file name under src/.
-fuzzed="path.cpp connect_string.cpp types.cpp error.cpp session_fsm.cpp rules.cpp lock_machine.cpp"
+# The sources the targets exercise (path, config, sort, session_fsm, lock_machine, lock_driver), by file name
+# under src/.
+fuzzed="path.cpp connect_string.cpp types.cpp error.cpp session_fsm.cpp rules.cpp lock_machine.cpp lock_loop.cpp lock_object.cpp clock.cpp"
 
 # Rebuild everything when the compiler or the flags change.
 from=${FUZZ_OBJECTS_FROM:-}
