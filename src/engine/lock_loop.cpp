@@ -4,7 +4,7 @@
 // object keeps (the leases, the waiters' completions, the timers, the node); finish() then does,
 // with the lock let go, what reaches outside: completions and requests to the backend.
 // carry_out() is the only reader of a lock_action.
-#include "engine/lock_loop.hpp"
+#include "engine/lock_object.hpp"
 
 #include "engine/acquisition.hpp"
 

@@ -1,7 +1,7 @@
 // A lock object: its entry points (an acquisition, a release, what a backend reports), each of
 // which goes through the one loop (engine/lock_loop.cpp), and the active task a backend reports
 // through.
-#include "engine/lock_loop.hpp"
+#include "engine/lock_object.hpp"
 
 #include "engine/acquisition.hpp"
 

@@ -10,7 +10,7 @@
 
 #include "async/pool.hpp"
 #include "engine/acquisition.hpp"
-#include "engine/lock_loop.hpp"
+#include "engine/lock_object.hpp"
 
 #include <zkcoro/detail/access.hpp>
 
