@@ -9,7 +9,8 @@
 # compiles while tests wait on their servers.
 # - The normal build is -O1 -g1 (line tables only), about half the compile time of -O2 -g;
 #   the sanitizer build is -O0 -g1, without the benchmarks, examples and header checks (the
-#   normal build runs those).
+#   normal build runs those), and compiles only the programs of the tests it runs (test_targets),
+#   not those of the suites it skips (the fault suite's programs, zklock_exit_table).
 # - The sanitizer build compiles in the background, at idle priority (SCHED_IDLE, nice 19), while
 #   the normal build's tests, examples and benchmark smoke test run: they mostly wait on servers,
 #   and at idle priority the compiler only takes the CPU they leave, so their timing is not
@@ -115,6 +116,43 @@ configure() {  # build-dir, extra meson -D options...
   if [ -f "$dir/build.ninja" ]; then meson configure "$dir" "${common[@]}" "$@"
   else meson setup "$dir" "${common[@]}" "$@"; fi
 }
+# test_targets BUILD_DIR MESON_TEST_OPTIONS...: the ninja outputs that the tests these options
+# select (as `meson test` selects them) need, one per line: the targets in each test's `depends`
+# (its own program and those it declares), plus any program of the build named in its command or
+# environment. `meson test` rebuilds the same (the depends only), so a test must declare in
+# depends every program of the build it runs that its command does not name (a path compiled in).
+test_targets() {
+  local dir=$1; shift
+  local out  # a `meson configure` takes effect here (build.ninja regenerated), as in meson test
+  out=$(ninja -C "$dir" build.ninja 2>&1) || { echo "$out" >&2; return 1; }
+  python3 -c 'import json, os, subprocess, sys
+d, opts = sys.argv[1], sys.argv[2:]
+def run(*cmd):
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+    if r.returncode:
+        sys.exit("test_targets: " + " ".join(cmd) + f" failed (exit {r.returncode})")
+    return r.stdout
+listed = run("meson", "test", "-C", d, "--no-rebuild", "--list", *opts)
+names = {line.rsplit(" / ", 1)[-1] for line in listed.splitlines()}
+info = json.loads(run("meson", "introspect", d, "--tests", "--targets"))
+root = os.path.realpath(d)
+files = {t["id"]: [os.path.realpath(f) for f in t["filename"]] for t in info["targets"]}
+target_of = {f: i for i, fs in files.items() for f in fs}
+need, selected = set(), 0
+for t in info["tests"]:
+    if t["name"] not in names:
+        continue
+    selected += 1
+    need.update(t["depends"])
+    for word in t["cmd"] + list(t["env"].values()):
+        for p in word.split(os.pathsep):
+            p = os.path.realpath(os.path.join(root, p)) if p else ""
+            if p in target_of:
+                need.add(target_of[p])
+if not selected:
+    sys.exit(f"test_targets: no test of {d} selected by {opts}")
+print("\n".join(sorted(os.path.relpath(f, root) for i in need for f in files[i])))' "$dir" "$@"
+}
 run_tests() {  # build-dir, meson test options...
   local dir=$1 rc=0; shift
   meson test -C "$dir" --print-errorlogs --num-processes 2 "$@" || rc=$?
@@ -151,10 +189,19 @@ ninja -C build
 stamp "sanitizer build (-O0 -g1, ASan+UBSan): configured here, compiled in the background"
 configure build-san -Doptimization=0 "${debug_lines[@]}" -Dbench=false -Dexamples=false \
   -Db_sanitize=address,undefined -Db_lundef=false
+# The fault suite runs once, in the normal build: under the sanitizers it would only be slower.
+# The 'source' suite checks sources and documents, not the built code. The 'curator' suite (our
+# recipes beside Curator's in JVMs: about 90 s, each run alone) runs once too: what it drives of
+# ours, the integration suites drive under the sanitizers.
+san_tests=(--no-suite=fault --no-suite=source --no-suite=curator)
+# Only what those tests run is compiled (see the top); their `meson test` builds nothing more
+# (--no-rebuild), and a program missing there fails its test.
+san_targets=$(test_targets build-san "${san_tests[@]}")
 idle=(nice -n 19)
 if chrt --idle 0 true 2>/dev/null; then idle=(chrt --idle 0 nice -n 19); fi
 san_log=build-san/meson-logs/background-ninja.log
-"${idle[@]}" ninja -C build-san </dev/null >"$san_log" 2>&1 &
+# shellcheck disable=SC2086  # one build path a line, no spaces
+"${idle[@]}" ninja -C build-san $san_targets </dev/null >"$san_log" 2>&1 &
 san_pid=$!
 tmp=$(mktemp -d)
 checks_pid=
@@ -221,10 +268,6 @@ set -m
 checks_pid=$!
 set +m
 stamp "sanitizer build: tests"
-# The fault suite runs once, in the normal build: under the sanitizers it would only be slower.
-# The 'source' suite checks sources and documents, not the built code. The 'curator' suite (our
-# recipes beside Curator's in JVMs: about 90 s, each run alone) runs once too: what it drives of
-# ours, the integration suites drive under the sanitizers.
 # exitcode=86 and log_path: see the top (LSan takes ASan's); halt_on_error: UBSan stops at its
 # first report, as ASan does. These options are for these tests only (the fuzzers, started
 # before, keep their own).
@@ -233,7 +276,7 @@ rm -rf "$san_logs"
 mkdir -p "$san_logs"
 export ASAN_OPTIONS=exitcode=86:log_path=$san_logs/report:log_exe_name=1
 export UBSAN_OPTIONS=$UBSAN_OPTIONS:exitcode=86
-run_tests build-san --no-suite=fault --no-suite=source --no-suite=curator
+run_tests build-san --no-rebuild "${san_tests[@]}"
 stamp "consumer checks and fuzzers: waiting for them"
 checks_rc=0
 wait "$checks_pid" || checks_rc=$?
