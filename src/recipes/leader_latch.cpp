@@ -165,7 +165,8 @@ asio::awaitable<await_result> await_term(std::shared_ptr<latch_state> s, std::ch
         asio::steady_timer dl(s->strand, deadline);
         co_await asio::experimental::make_parallel_group(s->changed.async_wait(asio::deferred), dl.async_wait(asio::deferred))
             .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
-        if (co_await cancelled())
+        const bool stop = co_await cancelled();
+        if (stop)
             co_return await_result{make_error_code(asio::error::operation_aborted), std::nullopt};
     }
 }

@@ -78,7 +78,8 @@ public:
     awaitable<queue_result> run()
     {
         for (;;) {
-            if (co_await cancelled())
+            const bool stop = co_await cancelled();
+            if (stop)
                 co_return give_up(asio::error::operation_aborted);
             auto n = step::evaluate;
             if (node_.empty() && entered_) {
@@ -141,7 +142,8 @@ private:
     {
         if (!ch_ec)
             alone_ = ch.children.size() == 1;
-        if (co_await cancelled())
+        const bool stop = co_await cancelled();
+        if (stop)
             co_return finish(give_up(asio::error::operation_aborted));
         if (cr_ec == zk_errc::no_node) {
             // The lock path does not exist yet: make it, then enter again.
@@ -201,7 +203,8 @@ private:
             std::tie(ec, ch) = co_await zk_.async_get_children(spec_.path, leave_watch, use_tuple);
         else
             std::tie(ec, ch) = co_await zk_.async_get_children(spec_.path, use_tuple);
-        if (co_await cancelled())
+        const bool stop = co_await cancelled();
+        if (stop)
             co_return finish(give_up(asio::error::operation_aborted));
         if (is_retriable(ec))
             co_return co_await reconnected();
@@ -256,7 +259,8 @@ private:
                 ec = d_ec;
                 d = std::move(dr);
                 if (!own_ec && (!own.stat || own.stat->ephemeral_owner != node_stat_.ephemeral_owner)) {
-                    if (co_await cancelled())
+                    const bool stop = co_await cancelled();
+                    if (stop)
                         co_return finish(give_up(asio::error::operation_aborted));
                     co_return restart();  // ours is gone already
                 }
@@ -266,7 +270,8 @@ private:
             } else {
                 std::tie(ec, d) = co_await zk_.async_get_data(watched, leave_watch, use_tuple);
             }
-            if (co_await cancelled())
+            const bool stop = co_await cancelled();
+            if (stop)
                 co_return finish(give_up(asio::error::operation_aborted));
             if (ec == zk_errc::no_node)
                 co_return step::again;  // gone already: list again
@@ -297,7 +302,8 @@ private:
                     .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
             order[0] = two[0];
         }
-        if (co_await cancelled())
+        const bool stop = co_await cancelled();
+        if (stop)
             co_return finish(give_up(asio::error::operation_aborted));
         if (order[0] == 1)
             co_return finish(give_up(error_code{}));

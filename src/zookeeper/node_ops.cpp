@@ -34,7 +34,8 @@ asio::awaitable<bool> wait_connected(client& zk, steady_time deadline)
         asio::steady_timer t(ex, deadline);
         co_await asio::experimental::make_parallel_group(zk.async_wait_state(s, asio::deferred), t.async_wait(asio::deferred))
             .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
-        if (co_await cancelled())
+        const bool stop = co_await cancelled();
+        if (stop)
             co_return false;
     }
 }
@@ -109,7 +110,10 @@ asio::awaitable<void> abandon_own_node(client& zk, const std::string& parent, co
         for (int attempt = 0; attempt < 20; ++attempt) {
             auto [ec, path, st] = co_await find_protected(zk, parent, prefix);
             last = ec;
-            if (!ec || !is_retriable(ec) || !co_await wait_connected(zk, clock::now() + 60s))
+            if (!ec || !is_retriable(ec))
+                break;
+            const bool connected = co_await wait_connected(zk, clock::now() + 60s);
+            if (!connected)
                 break;
         }
         if (last) {

@@ -27,8 +27,11 @@ asio::awaitable<void> revocation_loop(client zk, std::string node, std::shared_p
             co_return;  // released or lost: nothing left to revoke
         if (ec) {
             ++failures;
-            if (!is_retriable(ec) ||
-                !co_await wait_connected(zk, std::chrono::steady_clock::now() + std::chrono::minutes(1)))
+            if (!is_retriable(ec))
+                co_return;
+            const bool connected =
+                co_await wait_connected(zk, std::chrono::steady_clock::now() + std::chrono::minutes(1));
+            if (!connected)
                 co_return;
             continue;
         }

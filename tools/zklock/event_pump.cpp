@@ -71,7 +71,8 @@ asio::awaitable<int> queued_signal(std::shared_ptr<run_events> ev)
         for (const auto& e : ev->queue)
             if (e.kind == event_kind::signal)
                 co_return e.sig;
-        if ((co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none)
+        const auto cs = co_await asio::this_coro::cancellation_state;
+        if (cs.cancelled() != asio::cancellation_type::none)
             throw boost::system::system_error(asio::error::operation_aborted);  // the other side won
         ev->wake.expires_at(std::chrono::steady_clock::time_point::max());
         co_await ev->wake.async_wait(asio::as_tuple(asio::use_awaitable));  // a push, or cancelled

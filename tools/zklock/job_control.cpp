@@ -65,7 +65,10 @@ asio::awaitable<bool> pause_whole(const options& o, process_tree& tree, zkcoro::
     const auto stopped_for = clock::now() - stopped_at;
     say(o, fmt::format("continued after {:.1f} s: checking that the lock on {} is still held",
                        std::chrono::duration<double>(stopped_for).count(), escape(o.lock_path)));
-    if (!was_lost && co_await still_held(g, backend, stopped_for)) {
+    bool held = false;
+    if (!was_lost)
+        held = co_await still_held(g, backend, stopped_for);
+    if (held) {
         tree.signal(SIGCONT);
         co_return true;
     }

@@ -129,7 +129,12 @@ asio::awaitable<acquired> redis_acquire(zkcoro::redis_mutex& m, zkcoro::redis_cl
         out.what = escape(redis_refusal(e, m.key()));  // the server's text may echo the key's bytes
     }
     // Replicas that did not confirm in time, or none to confirm (issue 32 item 11): ROLE tells.
-    if (out.ec == zkcoro::redis_errc::not_replicated && co_await redis_connected_replicas(rc) == 0)
+    bool no_replica = false;
+    if (out.ec == zkcoro::redis_errc::not_replicated) {
+        const auto replicas = co_await redis_connected_replicas(rc);
+        no_replica = replicas == 0;
+    }
+    if (no_replica)
         out.what = fmt::format(
             "the lock's write was not confirmed by a replica: the master {} has no replica connected (ROLE "
             "lists none), and the grant waits for one (WAIT 1, the default with redis+sentinel://); after a "
