@@ -135,7 +135,8 @@ bool holding::start_command(zkcoro::guard& g)
 // here, its result in a variable: with g++ 12.2, a member coroutine whose body was only
 // `if (!co_await pause_whole(...)) {...}` crashed at its first resumption (SIGSEGV, or SIGILL
 // through a switch: the frame resumed past an await it had not reached; zklock_safety's Ctrl-Z
-// cases).
+// cases). The cause: g++ 12.2 stores such a condition's value over the coroutine frame's resume
+// pointer (docs/building.md, "Compilers"; tests/traps/check_coawait_conditions.py).
 asio::awaitable<void> holding::supervise(zkcoro::guard& g)
 {
     while (!tree_done()) {
