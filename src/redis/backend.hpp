@@ -314,7 +314,8 @@ public:
             if (until == steady_clock::time_point::max()) {
                 co_await asio::async_initiate<decltype(redis_use_tuple), void(error_code, redis_state)>(
                     start, redis_use_tuple);
-                if (co_await cancelled())
+                const bool stopped = co_await cancelled();  // (not in the condition: see docs/building.md, Compilers)
+                if (stopped)
                     co_return;
                 continue;
             }
@@ -326,8 +327,11 @@ public:
                     bound.async_wait(asio::deferred))
                     .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
             (void)ec, (void)changed, (void)tec;
-            if (order[0] == 1 || co_await cancelled())
+            if (order[0] == 1)
                 co_return;  // the deadline: the attempt then says what happened
+            const bool stopped = co_await cancelled();
+            if (stopped)
+                co_return;
         }
     }
 

@@ -182,7 +182,8 @@ awaitable<acquire_result> redis_backend::take(active_task task, std::shared_ptr<
             first.reset();
         } else {
             co_await b->wait_connected(deadline);
-            if (co_await cancelled())
+            const bool stopped = co_await cancelled();  // (not in the condition: see docs/building.md, Compilers)
+            if (stopped)
                 co_return fail(asio::error::operation_aborted);
             sent = steady_clock::now();
             // (The arguments are built apart: g++ 12 miscompiles a braced list inside co_await.)
@@ -192,7 +193,8 @@ awaitable<acquire_result> redis_backend::take(active_task task, std::shared_ptr<
             std::tie(ec, r) = co_await b->run(acquire_script().text, acquire_script().sha, 2, args,
                                               std::max(deadline, sent + std::chrono::seconds(1)));
         }
-        if (co_await cancelled()) {
+        const bool stopped = co_await cancelled();
+        if (stopped) {
             // The script may still run: take the key back if it did (sent after it, so run after it).
             b->take_back(s->path, value);
             co_return fail(asio::error::operation_aborted);
@@ -259,7 +261,8 @@ awaitable<acquire_result> redis_backend::take(active_task task, std::shared_ptr<
         me.timer = &t;
         co_await t.async_wait(use_tuple);
         me.timer = nullptr;
-        if (co_await cancelled())
+        const bool stopped_waiting = co_await cancelled();
+        if (stopped_waiting)
             co_return fail(asio::error::operation_aborted);
         if (b->rc->closing())
             co_return fail(redis_errc::closed);

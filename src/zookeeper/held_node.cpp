@@ -84,7 +84,8 @@ awaitable<void> monitor(std::shared_ptr<lock_object> st, std::shared_ptr<node_st
                     co_await asio::experimental::make_parallel_group(zk.async_wait_state(s, asio::deferred),
                                                                      t.async_wait(asio::deferred))
                         .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
-                if (co_await cancelled())
+                const bool stopped = co_await cancelled();  // (not in the condition: see docs/building.md, Compilers)
+                if (stopped)
                     co_return;
                 if (order[0] == 1 && !ec2) {
                     fire_lost(st, ns, "the session may have expired: not reconnected in time (policy: deadline)");
@@ -97,7 +98,8 @@ awaitable<void> monitor(std::shared_ptr<lock_object> st, std::shared_ptr<node_st
             was_suspended = false;
             // Back on the same session: make sure our node survived.
             auto [ec, r] = co_await zk.async_exists(ns->node, use_tuple);
-            if (co_await cancelled())
+            const bool stopped = co_await cancelled();
+            if (stopped)
                 co_return;
             if (!ec && !still_ours(r, *ns)) {
                 fire_lost(st, ns, "the lock node is gone");
