@@ -195,14 +195,31 @@ TEST_CASE("driver: a lost node: its guard reports it, the next task queues anew,
     CHECK(r.lock->metrics_snapshot().losses == 1);
 }
 
-TEST_CASE("driver: lingering keeps the node after the last release, regrants it, and ends on time or on contention")
+namespace {
+
+// Options that keep a node 100 ms after its last release.
+mutex_options lingering()
 {
     mutex_options o;
     o.linger = 100ms;
-    rig r(o);
-    auto a = r.acquire(1);
+    return o;
+}
+
+// `owner` acquires, is granted a new node and releases it: the node it returns lingers.
+std::shared_ptr<node_state> hold_once(rig& r, owner_id owner)
+{
+    auto a = r.acquire(owner);
     auto ns = r.grant();
     r.release(*a);
+    return ns;
+}
+
+}  // namespace
+
+TEST_CASE("driver: lingering keeps the node after the last release, regrants it, and ends on time or on contention")
+{
+    rig r(lingering());
+    auto ns = hold_once(r, 1);
     CHECK(r.backend->given_back.empty());
     CHECK(r.timer_armed(engine_timer::linger));
     auto b = r.acquire(2);
@@ -216,9 +233,7 @@ TEST_CASE("driver: lingering keeps the node after the last release, regrants it,
     CHECK_FALSE(r.timer_armed(engine_timer::linger));
 
     // Someone queueing behind a lingering node ends it at once.
-    auto c = r.acquire(3);
-    auto ns2 = r.grant();
-    r.release(*c);
+    auto ns2 = hold_once(r, 3);
     CHECK(r.backend->given_back.size() == 1);
     r.lock->queue_changed(ns2);
     r.run();
@@ -229,12 +244,8 @@ TEST_CASE("driver: lingering keeps the node after the last release, regrants it,
 
 TEST_CASE("driver: a lingering node the backend no longer holds is not regranted")
 {
-    mutex_options o;
-    o.linger = 100ms;
-    rig r(o);
-    auto a = r.acquire(1);
-    auto ns = r.grant();
-    r.release(*a);
+    rig r(lingering());
+    auto ns = hold_once(r, 1);
     r.backend->held = false;  // e.g. the session that made it is not connected
     auto b = r.acquire(2);
     CHECK_FALSE(b->done);

@@ -197,7 +197,7 @@ TEST_CASE("Ctrl-Z on a Redis lock: a TTL that ran out while stopped kills the co
 
 // Issue 32 item 16: zklock's own margin on Redis. A renewal comes every third of the TTL, so the
 // key lives at least 2/3 of the TTL after any moment: a stop of 2/3 of the TTL or more may have
-// outlasted it, and counts as a loss (run.cpp, still_held) even when the key is still there. Here
+// outlasted it, and counts as a loss (job_control.cpp, still_held) even when the key is still there. Here
 // the stop starts right after a renewal (its PEXPIRE seen as the key's "expire" keyspace event) and
 // lasts 0.7 x TTL: the key is still there on fg, and the library's own bound (TTL less its
 // default margin of TTL/5, after the last confirmed renewal) is not reached, so only zklock's
