@@ -189,6 +189,10 @@ private:
             asio::post(*ctx, pooled(std::move(run)));
         else
             asio::post(io_ex_, asio::bind_executor(elsewhere_->ex, std::move(run)));
+        // Our copy of the handler's executor goes now, while the posted handler still holds its
+        // own: completed from another thread (the handle closer's), a copy kept until this state's
+        // end could be the last one, destroyed after its context (client_impl.cpp, handle_closer).
+        elsewhere_.reset();
         return true;
     }
 

@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include <boost/asio/post.hpp>
+
 #include <arpa/inet.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -104,16 +106,22 @@ private:
             cv_.wait(lk, [&] { return stop_ || !jobs_.empty(); });
             if (jobs_.empty())
                 return;
-            auto [zh, done] = std::move(jobs_.front());
+            auto job = std::move(jobs_.front());
             jobs_.pop_front();
             lk.unlock();
             int close_rc;
             {
                 std::lock_guard zl(zk_mutex());
-                close_rc = zookeeper_close(zh);
+                close_rc = zookeeper_close(job.first);
             }
-            if (done)
-                done(close_rc);
+            // The job (its completions' states, which hold their handlers' executors) goes right
+            // after it has posted them, before this thread waits for anything: a caller may end
+            // its io_context as soon as its completion has run, and an executor of it destroyed
+            // here later would touch the dead context (a strand's service mutex: a hang, or a
+            // glibc abort, seen in integration_client after its strand test).
+            if (job.second)
+                job.second(close_rc);
+            job = {};
             lk.lock();
         }
     }
@@ -390,11 +398,20 @@ void client_impl::close(std::shared_ptr<op_state<>> op)
         w.op->complete(client_errc::closed);
     connect_waiters_.clear();
     if (zh_) {
-        auto waiters = std::move(close_waiters_);
+        // Completed on our own executor, not on the closer's thread: there a completion's state
+        // (and the handler's executor it holds) could outlive the caller's io_context, which the
+        // caller may end as soon as its completion has run (integration_client's strand test
+        // left a strand to be destroyed after its context: a hang or a glibc abort in the next
+        // test). The closer keeps only our executor, whose copy ends with nothing to touch.
+        auto waiters = std::make_shared<std::vector<std::shared_ptr<op_state<>>>>(std::move(close_waiters_));
         close_waiters_.clear();
-        retire_handle([waiters](int) {
-            for (auto& w : waiters)
-                w->complete({});
+        retire_handle([waiters, ex = executor](int) mutable {
+            if (waiters->empty())
+                return;  // nothing to post: the context may be gone (a client destroyed, no close awaited)
+            asio::post(ex, [w = std::move(waiters)] {
+                for (auto& waiter : *w)
+                    waiter->complete({});
+            });
         });
     } else {
         for (auto& w : close_waiters_)
