@@ -154,11 +154,6 @@ void lock_object::carry_out(const lock_action& a, event& e, follow_up& f)
         arm(engine_timer::deadline, *a.arm_deadline);
     if (a.arm_linger)
         arm(engine_timer::linger, *a.arm_linger);
-    for (auto id : a.timed_out)
-        if (auto it = waiters_.find(id); it != waiters_.end()) {
-            f.timed_out.push_back(std::move(it->second));
-            waiters_.erase(it);
-        }
     auto take = [this](waiter_id id) {
         std::unique_ptr<waiter> w;
         if (auto it = waiters_.find(id); it != waiters_.end()) {
@@ -167,6 +162,9 @@ void lock_object::carry_out(const lock_action& a, event& e, follow_up& f)
         }
         return w;
     };
+    for (auto id : a.timed_out)
+        if (auto w = take(id))
+            f.timed_out.push_back(std::move(w));
     // Our lingering node goes: another node of ours was granted, someone queued, its window ended.
     if (a.end_linger && node_) {
         f.give_back = std::exchange(node_, nullptr);
