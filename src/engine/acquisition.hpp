@@ -101,6 +101,19 @@ void spawn_counted(const std::shared_ptr<State>& s, asio::awaitable<std::tuple<e
                });
 }
 
+// Runs a backend's acquisition coroutine for an active_task (engine/lock_object.hpp): `make` gets
+// the task (which the coroutine reports through) and returns the coroutine; the caller's operation
+// completes with its result (spawn_counted). What spawn_counted needs is read before the task moves.
+template <class Task, class Make>
+void spawn_task(Task& task, Make make)
+{
+    auto s = task.object();
+    auto op = task.op();
+    const auto started = task.started();
+    const auto owner = task.owner();
+    spawn_counted(s, make(std::move(task)), std::move(op), started, owner);
+}
+
 }  // namespace zkcoro::detail
 
 #endif

@@ -75,13 +75,8 @@ public:
     {
         // Not connected (yet): take() waits for the connection before its first attempt.
         if (config_error || task.deadline() != steady_clock::time_point::max() ||
-            rc->state.load() != redis_state::connected) {
-            auto s = task.object();
-            auto op = task.op();
-            const auto started = task.started();
-            const auto owner = task.owner();
-            return spawn_counted(s, take(std::move(task), shared_from_this(), {}, {}), std::move(op), started, owner);
-        }
+            rc->state.load() != redis_state::connected)
+            return spawn_task(task, [self = shared_from_this()](active_task t) { return take(std::move(t), self, {}, {}); });
         start_first(std::move(task));
     }
     void start_first(active_task task);

@@ -74,18 +74,6 @@ awaitable<acquire_result> create_immediate(active_task task, std::string name)
     co_return acquire_result{error_code{}, hold_node(task, r.path, r.stat)};
 }
 
-// Runs an acquisition coroutine of `task`'s (which reports through it) and completes the task's
-// operation with its result.
-template <class Coro>
-void spawn_task(active_task& task, Coro make)
-{
-    auto s = task.object();
-    auto op = task.op();
-    const auto started = task.started();
-    const auto owner = task.owner();
-    spawn_counted(s, make(std::move(task)), std::move(op), started, owner);
-}
-
 // The uncontended acquisition with no coroutine: our node's create and the listing go out together
 // from the caller's call, and when their replies show that the node holds, the guard is made in the
 // last reply's completion. Anything else (someone ahead of us, an error, a missing lock path) goes
