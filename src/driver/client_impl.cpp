@@ -4,6 +4,8 @@
 // zookeeper_process() do the work, and ask again.
 #include "driver/client_impl.hpp"
 
+#include "async/pool.hpp"
+
 #include <zkcoro/error.hpp>
 
 #include <fmt/format.h>
@@ -32,8 +34,9 @@ std::recursive_mutex& zk_mutex() noexcept
 
 namespace {
 
-thread_local int tl_depth = 0;
-thread_local client_impl* tl_current = nullptr;
+// How deep this thread is in zk_guards, and the client of the innermost (initial-exec: pool.hpp).
+thread_local int tl_depth ZKCORO_TLS_INITIAL_EXEC = 0;
+thread_local client_impl* tl_current ZKCORO_TLS_INITIAL_EXEC = nullptr;
 
 std::int64_t now_ns() noexcept
 {

@@ -55,7 +55,8 @@ boost::uuids::uuid protected_uuid_()
         unsigned at_fork = forks.load();
         boost::uuids::random_generator_mt19937 gen;
     };
-    thread_local std::optional<seeded> g;
+    thread_local std::optional<seeded> tl;
+    auto& g = tl;  // one look-up of the thread-local (each costs a call to __tls_get_addr)
     if (!g || g->at_fork != forks.load())
         g.emplace();
     return g->gen();
