@@ -1,0 +1,228 @@
+// A deterministic in-memory model of one ZooKeeper server's data tree (issue 34, item 1, first
+// building block): nodes with ZooKeeper's Stat, sessions and their ephemerals, one-shot watches,
+// multi, containers. Test code for the simulator to sit on: no Asio, no threads, no I/O, no clock
+// of its own (the caller sets the time), and the same inputs always give the same outputs.
+//
+// What it is checked against: tests/sim/test_zk_world_vs_server.cpp runs seeded random sequences
+// on a real ZooKeeper 3.8 and on this model and compares every reply and watch event.
+//
+// Ordering (ZooKeeper's guarantee, programmer's guide "Ordering Guarantees"): a client sees a
+// watch event before it sees the reply of any request the server applied after the event's write,
+// and it sees its own replies in request order. The model stamps every applied request (reads
+// too) with a server sequence number `seq`, increasing by one per request, and every watch event
+// with the `seq` of the write that fired it. A caller (later the simulator's scheduler) that
+// delivers a session's events and replies in `seq` order keeps the guarantee: before a reply
+// stamped `r`, deliver the session's queued events with seq <= r (take_events_through does that:
+// the server sends a write's events before that write's own reply).
+// Nothing is delivered by the model itself: events wait in the session's queue.
+//
+// Room for faults (not modelled here; the scheduler's part): a request "applied but its reply
+// lost" is a call whose reply the scheduler drops; "not applied" is a call the scheduler never
+// makes; a delayed reply is one the scheduler holds (later events of the session must then wait
+// behind it, by `seq`); a reconnect to the same session is nothing at all for the tree (the
+// session and its watches live on; the real server re-sends watches that fired while the client
+// was away, which is exactly the queue); an expiry is expire_session().
+#ifndef ZKCORO_TESTS_SIM_ZK_WORLD_HPP
+#define ZKCORO_TESTS_SIM_ZK_WORLD_HPP
+
+#include <zkcoro/error.hpp>
+#include <zkcoro/types.hpp>
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace zksim {
+
+using zkcoro::create_mode;
+using zkcoro::error_code;
+using zkcoro::node_stat;
+using zkcoro::watch_event_type;
+
+using session_id = std::int64_t;
+
+// The requests (the write ones may also be parts of a multi).
+struct create_req {
+    std::string path;
+    std::string data;
+    create_mode mode = create_mode::persistent;
+};
+struct remove_req {
+    std::string path;
+    std::int32_t version = -1;
+};
+struct set_data_req {
+    std::string path;
+    std::string data;
+    std::int32_t version = -1;
+};
+struct check_req {
+    std::string path;
+    std::int32_t version = -1;
+};
+using multi_op = std::variant<create_req, remove_req, set_data_req, check_req>;
+
+// The replies. `ec` uses zkcoro's codes (zk_errc for the server's, client_errc::invalid_path and
+// invalid_argument for what zkcoro's client refuses before sending), so that a seam over the model
+// hands users the codes the real client gives them. `seq` is the server order (see above); 0 for a
+// request refused before it reached the server.
+struct create_reply {
+    error_code ec;
+    std::string path;  ///< the created node's path (with the sequence suffix)
+    node_stat stat;
+    std::uint64_t seq = 0;
+};
+struct stat_reply {  ///< remove (stat unused) and set_data
+    error_code ec;
+    node_stat stat;
+    std::uint64_t seq = 0;
+};
+struct exists_reply {
+    error_code ec;
+    std::optional<node_stat> stat;  ///< empty: no such node (not an error)
+    std::uint64_t seq = 0;
+};
+struct data_reply {
+    error_code ec;
+    std::string data;
+    node_stat stat;
+    std::uint64_t seq = 0;
+};
+struct children_reply {
+    error_code ec;
+    /// Names, in an order the caller must not rely on (ZooKeeper returns a HashSet's order). The
+    /// model's order is deterministic but scrambled: by a hash of the name mixed with the world's
+    /// order_salt, so code that assumes sorted children fails here too.
+    std::vector<std::string> children;
+    node_stat stat;  ///< the parent's
+    std::uint64_t seq = 0;
+};
+struct multi_result {
+    error_code ec;     ///< on failure: zk_errc::ok (0) before the failing op, its code, then
+                       ///< runtime_inconsistency after it (as the real server reports them)
+    std::string path;  ///< create: the created path
+    node_stat stat;    ///< set_data: the new Stat. create: empty, as zkcoro's client reports it
+                       ///< (the C client's multi create asks for no Stat)
+};
+struct multi_reply {
+    error_code ec;  ///< the first failing op's code, or empty
+    std::vector<multi_result> results;
+    std::uint64_t seq = 0;
+};
+
+/// A watch event waiting in a session's queue.
+struct event {
+    watch_event_type type{};
+    std::string path;
+    std::uint64_t seq = 0;  ///< the seq of the write that fired it
+    bool operator==(const event&) const = default;
+};
+
+class zk_world {
+public:
+    /// `order_salt` scrambles the order of get_children (see children_reply).
+    explicit zk_world(std::uint64_t order_salt = 0);
+
+    /// The time (ms) stamped into ctime/mtime of later writes. The model never reads a clock.
+    void set_now(std::int64_t ms) { now_ms_ = ms; }
+
+    // Sessions. Opening a session is a write on the real server (it takes a zxid); so here.
+    session_id open_session();
+    /// Ends the session as the client's close does: one transaction (one zxid) deletes its
+    /// ephemerals, each deletion firing its watches; its own watches and queued events are dropped.
+    /// ZooKeeper deletes them in a HashSet's order; the model in path order. no_node if unknown.
+    error_code close_session(session_id s);
+    /// The server expired it: the same as close for the tree (the client is told by the scheduler).
+    error_code expire_session(session_id s) { return close_session(s); }
+    bool alive(session_id s) const;
+
+    // Operations of a session (zk_errc::session_expired for a closed or unknown one).
+    create_reply create(session_id s, const create_req& r);
+    stat_reply remove(session_id s, const remove_req& r);
+    exists_reply exists(session_id s, std::string_view path, bool watch = false);
+    data_reply get_data(session_id s, std::string_view path, bool watch = false);
+    stat_reply set_data(session_id s, const set_data_req& r);
+    children_reply get_children(session_id s, std::string_view path, bool watch = false);
+    /// All or nothing: the ops see each other's effects in order; the first failure rolls all back.
+    multi_reply multi(session_id s, const std::vector<multi_op>& ops);
+
+    /// One pass of ZooKeeper's ContainerManager (checkIntervalMs; the scheduler decides when): a
+    /// container with no children and an internal cversion > 0 (it had a child once; a new
+    /// empty container is kept) is deleted, each deletion a write with its own zxid and watches. Containers that
+    /// become empty by this pass wait for the next one, as on the server. Returns the deleted paths.
+    std::vector<std::string> reap_containers();
+
+    // Observation, for tests and the scheduler.
+    const std::deque<event>& pending_events(session_id s) const;
+    std::vector<event> take_events(session_id s);
+    /// Removes and returns the session's events with seq <= `seq` (deliver them before a reply stamped `seq`).
+    std::vector<event> take_events_through(session_id s, std::uint64_t seq);
+    /// Every node, one line each in path order: "path v=.. cv=.. n=.. owner=.. czxid=.. data=..".
+    std::string dump() const;
+    std::int64_t last_zxid() const { return zxid_; }
+    std::uint64_t last_seq() const { return seq_; }
+    std::optional<node_stat> stat_of(std::string_view path) const;
+    std::size_t node_count() const { return nodes_.size(); }
+
+private:
+    struct node {
+        std::string data;
+        node_stat stat;
+        std::set<std::string> children;  // names
+        // The server keeps the count of child creations as its internal cversion: the sequence
+        // suffix is that count (%010d), and the cversion a client reads is 2 * creates minus the
+        // children present (DataNode.copyStat: "translate from the count of the creates to the
+        // count of the changes"; each child gone was one delete). So a suffix is not the cversion
+        // the client sees once a child was deleted: "n-" after 2 creates and 2 deletes (cversion
+        // 4) gets n-0000000002. Found by the differential test.
+        std::int32_t creates = 0;
+        // The server marks a container by an ephemeralOwner of its own (Long.MIN_VALUE) but shows
+        // clients 0 there (DataNode.getClientEphemeralOwner): here a flag, and 0 in the Stat.
+        bool container = false;
+    };
+    struct session {
+        bool alive = true;
+        std::set<std::string> ephemerals;
+        std::deque<event> events;
+    };
+    struct trigger {  // a watch trigger collected while a write runs, fired when it commits
+        watch_event_type type;
+        std::string path;
+    };
+
+    session* live(session_id s);
+    error_code admit(session_id s, const std::string& path, bool sequential = false);
+    error_code do_create(session_id s, const create_req& r, std::string& made, std::vector<trigger>& t);
+    error_code do_remove(const std::string& path, std::int32_t version, std::vector<trigger>& t,
+                         bool only_if_container = false);
+    error_code do_set(const std::string& path, const std::string& data, std::int32_t version,
+                      std::vector<trigger>& t);
+    error_code do_check(const std::string& path, std::int32_t version) const;
+    void fire(const std::vector<trigger>& t);
+    void deliver(std::map<std::string, std::set<session_id>>& table, const std::string& path,
+                 watch_event_type type, std::set<session_id>* already);
+
+    std::int64_t now_ms_ = 0;
+    std::int64_t zxid_ = 0;
+    std::uint64_t seq_ = 0;
+    std::uint64_t order_salt_;
+    session_id next_session_ = 1;
+    std::map<std::string, node> nodes_;
+    std::map<session_id, session> sessions_;
+    std::set<std::string> containers_;
+    // Server-side watch tables: one entry per session and path (ZooKeeper keys them by the
+    // connection: a session that watches a path twice gets one event; the client library then
+    // wakes every watcher it registered for that path).
+    std::map<std::string, std::set<session_id>> data_watches_;   // exists and get_data
+    std::map<std::string, std::set<session_id>> child_watches_;  // get_children
+};
+
+}  // namespace zksim
+
+#endif
