@@ -89,15 +89,24 @@ path_problem check_path(std::string_view path, bool sequential) noexcept
         return {};
     };
     if (printable_ascii(path)) {
-        for (std::size_t name_start = 1;;) {
-            const auto slash = path.find('/', name_start);
-            const auto end = slash == std::string_view::npos ? path.size() : slash;
-            if (auto p = check_name(name_start, end); !p.ok())
-                return p;
-            if (slash == std::string_view::npos)
-                return {};
-            name_start = slash + 1;
+        // The common case: a name can be wrong only by being empty, "." or "..", each seen at the
+        // '/' before it (one memchr per name; the trailing '/' was settled above).
+        const char* const p = path.data();
+        const char* const end = p + path.size();
+        for (const char* s = p; (s = static_cast<const char*>(std::memchr(s, '/', end - s))) != nullptr;) {
+            ++s;  // where the name starts
+            const auto at = static_cast<std::size_t>(s - p);
+            const auto left = static_cast<std::size_t>(end - s);
+            if (left == 0)
+                break;  // a sequential path's trailing '/'
+            if (*s == '/')
+                return bad(at, "empty node name");
+            if (*s == '.' && (left == 1 || s[1] == '/'))
+                return bad(at, "'.' is not a valid node name");
+            if (*s == '.' && s[1] == '.' && (left == 2 || s[2] == '/'))
+                return bad(at, "'..' is not a valid node name");
         }
+        return {};
     }
     std::size_t name_start = 1;
     for (std::size_t i = 1; i <= path.size();) {
@@ -153,8 +162,12 @@ std::string_view parent_path(std::string_view path) noexcept
 
 std::string_view node_name(std::string_view path) noexcept
 {
-    auto pos = path.rfind('/');
-    return pos == std::string_view::npos ? path : path.substr(pos + 1);
+    // memrchr, not rfind: string_view::rfind goes back a byte at a time (about 300 instructions
+    // for a lock node's path, on every grant).
+    if (path.empty())
+        return path;
+    const auto* slash = static_cast<const char*>(::memrchr(path.data(), '/', path.size()));
+    return slash ? path.substr(static_cast<std::size_t>(slash - path.data()) + 1) : path;
 }
 
 }  // namespace zkcoro
