@@ -22,6 +22,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/random/mersenne_twister.hpp>
 #include <boost/uuid/random_generator.hpp>
 #include <boost/uuid/uuid_io.hpp>
 
@@ -53,7 +54,9 @@ boost::uuids::uuid protected_uuid_()
     (void)registered;
     struct seeded {
         unsigned at_fork = forks.load();
-        boost::uuids::random_generator_mt19937 gen;
+        // The 64-bit twister: Boost.UUID draws the 16 bytes as two 64-bit values (the 32-bit
+        // one took two draws and a combining step for each).
+        boost::uuids::basic_random_generator<boost::random::mt19937_64> gen;
     };
     thread_local std::optional<seeded> tl;
     auto& g = tl;  // one look-up of the thread-local (each costs a call to __tls_get_addr)
