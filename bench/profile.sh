@@ -2,7 +2,8 @@
 # Client cost per cycle, counted rather than timed: instructions (valgrind --tool=callgrind,
 # deterministic), allocations (heaptrack) and system calls (strace -c -f), for the kinds
 #   raw                 the raw ZooKeeper C client's create + get_children + delete cycle,
-#   raw_watch           the same plus an exists watch on its own node after the create: the floor
+#   raw_watch           the same plus an exists watch on its own node after the create (both with
+#                       nodes named as zkcoro::mutex names its own, "_c_<uuid>-lock-N"): the floor
 #                       of zkcoro::mutex (issue 33),
 #   client              zkcoro::client doing the raw cycle,
 #   mutex               zkcoro::mutex acquire + release, uncontended,

@@ -19,8 +19,9 @@
 #   Also: a and c with mutex_options::linger = 10 ms, and the fairness mix (2 zkcoro processes
 #   with 4 tasks each and one Curator process on one lock, 5 ms holds).
 # Floors (issue 33): zkcoro::mutex is held to raw_watch, the raw C client's cycle with an exists
-# watch on its own node (what the held-node watch, the lost signal, costs); raw, the same cycle
-# without the watch, stays in the table beside it. The counted targets (instructions,
+# watch on its own node (what the held-node watch, the lost signal, costs), its nodes named as the
+# mutex names its own (the protected name, "_c_<uuid>-lock-N"); raw, the same cycle without the
+# watch, stays in the table beside it. The counted targets (instructions,
 # allocations, system calls per cycle) are bench/profile.sh's.
 # Writes bench/out/results.txt (the RESULT lines) and bench/out/compare.svg (bench/plot.sh).
 set -euo pipefail
