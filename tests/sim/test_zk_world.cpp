@@ -323,3 +323,55 @@ TEST_CASE("multi: rolled back, another session's ephemeral still dies with its s
     CHECK(!w.expire_session(s1));
     CHECK(!w.exists(s2, "/e").stat);
 }
+
+// A dropped connection on a live session: the server forgets the connection's watches and
+// unsent events; the client re-registers what it holds with the last zxid it saw (SetWatches).
+TEST_CASE("disconnect and reconnect: requests refused meanwhile, watches set again by zxid")
+{
+    zk_world w;
+    auto s1 = w.open_session(), s2 = w.open_session();
+    for (auto p : {"/same", "/changed", "/gone", "/again", "/p", "/quiet"})
+        REQUIRE(!w.create(s2, mk(p)).ec);
+    w.get_data(s1, "/changed", true);  // this one's event is queued, then lost with the connection
+    REQUIRE(!w.set_data(s2, {"/changed", "0", -1}).ec);
+    CHECK(w.pending_events(s1).size() == 1);
+    auto seen = w.last_zxid();
+    w.disconnect(s1);
+    CHECK(w.pending_events(s1).empty());
+    CHECK(w.alive(s1));
+    CHECK(w.create(s1, mk("/x")).ec == zk_errc::connection_loss);
+    CHECK(w.get_data(s1, "/same").ec == zk_errc::connection_loss);
+    CHECK(w.multi(s1, {check_req{"/same", -1}}).ec == zk_errc::connection_loss);
+    CHECK(!w.exists(s2, "/x").stat);  // not applied
+    // Meanwhile: data changed, a node deleted, one deleted and created again, one born and gone,
+    // a child added; /same and /quiet untouched. s1 watched none of it (no watches on the server).
+    REQUIRE(!w.set_data(s2, {"/changed", "1", -1}).ec);
+    REQUIRE(!w.remove(s2, {"/gone", -1}).ec);
+    REQUIRE(!w.remove(s2, {"/again", -1}).ec);
+    REQUIRE(!w.create(s2, mk("/again")).ec);
+    REQUIRE(!w.create(s2, mk("/brief")).ec);
+    REQUIRE(!w.remove(s2, {"/brief", -1}).ec);
+    REQUIRE(!w.create(s2, mk("/p/c")).ec);
+    CHECK(w.pending_events(s1).empty());
+    zk_world::watch_set held{{"/same", "/changed", "/gone", "/again"}, {"/brief", "/new"}, {"/p", "/quiet"}};
+    auto seq = w.reconnect(s1, seen, held);
+    CHECK(seq == w.last_seq());
+    CHECK(kinds(w.take_events_through(s1, seq)) ==
+          std::vector<std::pair<W, std::string>>{{W::data_changed, "/changed"},
+                                                 {W::deleted, "/gone"},
+                                                 {W::data_changed, "/again"},  // not deleted + created
+                                                 {W::children_changed, "/p"}});  // /brief: never seen
+    // The others are armed again, on the server, as before.
+    REQUIRE(!w.create(s2, mk("/new")).ec);
+    REQUIRE(!w.create(s2, mk("/brief")).ec);
+    REQUIRE(!w.set_data(s2, {"/same", "2", -1}).ec);
+    REQUIRE(!w.create(s2, mk("/quiet/k")).ec);
+    CHECK(kinds(w.take_events(s1)) == std::vector<std::pair<W, std::string>>{{W::created, "/new"},
+                                                                           {W::created, "/brief"},
+                                                                           {W::data_changed, "/same"},
+                                                                           {W::children_changed, "/quiet"}});
+    CHECK(!w.create(s1, mk("/x")).ec);  // connected again
+    CHECK(!w.expire_session(s1));
+    CHECK(w.reconnect(s1, seen, held) == 0);
+    CHECK(w.get_data(s1, "/same").ec == zk_errc::session_expired);
+}

@@ -55,50 +55,17 @@ zk_world::session* zk_world::live(session_id s)
     return it == sessions_.end() || !it->second.alive ? nullptr : &it->second;
 }
 
-bool zk_world::alive(session_id s) const
-{
-    auto it = sessions_.find(s);
-    return it != sessions_.end() && it->second.alive;
-}
-
-session_id zk_world::open_session()
-{
-    ++seq_;
-    ++zxid_;  // createSession is a transaction
-    auto id = next_session_++;
-    sessions_[id] = session{};
-    return id;
-}
-
-error_code zk_world::close_session(session_id s)
-{
-    auto* ss = live(s);
-    if (!ss)
-        return zk_errc::no_node;
-    ++seq_;
-    ++zxid_;  // closeSession: one transaction for all the deletions
-    for (auto* table : {&data_watches_, &child_watches_})
-        for (auto it = table->begin(); it != table->end();) {
-            it->second.erase(s);
-            it = it->second.empty() ? table->erase(it) : std::next(it);
-        }
-    ss->events.clear();
-    ss->alive = false;
-    std::vector<trigger> t;
-    auto doomed = ss->ephemerals;  // a copy: do_remove edits the set
-    for (auto& path : doomed)
-        do_remove(path, -1, t);
-    fire(t);
-    return {};
-}
-
 // What stops a request before it is applied: a path zkcoro's client refuses before sending
-// (client_errc::invalid_path), or a session that is gone.
+// (client_errc::invalid_path), a session that is gone, or one with no connection (the request
+// was not sent: connection_loss, as the C client reports it).
 error_code zk_world::admit(session_id s, const std::string& path, bool sequential)
 {
     if (auto p = zkcoro::check_path(path, sequential); !p.ok())
         return p.ec;
-    return live(s) ? error_code{} : error_code{zk_errc::session_expired};
+    auto* ss = live(s);
+    if (!ss)
+        return zk_errc::session_expired;
+    return ss->connected ? error_code{} : error_code{zk_errc::connection_loss};
 }
 
 error_code zk_world::do_check(const std::string& path, std::int32_t version) const
@@ -230,50 +197,41 @@ void zk_world::fire(const std::vector<trigger>& t)
     }
 }
 
-create_reply zk_world::create(session_id s, const create_req& r)
+// A single write: admitted, stamped, given a zxid (even when it fails: the server logs an error
+// transaction), its watches fired once it is applied.
+template <class Reply, class Apply>
+Reply zk_world::write(session_id s, const std::string& path, bool sequential, Apply apply)
 {
-    create_reply rep;
-    if ((rep.ec = admit(s, r.path, zkcoro::is_sequential(r.mode))))
+    Reply rep;
+    if ((rep.ec = admit(s, path, sequential)))
         return rep;
     rep.seq = ++seq_;
-    ++zxid_;  // a write takes a zxid even when it fails (the server logs an error transaction)
+    ++zxid_;
     std::vector<trigger> t;
-    std::string made;
-    rep.ec = do_create(s, r, made, t);
-    if (!rep.ec) {
-        rep.path = made;
-        rep.stat = nodes_.at(made).stat;
-    }
+    apply(rep, t);
     fire(t);
     return rep;
+}
+
+create_reply zk_world::create(session_id s, const create_req& r)
+{
+    return write<create_reply>(s, r.path, zkcoro::is_sequential(r.mode), [&](create_reply& rep, auto& t) {
+        if (!(rep.ec = do_create(s, r, rep.path, t)))
+            rep.stat = nodes_.at(rep.path).stat;
+    });
 }
 
 stat_reply zk_world::remove(session_id s, const remove_req& r)
 {
-    stat_reply rep;
-    if ((rep.ec = admit(s, r.path)))
-        return rep;
-    rep.seq = ++seq_;
-    ++zxid_;
-    std::vector<trigger> t;
-    rep.ec = do_remove(r.path, r.version, t);
-    fire(t);
-    return rep;
+    return write<stat_reply>(s, r.path, false, [&](stat_reply& rep, auto& t) { rep.ec = do_remove(r.path, r.version, t); });
 }
 
 stat_reply zk_world::set_data(session_id s, const set_data_req& r)
 {
-    stat_reply rep;
-    if ((rep.ec = admit(s, r.path)))
-        return rep;
-    rep.seq = ++seq_;
-    ++zxid_;
-    std::vector<trigger> t;
-    rep.ec = do_set(r.path, r.data, r.version, t);
-    if (!rep.ec)
-        rep.stat = nodes_.at(r.path).stat;
-    fire(t);
-    return rep;
+    return write<stat_reply>(s, r.path, false, [&](stat_reply& rep, auto& t) {
+        if (!(rep.ec = do_set(r.path, r.data, r.version, t)))
+            rep.stat = nodes_.at(r.path).stat;
+    });
 }
 
 exists_reply zk_world::exists(session_id s, std::string_view path, bool watch)
@@ -353,10 +311,8 @@ multi_reply zk_world::multi(session_id s, const std::vector<multi_op>& ops)
             return rep;
         }
     }
-    if (!live(s)) {
-        rep.ec = zk_errc::session_expired;
+    if ((rep.ec = admit(s, "/")))
         return rep;
-    }
     rep.seq = ++seq_;
     ++zxid_;  // one transaction, one zxid for all its ops, failed or not
     // Rollback by snapshot: the ops edit the tree in place; a failure puts the copies back.

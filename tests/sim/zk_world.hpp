@@ -16,12 +16,12 @@
 // the server sends a write's events before that write's own reply).
 // Nothing is delivered by the model itself: events wait in the session's queue.
 //
-// Room for faults (not modelled here; the scheduler's part): a request "applied but its reply
-// lost" is a call whose reply the scheduler drops; "not applied" is a call the scheduler never
-// makes; a delayed reply is one the scheduler holds (later events of the session must then wait
-// behind it, by `seq`); a reconnect to the same session is nothing at all for the tree (the
-// session and its watches live on; the real server re-sends watches that fired while the client
-// was away, which is exactly the queue); an expiry is expire_session().
+// Room for faults (the scheduler's part): a request "applied but its reply lost" is a call whose
+// reply the scheduler drops (then disconnect); "not applied" is a call the scheduler never makes,
+// or one made while the session is disconnected; a delayed reply is one the scheduler holds
+// (later events of the session wait behind it, by `seq`); a disconnect and a reconnect to the
+// same session are disconnect() and reconnect() (the server's side of SetWatches); an expiry is
+// expire_session().
 #ifndef ZKCORO_TESTS_SIM_ZK_WORLD_HPP
 #define ZKCORO_TESTS_SIM_ZK_WORLD_HPP
 
@@ -142,6 +142,28 @@ public:
     error_code expire_session(session_id s) { return close_session(s); }
     bool alive(session_id s) const;
 
+    /// What a client re-registers after a reconnect (SetWatches): the watches it left and has not
+    /// seen fire, by the kind the client library files them under.
+    struct watch_set {
+        std::vector<std::string> data;   ///< get_data, and exists on a node that existed
+        std::vector<std::string> exist;  ///< exists on a missing node
+        std::vector<std::string> child;  ///< get_children
+    };
+    /// The session's connection dropped; the session lives on (until expire_session). The server
+    /// forgets the connection's watches (DataTree.removeCnxn), and events queued but not sent are
+    /// lost with it: take what was delivered (take_events_through) first. Until reconnect, the
+    /// session's requests are not applied: zk_errc::connection_loss.
+    void disconnect(session_id s);
+    /// The client is back on the same session and re-registers its watches with the last zxid it
+    /// saw (a reply carries the server's last zxid: last_zxid() at the time of the call). As
+    /// DataTree.setWatches: a data watch fires at once NodeDeleted if the node is gone, else
+    /// NodeDataChanged if its mzxid is newer, else it is armed again; an exist watch fires
+    /// NodeCreated if the node exists; a child watch NodeDeleted if gone, else
+    /// NodeChildrenChanged if its pzxid is newer. So a node deleted and created again while the
+    /// client was away shows as a data change, and one created and deleted not at all. Returns the
+    /// seq of the SetWatches (its events carry it); 0 if the session is gone.
+    std::uint64_t reconnect(session_id s, std::int64_t relative_zxid, const watch_set& w);
+
     // Operations of a session (zk_errc::session_expired for a closed or unknown one).
     create_reply create(session_id s, const create_req& r);
     stat_reply remove(session_id s, const remove_req& r);
@@ -188,6 +210,7 @@ private:
     };
     struct session {
         bool alive = true;
+        bool connected = true;
         std::set<std::string> ephemerals;
         std::deque<event> events;
     };
@@ -198,6 +221,8 @@ private:
 
     session* live(session_id s);
     error_code admit(session_id s, const std::string& path, bool sequential = false);
+    template <class Reply, class Apply>
+    Reply write(session_id s, const std::string& path, bool sequential, Apply apply);
     error_code do_create(session_id s, const create_req& r, std::string& made, std::vector<trigger>& t);
     error_code do_remove(const std::string& path, std::int32_t version, std::vector<trigger>& t,
                          bool only_if_container = false);
