@@ -21,7 +21,10 @@
 // or one made while the session is disconnected; a delayed reply is one the scheduler holds
 // (later events of the session wait behind it, by `seq`); a disconnect and a reconnect to the
 // same session are disconnect() and reconnect() (the server's side of SetWatches); an expiry is
-// expire_session().
+// expire_session(). The scheduler must apply one session's requests in the order they were sent
+// (ZooKeeper's FIFO client order; replies go back in that order too); requests of different
+// sessions may interleave in any order. The client library's side (which watches a client holds
+// and re-sends, the last zxid it saw, ZINVALIDSTATE after an expiry) is the seam's, not the model's.
 #ifndef ZKCORO_TESTS_SIM_ZK_WORLD_HPP
 #define ZKCORO_TESTS_SIM_ZK_WORLD_HPP
 
