@@ -1,0 +1,46 @@
+// The simulated ZooKeeper C client (issue 34, item 3: the seam). A test program that links
+// capi_sim.cpp defines the functions of libzookeeper_st that libzkcoro calls (zookeeper_init2,
+// zookeeper_interest, zookeeper_process, zoo_acreate2, ...): the dynamic linker binds
+// libzkcoro's calls to the program's definitions first (ELF interposition), so everything of
+// ours runs unchanged (the driver's I/O loop, session machine, failover steering and request
+// registry, the client, the backends, the engine) against zk_world instead of a server. The
+// program also defines std::chrono::steady_clock::now() (the simulated clock: every timer,
+// deadline and ping of ours and Asio's reads it) and a timerfd_create() that fails (Asio then
+// checks its timers against that clock on every poll instead of waiting on a kernel timer).
+//
+// One thread runs everything: the test's io_context and sim_step(), in turns (run_until). The
+// handle closer's thread only hands its zookeeper_close() over; the closing happens in the next
+// step. Same seed, same run.
+#ifndef ZKCORO_TESTS_SIM_CAPI_SIM_HPP
+#define ZKCORO_TESTS_SIM_CAPI_SIM_HPP
+
+#include "zk_world.hpp"
+
+#include <boost/asio/io_context.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace zksim {
+
+// Starts a new simulated world (no handles may be open).
+void sim_reset(std::uint64_t seed);
+zk_world& sim_world();
+std::chrono::steady_clock::time_point sim_now();
+// Network latency of one way, drawn for each message in [min, max] microseconds.
+void sim_latency(std::int64_t min_us, std::int64_t max_us);
+// Open simulated handles (sessions being connected or connected).
+std::size_t sim_handles();
+
+// Runs `ioc` and the simulated server in turns until `done()` or `max_virtual` of simulated time
+// has passed: each turn polls the io_context; when nothing was ready, the server delivers what is
+// due, or the clock moves to the next thing due (at most 1 ms at once, for Asio's timers, which
+// the simulation cannot see). Returns whether done() held.
+bool run_until(boost::asio::io_context& ioc, const std::function<bool()>& done,
+               std::chrono::milliseconds max_virtual);
+
+}  // namespace zksim
+
+#endif
