@@ -165,25 +165,44 @@ private:
         node_stat_ = cr.stat;
         if (spec_.on_created)
             spec_.on_created(node_);
+        // The node is made, but the listing beside it may have failed (its reply lost with the
+        // connection): then list again (step::again goes to list() for a node we have) rather than
+        // judge the queue by an empty listing, which does not show our node: that read as "our
+        // node vanished", and a second node went in behind the first, which nobody deleted
+        // (found by the simulation, tests/sim/test_sim_protocol.cpp).
         have_children_ = !ch_ec;
         children_ = std::move(ch.children);
         children_watch_ = std::move(ch.watch);
-        co_return step::evaluate;
+        co_return have_children_ ? step::evaluate : step::again;
     }
 
     // The create failed in a way that leaves it unknown whether it happened: once connected, find
-    // it by its protected name (or go round and create anew).
+    // it by its protected name (or go round and create anew). A look-up that itself meets a lost
+    // connection looks again: creating anew then would leave a node the create did make, ahead of
+    // the new one in the queue, and the acquisition would wait behind its own node for as long as
+    // the session lives (found by the simulation, tests/sim/test_sim_protocol.cpp).
     awaitable<step> recover_create()
     {
-        // (The awaited value in a variable of its own, not under `!` in the condition: a crash
-        // was traced to this line once, and g++ 12's coroutines have had such bugs.)
-        const bool connected = co_await wait_connected(zk_, deadline_);
-        if (!connected)
-            co_return finish(give_up(clock::now() >= deadline_                 ? error_code{}
-                                     : zk_.state() == session_state::closed ? make_error_code(client_errc::closed)
-                                                                            : make_error_code(client_errc::session_expired)));
-        auto [ec, found, st] = co_await find_protected(zk_, spec_.path, prefix_);
-        if (!ec && !found.empty()) {
+        error_code ec;
+        std::string found;
+        node_stat st;
+        for (;;) {
+            // (The awaited value in a variable of its own, not under `!` in the condition: g++ 12
+            // miscompiles a co_await there, issue 32.)
+            const bool connected = co_await wait_connected(zk_, deadline_);
+            if (!connected)
+                co_return finish(give_up(clock::now() >= deadline_                 ? error_code{}
+                                         : zk_.state() == session_state::closed ? make_error_code(client_errc::closed)
+                                                                                : make_error_code(client_errc::session_expired)));
+            std::tie(ec, found, st) = co_await find_protected(zk_, spec_.path, prefix_);
+            if (!is_retriable(ec))
+                break;
+        }
+        if (is_session_lost(ec))
+            co_return co_await session_lost(ec);
+        if (ec)
+            co_return finish(give_up(ec));
+        if (!found.empty()) {
             access::log(zk_, log_level::info,
                         fmt::format("lock {}: the create's reply was lost; found our node {} by its protected name",
                                     spec_.path, found));
@@ -191,7 +210,7 @@ private:
             node_stat_ = st;
             if (spec_.on_created)
                 spec_.on_created(node_);
-        } else if (!ec) {
+        } else {
             access::log(zk_, log_level::info,
                         fmt::format("lock {}: the create's reply was lost and it made no node; creating again", spec_.path));
         }

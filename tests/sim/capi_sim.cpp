@@ -11,17 +11,21 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <random>
 #include <stdexcept>
 #include <thread>
@@ -38,9 +42,19 @@ struct _zhandle {
     bool retiring = false;  // zoo_set_context(nullptr): the driver hands it to its closer thread
     std::int64_t last_up_ns = 0, last_down_ns = 0;  // the two directions stay in order
     std::deque<std::function<void()>> ready;        // run by zookeeper_process, in order
-    // Requests sent and not answered yet: each one's completion with an error (ZCLOSING at close).
+    // Requests issued and not answered yet: each one's completion with an error (connection loss,
+    // expiry, ZCLOSING at close).
     std::map<std::uint64_t, std::function<void(int)>> pending;
     std::uint64_t next_request = 0;
+    // The connection: each one an epoch; what travels on one that broke is not delivered.
+    std::uint64_t epoch = 0;
+    bool link_up = false;                                    // the server's side
+    std::map<std::uint64_t, std::function<void()>> on_wire;  // sent, not arrived yet
+    std::vector<std::pair<std::uint64_t, std::function<void()>>> unsent;  // issued while connecting
+    // What the client library keeps across a reconnect: the newest zxid it has seen and the
+    // watches it holds (re-registered with SetWatches).
+    std::int64_t last_zxid = 0;
+    std::set<std::string> w_data, w_exist, w_child;
 };
 
 namespace zksim {
@@ -57,12 +71,24 @@ struct sim_state {
     std::vector<zhandle_t*> handles;
     std::mutex close_mu;  // the driver's closer thread calls zookeeper_close
     std::vector<zhandle_t*> closing;
+    double disconnects_per_s = 0;  // per connected handle (sim_faults)
+    double break_on_request = 0;   // per request sent (sim_faults)
+    sim_counts counts;
 };
 
 sim_state& S()
 {
     static sim_state s;
     return s;
+}
+
+// ZKCORO_SIM_CAPI_TRACE=1: each request as the server applies it, each fault (debugging a seed).
+void trace(zhandle_t* zh, const std::string& what)
+{
+    static const bool on = std::getenv("ZKCORO_SIM_CAPI_TRACE") != nullptr;
+    if (on)
+        std::fprintf(stderr, "%12.6f sim s0x%llx: %s\n", static_cast<double>(S().now_ns.load() - 1'000'000'000'000) / 1e9,
+                     static_cast<unsigned long long>(zh ? zh->sid : 0), what.c_str());
 }
 
 bool alive(zhandle_t* zh)
@@ -84,29 +110,55 @@ void at(std::int64_t t, std::function<void()> f)
     s.due.emplace(std::make_pair(t, s.seq++), std::move(f));
 }
 
-// To the server: applied when it arrives, after everything the handle sent before.
+// To the server: applied when it arrives, after everything the handle sent before, unless the
+// connection broke first (then disconnect() decided whether it arrived).
 void up(zhandle_t* zh, std::function<void()> apply)
 {
     const auto t = std::max(S().now_ns.load() + latency_ns(), zh->last_up_ns + 1);
     zh->last_up_ns = t;
-    at(t, [zh, f = std::move(apply)] {
-        if (alive(zh))
+    const auto id = zh->next_request++;
+    zh->on_wire.emplace(id, std::move(apply));
+    at(t, [zh, id] {
+        if (!alive(zh))
+            return;
+        auto it = zh->on_wire.find(id);
+        if (it == zh->on_wire.end())
+            return;
+        auto f = std::move(it->second);
+        zh->on_wire.erase(it);
+        if (zh->link_up)
             f();
     });
 }
 
-// To the client: ready for zookeeper_process when it arrives, after what was sent before it.
+// The client side's own: ready for zookeeper_process, with the C library's wake-up.
+void ready(zhandle_t* zh, std::function<void()> f)
+{
+    zh->ready.push_back(std::move(f));
+    const std::uint64_t one = 1;
+    (void)!::write(zh->efd, &one, sizeof one);
+}
+
+// To the client: ready for zookeeper_process when it arrives, after what was sent before it, if
+// the connection it travels on is still the handle's.
 void down(zhandle_t* zh, std::function<void()> deliver)
 {
     const auto t = std::max(S().now_ns.load() + latency_ns(), zh->last_down_ns + 1);
     zh->last_down_ns = t;
-    at(t, [zh, f = std::move(deliver)] {
-        if (!alive(zh))
-            return;
-        zh->ready.push_back(f);
-        const std::uint64_t one = 1;
-        (void)!::write(zh->efd, &one, sizeof one);
+    at(t, [zh, e = zh->epoch, f = std::move(deliver)] {
+        if (alive(zh) && zh->epoch == e)
+            ready(zh, f);
     });
+}
+
+void forget_watch(zhandle_t* zh, int type, const std::string& path)
+{
+    if (type == ZOO_CREATED_EVENT || type == ZOO_CHANGED_EVENT || type == ZOO_DELETED_EVENT) {
+        zh->w_data.erase(path);
+        zh->w_exist.erase(path);
+    }
+    if (type == ZOO_CHILD_EVENT || type == ZOO_DELETED_EVENT)
+        zh->w_child.erase(path);
 }
 
 int event_type(watch_event_type t)
@@ -129,6 +181,7 @@ void send_events()
             continue;
         for (auto& e : s.world->take_events(zh->sid))
             down(zh, [zh, type = event_type(e.type), path = e.path] {
+                forget_watch(zh, type, path);
                 if (zh->watcher)
                     zh->watcher(zh, type, ZOO_CONNECTED_STATE, path.c_str(), zh->context);
             });
@@ -174,6 +227,8 @@ create_mode mode_of(int flags)
     return create_mode::persistent;
 }
 
+void disconnect(zhandle_t* zh);
+
 // A request: `apply` runs on the server and returns the completion's call (run on the client);
 // `fail` completes it with an error code instead (ZCLOSING when the handle closes first).
 int request(zhandle_t* zh, std::function<std::function<void()>()> apply, std::function<void(int)> fail)
@@ -182,15 +237,154 @@ int request(zhandle_t* zh, std::function<std::function<void()>()> apply, std::fu
         return ZINVALIDSTATE;
     const auto id = zh->next_request++;
     zh->pending.emplace(id, std::move(fail));
-    up(zh, [zh, id, apply = std::move(apply)] {
-        auto reply = apply();
-        send_events();  // a write's events before its reply
-        down(zh, [zh, id, reply = std::move(reply)] {
-            zh->pending.erase(id);
-            reply();
+    auto send = [zh, id, apply = std::move(apply)] {
+        // A fault aimed at this request: the connection breaks while it is on the wire (then it
+        // arrives or not, and its reply is lost): the recoveries of the protocol live there.
+        auto& st = S();
+        if (st.break_on_request > 0 && std::bernoulli_distribution(st.break_on_request)(st.rng))
+            at(st.now_ns.load() + 1, [zh, e = zh->epoch] {
+                if (alive(zh) && zh->epoch == e)
+                    disconnect(zh);
+            });
+        up(zh, [zh, id, apply] {
+            auto reply = apply();
+            send_events();  // a write's events before its reply
+            down(zh, [zh, id, reply = std::move(reply), zxid = S().world->last_zxid()] {
+                if (zh->pending.erase(id) == 0)
+                    return;
+                zh->last_zxid = std::max(zh->last_zxid, zxid);
+                reply();
+            });
         });
-    });
+    };
+    if (zh->state == ZOO_CONNECTED_STATE)
+        send();
+    else
+        zh->unsent.emplace_back(id, std::move(send));  // sent once connected, as the library does
     return ZOK;
+}
+
+// The client learns that its connection broke: every request not answered fails with `rc`, in
+// the order issued, and the watcher hears of it (ZOO_CONNECTING_STATE, or the expiry).
+void connection_lost(zhandle_t* zh, int rc, int state)
+{
+    zh->state = state;
+    if (state == ZOO_EXPIRED_SESSION_STATE)
+        zh->unsent.clear();
+    std::set<std::uint64_t> keep;  // issued while connecting: sent after the reconnect
+    for (auto& u : zh->unsent)
+        keep.insert(u.first);
+    std::vector<std::function<void(int)>> failed;
+    for (auto it = zh->pending.begin(); it != zh->pending.end();) {
+        if (keep.count(it->first)) {
+            ++it;
+            continue;
+        }
+        failed.push_back(std::move(it->second));
+        it = zh->pending.erase(it);
+    }
+    for (auto& fail : failed)
+        fail(rc);
+    if (zh->watcher)
+        zh->watcher(zh, ZOO_SESSION_EVENT, state, "", zh->context);
+}
+
+void schedule_disconnect(zhandle_t* zh);
+
+// The session is (again) connected on a new connection: the client hears of it, then what it
+// issued meanwhile goes out.
+void connected(zhandle_t* zh)
+{
+    zh->link_up = true;
+    down(zh, [zh] {
+        zh->state = ZOO_CONNECTED_STATE;
+        if (zh->watcher)
+            zh->watcher(zh, ZOO_SESSION_EVENT, ZOO_CONNECTED_STATE, "", zh->context);
+        auto unsent = std::move(zh->unsent);
+        zh->unsent.clear();
+        for (auto& [id, send] : unsent)
+            send();
+    });
+    send_events();  // SetWatches' own events, after the session event
+    schedule_disconnect(zh);
+}
+
+// A fault: the connection breaks now. What was on the wire to the server arrived or not (a coin
+// each), the replies on their way are lost; the server keeps the session for its timeout, the
+// client hears of the break one trip later and reconnects after a drawn delay: most within a
+// fraction of the timeout, some after it (the session has expired by then).
+void disconnect(zhandle_t* zh)
+{
+    auto& s = S();
+    if (!zh->link_up || zh->state != ZOO_CONNECTED_STATE)
+        return;
+    auto wire = std::move(zh->on_wire);
+    zh->on_wire.clear();
+    for (auto& [id, apply] : wire)
+        if (std::uniform_int_distribution<int>(0, 1)(s.rng) == 1) {
+            trace(zh, "on the wire, arrives:");
+            apply();  // it arrived: its reply is lost below
+            ++s.counts.applied_unanswered;
+        } else {
+            ++s.counts.not_applied;
+        }
+    trace(zh, "connection broken");
+    zh->link_up = false;
+    ++zh->epoch;
+    ++s.counts.disconnects;
+    s.world->disconnect(zh->sid);
+    const auto now = s.now_ns.load();
+    const auto timeout_ns = std::int64_t{zh->recv_timeout} * 1'000'000;
+    at(now + latency_ns(), [zh] {
+        if (alive(zh))
+            connection_lost(zh, ZCONNECTIONLOSS, ZOO_CONNECTING_STATE);
+    });
+    at(now + timeout_ns, [zh, e = zh->epoch] {  // the server's session timer
+        if (alive(zh) && zh->epoch == e && !zh->link_up && S().world->alive(zh->sid)) {
+            S().world->expire_session(zh->sid);
+            ++S().counts.expiries;
+            send_events();
+        }
+    });
+    const int pick = std::uniform_int_distribution<int>(0, 99)(s.rng);
+    std::int64_t away;
+    if (pick < 60)
+        away = std::uniform_int_distribution<std::int64_t>(1, 300)(s.rng) * 1'000'000;
+    else if (pick < 85)
+        away = std::uniform_int_distribution<std::int64_t>(300'000'000, timeout_ns * 7 / 10)(s.rng);
+    else
+        away = std::uniform_int_distribution<std::int64_t>(timeout_ns * 11 / 10, timeout_ns * 15 / 10)(s.rng);
+    at(now + 2 * latency_ns() + away, [zh, e = zh->epoch] {
+        if (!alive(zh) || zh->epoch != e || zh->state == ZOO_EXPIRED_SESSION_STATE)
+            return;
+        auto& w = *S().world;
+        if (!w.alive(zh->sid)) {
+            ++zh->epoch;
+            at(S().now_ns.load() + latency_ns(), [zh] {
+                if (alive(zh))
+                    connection_lost(zh, ZSESSIONEXPIRED, ZOO_EXPIRED_SESSION_STATE);
+            });
+            return;
+        }
+        w.reconnect(zh->sid, zh->last_zxid,
+                    zk_world::watch_set{{zh->w_data.begin(), zh->w_data.end()},
+                                        {zh->w_exist.begin(), zh->w_exist.end()},
+                                        {zh->w_child.begin(), zh->w_child.end()}});
+        connected(zh);
+    });
+}
+
+void schedule_disconnect(zhandle_t* zh)
+{
+    auto& s = S();
+    if (s.disconnects_per_s <= 0)
+        return;
+    std::exponential_distribution<double> d(s.disconnects_per_s);
+    const auto after = static_cast<std::int64_t>(d(s.rng) * 1e9) + 1;
+    at(s.now_ns.load() + after, [zh, e = zh->epoch] {
+        if (alive(zh) && zh->epoch == e)
+            disconnect(zh);
+    });
 }
 
 void close_now(zhandle_t* zh)
@@ -258,6 +452,14 @@ void sim_reset(std::uint64_t seed)
     s.rng.seed(seed);
     s.due.clear();
     s.seq = 0;
+    s.disconnects_per_s = 0;
+    s.break_on_request = 0;
+    s.counts = {};
+}
+
+sim_counts sim_stats()
+{
+    return S().counts;
 }
 
 zk_world& sim_world()
@@ -274,6 +476,12 @@ void sim_latency(std::int64_t min_us, std::int64_t max_us)
 {
     S().lat_min_us = min_us;
     S().lat_max_us = max_us;
+}
+
+void sim_faults(double disconnects_per_s, double break_on_request)
+{
+    S().disconnects_per_s = disconnects_per_s;
+    S().break_on_request = break_on_request;
 }
 
 std::size_t sim_handles()
@@ -317,6 +525,15 @@ steady_clock::time_point steady_clock::now() noexcept
 
 extern "C" {
 
+// Boost.UUID's seeding (the protected names) reads the OS's randomness: here the seed's.
+ssize_t getrandom(void* buf, size_t len, unsigned int) noexcept
+{
+    auto* p = static_cast<unsigned char*>(buf);
+    for (size_t i = 0; i < len; ++i)
+        p[i] = static_cast<unsigned char>(zksim::S().rng());
+    return static_cast<ssize_t>(len);
+}
+
 int timerfd_create(clockid_t, int) noexcept
 {
     errno = ENOSYS;  // Asio then checks its timers against steady_clock on every run
@@ -334,6 +551,7 @@ zhandle_t* zookeeper_init2(const char*, watcher_fn fn, int recv_timeout, const c
     zh->state = ZOO_CONNECTING_STATE;
     zh->efd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     S().handles.push_back(zh);
+    zh->link_up = true;  // the connect request travels on the first connection
     const zksim::session_id resume = clientid ? clientid->client_id : 0;
     up(zh, [zh, resume] {
         auto& w = *S().world;
@@ -350,11 +568,7 @@ zhandle_t* zookeeper_init2(const char*, watcher_fn fn, int recv_timeout, const c
         zh->cid.client_id = zh->sid;
         if (resumed)
             w.reconnect(zh->sid, w.last_zxid(), {});
-        down(zh, [zh] {
-            zh->state = ZOO_CONNECTED_STATE;
-            if (zh->watcher)
-                zh->watcher(zh, ZOO_SESSION_EVENT, ZOO_CONNECTED_STATE, "", zh->context);
-        });
+        connected(zh);
     });
     return zh;
 }
@@ -459,6 +673,7 @@ int zoo_acreate2(zhandle_t* zh, const char* path, const char* value, int valuele
     return zksim::request(
         zh, [zh, r, completion, data]() -> std::function<void()> {
             auto rep = zksim::S().world->create(zh->sid, r);
+            zksim::trace(zh, "create " + r.path + " -> " + (rep.ec ? rep.ec.message() : rep.path));
             return [rep, completion, data] {
                 const auto st = zksim::to_c(rep.stat);
                 completion(zksim::rc_of(rep.ec), rep.ec ? nullptr : rep.path.c_str(), rep.ec ? nullptr : &st, data);
@@ -473,6 +688,7 @@ int zoo_adelete(zhandle_t* zh, const char* path, int version, void_completion_t 
     return zksim::request(
         zh, [zh, r, completion, data]() -> std::function<void()> {
             auto rep = zksim::S().world->remove(zh->sid, r);
+            zksim::trace(zh, "delete " + r.path + " -> " + (rep.ec ? rep.ec.message() : "ok"));
             return [rep, completion, data] { completion(zksim::rc_of(rep.ec), data); };
         },
         [completion, data](int rc) { completion(rc, data); });
@@ -484,9 +700,12 @@ int zoo_aexists(zhandle_t* zh, const char* path, int watch, stat_completion_t co
     return zksim::request(
         zh, [zh, p, watch, completion, data]() -> std::function<void()> {
             auto rep = zksim::S().world->exists(zh->sid, p, watch != 0);
-            return [rep, completion, data] {
+            zksim::trace(zh, "exists " + p + (watch ? " (watch)" : "") + (rep.stat ? " -> yes" : " -> no"));
+            return [zh, p, watch, rep, completion, data] {
                 if (rep.ec)
                     return completion(zksim::rc_of(rep.ec), nullptr, data);
+                if (watch)
+                    (rep.stat ? zh->w_data : zh->w_exist).insert(p);
                 if (!rep.stat)
                     return completion(ZNONODE, nullptr, data);
                 const auto st = zksim::to_c(*rep.stat);
@@ -502,10 +721,12 @@ int zoo_aget(zhandle_t* zh, const char* path, int watch, data_completion_t compl
     return zksim::request(
         zh, [zh, p, watch, completion, data]() -> std::function<void()> {
             auto rep = zksim::S().world->get_data(zh->sid, p, watch != 0);
-            return [rep, completion, data] {
+            return [zh, p, watch, rep, completion, data] {
                 const auto st = zksim::to_c(rep.stat);
                 if (rep.ec)
                     return completion(zksim::rc_of(rep.ec), nullptr, -1, nullptr, data);
+                if (watch)
+                    zh->w_data.insert(p);
                 completion(ZOK, rep.data.data(), static_cast<int>(rep.data.size()), &st, data);
             };
         },
@@ -535,9 +756,17 @@ int zoo_aget_children2(zhandle_t* zh, const char* path, int watch, strings_stat_
     return zksim::request(
         zh, [zh, p, watch, completion, data]() -> std::function<void()> {
             auto rep = zksim::S().world->get_children(zh->sid, p, watch != 0);
-            return [rep, completion, data] {
+            if (std::getenv("ZKCORO_SIM_CAPI_TRACE")) {
+                std::string l;
+                for (auto& c : rep.children)
+                    l += " " + c.substr(c.size() - 10);
+                zksim::trace(zh, "children " + p + (watch ? " (watch)" : "") + " ->" + l);
+            }
+            return [zh, p, watch, rep, completion, data] {
                 if (rep.ec)
                     return completion(zksim::rc_of(rep.ec), nullptr, nullptr, data);
+                if (watch)
+                    zh->w_child.insert(p);
                 std::vector<char*> ptrs;
                 for (auto& c : rep.children)
                     ptrs.push_back(const_cast<char*>(c.c_str()));

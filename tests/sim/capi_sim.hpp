@@ -31,6 +31,19 @@ zk_world& sim_world();
 std::chrono::steady_clock::time_point sim_now();
 // Network latency of one way, drawn for each message in [min, max] microseconds.
 void sim_latency(std::int64_t min_us, std::int64_t max_us);
+// Faults: each connected handle loses its connection `disconnects_per_s` times a second on
+// average (what was on the wire arrives or not, replies on the way are lost; the client
+// reconnects to its session after a drawn delay, some of them after the session timeout, when
+// the server has expired it); and, with probability `break_on_request`, the connection breaks
+// while a request is on the wire. 0, 0: none (sim_reset's).
+void sim_faults(double disconnects_per_s, double break_on_request = 0);
+struct sim_counts {
+    long disconnects = 0;         // connections broken
+    long expiries = 0;            // sessions the server expired
+    long applied_unanswered = 0;  // requests applied whose reply was lost
+    long not_applied = 0;         // requests on the wire that never arrived
+};
+sim_counts sim_stats();  // since sim_reset
 // Open simulated handles (sessions being connected or connected).
 std::size_t sim_handles();
 

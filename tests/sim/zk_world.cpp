@@ -417,6 +417,14 @@ std::optional<node_stat> zk_world::stat_of(std::string_view path) const
     return it->second.stat;
 }
 
+std::vector<std::string> zk_world::children_of(std::string_view path) const
+{
+    auto it = nodes_.find(std::string(path));
+    if (it == nodes_.end())
+        return {};
+    return {it->second.children.begin(), it->second.children.end()};
+}
+
 std::string zk_world::dump() const
 {
     std::string out;

@@ -193,6 +193,8 @@ public:
     std::int64_t last_zxid() const { return zxid_; }
     std::uint64_t last_seq() const { return seq_; }
     std::optional<node_stat> stat_of(std::string_view path) const;
+    /// A node's children's names, sorted (for checkers: no session, no watch, no zxid).
+    std::vector<std::string> children_of(std::string_view path) const;
     std::size_t node_count() const { return nodes_.size(); }
 
 private:
