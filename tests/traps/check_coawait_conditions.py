@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""No co_await inside the condition of an if, while or switch in our C++ (src/, tools/).
+"""No co_await inside the condition of an if, while or switch, or in a conditional expression
+(?:), in our C++ (src/, tools/).
 
     check_coawait_conditions.py ROOT          check ROOT/src and ROOT/tools
     check_coawait_conditions.py --self-test ROOT
@@ -22,6 +23,10 @@ then test the variable:
 A declaration as the condition or the init-statement (`if (auto ec = co_await f())`,
 `if (auto ec = co_await f(); ec)`) is a variable too and did not crash: allowed. Comments and
 string literals are ignored.
+
+A co_await in an operand of ?:, or of a ?: (`co_await (c ? a() : b())`), destroys the awaited
+result or the awaitable's frame twice in g++ 12 (a crash in free); the same rule: await in a
+statement of its own (two branches of an if).
 
 No site is allowed: the last ones (held_node.cpp, redis/lock.cpp, redis/backend.hpp) were
 rewritten after the check came.
@@ -135,6 +140,54 @@ def sites(text):
             yield clean.count('\n', 0, m.start()) + 1, m.group(1), ' '.join(cond.split())
 
 
+def ternary_sites(text):
+    """(line, expression) of each conditional expression (?:) with a co_await in an operand, or
+    that is itself the operand of a co_await: g++ 12 destroys the awaited result (or the
+    awaitable's frame) twice there (`auto [ec, r] = w ? co_await a : co_await b;` crashed with
+    munmap_chunk(): invalid pointer; lock_queue.cpp's enter() had the same shape)."""
+    clean = strip(text)
+    n = len(clean)
+    for m in re.finditer(r'\?', clean):
+        q = m.start()
+        if q + 1 < n and clean[q + 1] in '?:':  # not a conditional (?? trigraph, ?: extension)
+            continue
+        # The expression's start: left to an unmatched '(' / '[' / '{', or a ',', ';' at depth 0,
+        # or an assignment's '=' at depth 0.
+        i, depth = q - 1, 0
+        while i >= 0:
+            c = clean[i]
+            if c in ')]}':
+                depth += 1
+            elif c in '([{':
+                if depth == 0:
+                    break
+                depth -= 1
+            elif depth == 0 and c in ',;':
+                break
+            elif depth == 0 and c == '=' and clean[i - 1:i] not in ('=', '!', '<', '>') and clean[i + 1:i + 2] != '=':
+                break
+            i -= 1
+        start = i + 1
+        opener = clean[i] if i >= 0 else ''
+        # The end: right to an unmatched ')' / ']' / '}', or a ',', ';' at depth 0.
+        j, depth = q + 1, 0
+        while j < n:
+            c = clean[j]
+            if c in '([{':
+                depth += 1
+            elif c in ')]}':
+                if depth == 0:
+                    break
+                depth -= 1
+            elif depth == 0 and c in ',;':
+                break
+            j += 1
+        expr = clean[start:j]
+        awaited = opener == '(' and re.search(r'\bco_await\s*$', clean[max(0, i - 40):i]) is not None
+        if awaited or re.search(r'\bco_await\b', expr):
+            yield clean.count('\n', 0, q) + 1, ' '.join(expr.split())
+
+
 def check(root):
     failures = []
     for d in DIRS:
@@ -149,13 +202,16 @@ def check(root):
                     found = list(sites(fh.read()))
                 for line, kw, cond in found:
                     failures.append(f'{rel}:{line}: co_await in the condition of {kw} ({cond[:100]})')
+                with open(path, encoding='utf-8', errors='replace') as fh:
+                    for line, expr in ternary_sites(fh.read()):
+                        failures.append(f'{rel}:{line}: co_await in a conditional expression ({expr[:100]})')
     for f in failures:
         print(f'check_coawait_conditions: {f}', file=sys.stderr)
     if failures:
         print('check_coawait_conditions: g++ 12 miscompiles a co_await in a condition (see this script): '
               'await into a variable, then test the variable', file=sys.stderr)
         return 1
-    print('check_coawait_conditions: no co_await in a condition of src/ or tools/')
+    print('check_coawait_conditions: no co_await in a condition or a conditional expression of src/ or tools/')
     return 0
 
 
@@ -175,6 +231,13 @@ PLANTS = [
     ('const bool held = co_await probe();\n    if (!held)\n        co_return false;', False),
     ('// if (!co_await probe()) in a comment\n    /* if (co_await x) */', False),
     ('log("if (!co_await probe())");', False),
+    ('auto [ec, r] = watch ? co_await a() : co_await b();', True),
+    ('auto r = co_await (watch ? a() : b());', True),
+    ('const int n = ready ? co_await count() : 0;', True),
+    ('co_return ok ? co_await f() : false;', True),
+    ('auto r = co_await f(watch ? 1 : 2);', False),
+    ('const bool b = co_await probe();\n    const int n = b ? 1 : 2;', False),
+    ('co_return have ? step::evaluate : step::again;', False),
 ]
 
 
