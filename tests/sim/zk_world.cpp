@@ -234,15 +234,25 @@ stat_reply zk_world::set_data(session_id s, const set_data_req& r)
     });
 }
 
+template <class Reply>
+const zk_world::node* zk_world::read(session_id s, const std::string& path, Reply& rep)
+{
+    if ((rep.ec = admit(s, path)))
+        return nullptr;
+    rep.seq = ++seq_;
+    auto it = nodes_.find(path);
+    return it == nodes_.end() ? nullptr : &it->second;
+}
+
 exists_reply zk_world::exists(session_id s, std::string_view path, bool watch)
 {
     exists_reply rep;
     std::string p(path);
-    if ((rep.ec = admit(s, p)))
+    const node* n = read(s, p, rep);
+    if (rep.ec)
         return rep;
-    rep.seq = ++seq_;
-    if (auto it = nodes_.find(p); it != nodes_.end())
-        rep.stat = it->second.stat;
+    if (n)
+        rep.stat = n->stat;
     if (watch)
         data_watches_[p].insert(s);  // also on a missing node: fires on its creation
     return rep;
@@ -252,16 +262,15 @@ data_reply zk_world::get_data(session_id s, std::string_view path, bool watch)
 {
     data_reply rep;
     std::string p(path);
-    if ((rep.ec = admit(s, p)))
+    const node* n = read(s, p, rep);
+    if (rep.ec)
         return rep;
-    rep.seq = ++seq_;
-    auto it = nodes_.find(p);
-    if (it == nodes_.end()) {
+    if (!n) {
         rep.ec = zk_errc::no_node;  // and no watch is left
         return rep;
     }
-    rep.data = it->second.data;
-    rep.stat = it->second.stat;
+    rep.data = n->data;
+    rep.stat = n->stat;
     if (watch)
         data_watches_[p].insert(s);
     return rep;
@@ -271,20 +280,19 @@ children_reply zk_world::get_children(session_id s, std::string_view path, bool 
 {
     children_reply rep;
     std::string p(path);
-    if ((rep.ec = admit(s, p)))
+    const node* n = read(s, p, rep);
+    if (rep.ec)
         return rep;
-    rep.seq = ++seq_;
-    auto it = nodes_.find(p);
-    if (it == nodes_.end()) {
+    if (!n) {
         rep.ec = zk_errc::no_node;
         return rep;
     }
-    rep.children.assign(it->second.children.begin(), it->second.children.end());
+    rep.children.assign(n->children.begin(), n->children.end());
     std::sort(rep.children.begin(), rep.children.end(), [&](const std::string& a, const std::string& b) {
         auto ka = order_key(order_salt_, a), kb = order_key(order_salt_, b);
         return ka != kb ? ka < kb : a < b;
     });
-    rep.stat = it->second.stat;
+    rep.stat = n->stat;
     if (watch)
         child_watches_[p].insert(s);
     return rep;

@@ -228,6 +228,10 @@ private:
     error_code admit(session_id s, const std::string& path, bool sequential = false);
     template <class Reply, class Apply>
     Reply write(session_id s, const std::string& path, bool sequential, Apply apply);
+    // The start of a read: admitted, given its place in the order (seq); the node, or null when
+    // there is none or the read was refused (then rep.ec says why).
+    template <class Reply>
+    const node* read(session_id s, const std::string& path, Reply& rep);
     error_code do_create(session_id s, const create_req& r, std::string& made, std::vector<trigger>& t);
     error_code do_remove(const std::string& path, std::int32_t version, std::vector<trigger>& t,
                          bool only_if_container = false);
