@@ -8,6 +8,9 @@
 #include <zkcoro/queue_order.hpp>
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
+#include <algorithm>
+#include <random>
 
 #include <set>
 #include <string>
@@ -43,6 +46,41 @@ TEST_CASE("sequence sort")
                      "_c_bbb-lock-0000000003", "foreign"});
     CHECK(sequence_key("_c_a-lock-0000000042", "lock-") == "0000000042");
     CHECK(sequence_key("plain", "lock-") == "plain");
+}
+
+// The sorts find each name's key once; the order is the comparator's of Curator's rule, stable,
+// over listings with repeated keys, foreign names and names with the marker twice.
+TEST_CASE("sequence and read-write sorts agree with the rule's comparator on large listings")
+{
+    std::mt19937 rng(36);
+    for (int round = 0; round < 20; ++round) {
+        names n, rw;
+        for (int i = 0; i < 1500; ++i) {
+            const auto seq = fmt::format("{:010}", rng() % 700);  // repeated keys
+            switch (rng() % 4) {
+            case 0: n.push_back(fmt::format("_c_{}-lock-{}", i, seq)); break;
+            case 1: n.push_back(fmt::format("x-lock-{}-lock-{}", i, seq)); break;
+            case 2: n.push_back(fmt::format("foreign-{}", rng() % 50)); break;
+            default: n.push_back(fmt::format("_c_{}-lock-{}", rng() % 3, seq)); break;
+            }
+            rw.push_back(fmt::format("_c_{}-{}{}", i, rng() % 2 ? "__READ__" : "__WRIT__", seq));
+        }
+        auto expected = n;
+        std::stable_sort(expected.begin(), expected.end(), [](const std::string& a, const std::string& b) {
+            return sequence_key(a, "lock-") < sequence_key(b, "lock-");
+        });
+        sort_by_sequence(n, "lock-");
+        REQUIRE(n == expected);
+        auto key = [](const std::string& s) { return std::string_view(s).substr(s.size() - 10); };
+        auto rw_expected = rw;
+        std::stable_sort(rw_expected.begin(), rw_expected.end(), [&](const std::string& a, const std::string& b) {
+            if (key(a) != key(b))
+                return key(a) < key(b);
+            return is_write_node(a) && !is_write_node(b);
+        });
+        sort_read_write(rw);
+        REQUIRE(rw == rw_expected);
+    }
 }
 
 TEST_CASE("read-write sort: one sequence space, a write node before a read node of the same sequence")
