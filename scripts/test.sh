@@ -214,6 +214,8 @@ grep -h '^fault-suite:' build/meson-logs/testlog.txt || true  # the fault suite'
 run_examples build
 stamp "benchmark smoke test (tiny counts; the full run is bash bench/run.sh)"
 limited 240 env BUILD_DIR=build bash bench/run.sh --quick  # about 40 s
+stamp "scale curve smoke test (tiny sizes; the full curves: bash bench/scale.sh)"
+limited 120 env BUILD_DIR=build bash bench/scale.sh --quick  # about 10 s
 
 # The checks that need the normal build only: the consumer checks and the fuzzers. They run in the
 # background, beside the sanitizer build's tests (which mostly wait on servers), with their
