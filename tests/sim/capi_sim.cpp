@@ -135,52 +135,20 @@ void send_events()
     for (auto* zh : s.handles) {
         if (zh->sid == 0)
             continue;
-        for (auto& e : s.world->take_events(zh->sid))
+        for (auto& e : s.world->take_events(zh->sid)) {
+            if (((s.lies & lie_drop_deleted_events) && e.type == watch_event_type::deleted) ||
+                ((s.lies & lie_drop_data_events) && e.type == watch_event_type::data_changed)) {
+                trace(zh, "lie: event on " + e.path + " not delivered");
+                ++s.counts.lies;
+                continue;
+            }
             down(zh, [zh, type = event_type(e.type), path = e.path] {
                 forget_watch(zh, type, path);
                 if (zh->watcher)
                     zh->watcher(zh, type, ZOO_CONNECTED_STATE, path.c_str(), zh->context);
             });
+        }
     }
-}
-
-int rc_of(const error_code& ec)
-{
-    if (!ec)
-        return ZOK;
-    if (ec.category() == zkcoro::make_error_code(zkcoro::zk_errc::no_node).category())
-        return ec.value();
-    return ZBADARGUMENTS;  // the client's own check refused it (invalid path)
-}
-
-Stat to_c(const node_stat& n)
-{
-    Stat r{};
-    r.czxid = n.czxid;
-    r.mzxid = n.mzxid;
-    r.ctime = n.ctime;
-    r.mtime = n.mtime;
-    r.version = n.version;
-    r.cversion = n.cversion;
-    r.aversion = n.aversion;
-    r.ephemeralOwner = n.ephemeral_owner;
-    r.dataLength = n.data_length;
-    r.numChildren = n.num_children;
-    r.pzxid = n.pzxid;
-    return r;
-}
-
-create_mode mode_of(int flags)
-{
-    if (flags == ZOO_CONTAINER)
-        return create_mode::container;
-    if (flags == ZOO_EPHEMERAL_SEQUENTIAL)
-        return create_mode::ephemeral_sequential;
-    if (flags == ZOO_PERSISTENT_SEQUENTIAL)
-        return create_mode::persistent_sequential;
-    if (flags == ZOO_EPHEMERAL)
-        return create_mode::ephemeral;
-    return create_mode::persistent;
 }
 
 void disconnect(zhandle_t* zh);
@@ -392,6 +360,7 @@ bool step()
         auto f = std::move(s.due.begin()->second);
         s.due.erase(s.due.begin());
         f();
+        ++s.counts.steps;
         any = true;
     }
     return any;
@@ -408,7 +377,13 @@ void sim_reset(std::uint64_t seed)
     s.seq = 0;
     s.disconnects_per_s = 0;
     s.break_on_request = 0;
+    s.lies = 0;
     s.counts = {};
+}
+
+void sim_lie(unsigned lies)
+{
+    S().lies = lies;
 }
 
 sim_counts sim_stats()
@@ -452,8 +427,10 @@ bool run_until(boost::asio::io_context& ioc, const std::function<bool()>& done, 
             return false;
         if (ioc.stopped())
             ioc.restart();
-        if (ioc.poll() > 0)
+        if (const auto n = ioc.poll(); n > 0) {
+            s.counts.steps += static_cast<long>(n);
             continue;
+        }
         if (step())
             continue;
         auto next = s.now_ns.load() + 1'000'000;

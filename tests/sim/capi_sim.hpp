@@ -42,8 +42,22 @@ struct sim_counts {
     long expiries = 0;            // sessions the server expired
     long applied_unanswered = 0;  // requests applied whose reply was lost
     long not_applied = 0;         // requests on the wire that never arrived
+    long lies = 0;                // answers or events the simulation falsified (sim_lie)
+    long steps = 0;               // handlers the io_context ran + server events delivered
 };
 sim_counts sim_stats();  // since sim_reset
+// Negative controls (test only): the simulated server breaks ZooKeeper's promises, so that the
+// checkers can be shown to catch what follows. None by default (sim_reset's).
+enum sim_lies : unsigned {
+    // A listing leaves out its lowest-sequence child of another session (1 listing in 3): the
+    // lister believes a predecessor is not there.
+    lie_hide_predecessor = 1,
+    // A node's deletion is never told to a watcher (a waiter's predecessor, a held node).
+    lie_drop_deleted_events = 2,
+    // A node's data change is never told to a watcher (a revocation request).
+    lie_drop_data_events = 4,
+};
+void sim_lie(unsigned lies);
 // Open simulated handles (sessions being connected or connected).
 std::size_t sim_handles();
 

@@ -11,6 +11,68 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <random>
+
+namespace zksim {
+
+void hide_predecessor(zhandle_t* zh, const std::string& parent, std::vector<std::string>& children)
+{
+    auto& s = S();
+    auto lowest = children.end();
+    for (auto it = children.begin(); it != children.end(); ++it) {
+        const auto st = s.world->stat_of(parent + "/" + *it);
+        if (it->size() < 10 || !st || st->ephemeral_owner == zh->sid)
+            continue;
+        if (lowest == children.end() || it->compare(it->size() - 10, 10, *lowest, lowest->size() - 10, 10) < 0)
+            lowest = it;
+    }
+    if (lowest == children.end() || std::uniform_int_distribution<int>(0, 2)(s.rng) != 0)
+        return;
+    trace(zh, "lie: " + *lowest + " left out of the listing");
+    ++s.counts.lies;
+    children.erase(lowest);
+}
+
+int rc_of(const error_code& ec)
+{
+    if (!ec)
+        return ZOK;
+    if (ec.category() == zkcoro::make_error_code(zkcoro::zk_errc::no_node).category())
+        return ec.value();
+    return ZBADARGUMENTS;  // the client's own check refused it (invalid path)
+}
+
+Stat to_c(const node_stat& n)
+{
+    Stat r{};
+    r.czxid = n.czxid;
+    r.mzxid = n.mzxid;
+    r.ctime = n.ctime;
+    r.mtime = n.mtime;
+    r.version = n.version;
+    r.cversion = n.cversion;
+    r.aversion = n.aversion;
+    r.ephemeralOwner = n.ephemeral_owner;
+    r.dataLength = n.data_length;
+    r.numChildren = n.num_children;
+    r.pzxid = n.pzxid;
+    return r;
+}
+
+create_mode mode_of(int flags)
+{
+    if (flags == ZOO_CONTAINER)
+        return create_mode::container;
+    if (flags == ZOO_EPHEMERAL_SEQUENTIAL)
+        return create_mode::ephemeral_sequential;
+    if (flags == ZOO_PERSISTENT_SEQUENTIAL)
+        return create_mode::persistent_sequential;
+    if (flags == ZOO_EPHEMERAL)
+        return create_mode::ephemeral;
+    return create_mode::persistent;
+}
+
+}  // namespace zksim
 
 extern "C" {
 
@@ -230,6 +292,8 @@ int zoo_aget_children2(zhandle_t* zh, const char* path, int watch, strings_stat_
     return zksim::request(
         zh, [zh, p, watch, completion, data]() -> std::function<void()> {
             auto rep = zksim::S().world->get_children(zh->sid, p, watch != 0);
+            if (zksim::S().lies & zksim::lie_hide_predecessor)
+                zksim::hide_predecessor(zh, p, rep.children);
             if (std::getenv("ZKCORO_SIM_CAPI_TRACE")) {
                 std::string l;
                 for (auto& c : rep.children)
