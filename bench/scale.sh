@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# How the cost of one lock grows with its queue (issue 36, curve 1): N waiting tasks, spread over P
-# processes, on one zkcoro::mutex, every task with a node of its own (local handoff off), each
-# acquiring the lock R times and queueing again at once. On the standalone server and on a
-# three-member ensemble, each started here on loopback (tools/zkserver).
+# How the cost of zkcoro's locks grows as the work grows (issue 36), on the standalone server and on
+# a three-member ensemble, each started here on loopback (tools/zkserver). Every task has a node of
+# its own (local handoff off), so that the queues in ZooKeeper are as long as the tasks are many:
+#   waiters    N tasks (1 ... 10 000) in 1, 4 and 16 processes on one lock, each acquiring it R
+#              times and queueing again at once;
+#   locks      50 tasks on L lock paths (10 ... 100 000), one chosen at random per acquisition,
+#              for a fixed time: throughput, client memory, the server's znodes and watches;
+#   processes  1 ... 16 processes of 4 tasks on one lock and on 1 000 locks, for a fixed time:
+#              handoffs per second and each process's share (fairness).
 #
-#   bash bench/scale.sh            the full curve: 1 ... 10 000 waiters in 1, 4 and 16 processes
+#   bash bench/scale.sh            the full curves (about 15 minutes on 2 cores)
 #   bash bench/scale.sh --quick    tiny sizes: a smoke test (the test command runs it), not figures
 #
 # Writes bench/out/scale.txt (one RESULT line a point) and bench/out/scale.svg (log-log, gnuplot).
@@ -13,9 +18,11 @@
 #   bytes_in_per_acq      bytes received: mostly the queue listings, which grow with N
 #   watch_events_per_acq  watch events received (1: only the waiter behind a release is woken)
 #   cpu_us_per_acq        client CPU (user + system of every process)
-#   p50_us, p99_us        handoff: a release to the next grant, across the processes
-# The merge checks that no two holds, in any processes, overlap (CLOCK_MONOTONIC is one clock for
-# the machine), and that every acquisition was made.
+#   p50_us, p99_us        handoff: a release to the next grant of the lock, across the processes
+# and per point: handoffs_per_s, share_min/share_max (of the acquisitions, per process),
+# rss_kb_per_process, and the server's peak znodes and watches (mntr, bench/zk_mntr.py).
+# The merge (bench/scale_merge.py) checks that no two holds of one lock, in any processes,
+# overlap (CLOCK_MONOTONIC is one clock for the machine), and that every acquisition was made.
 #
 # Environment: BUILD_DIR (default build-rel; created with --buildtype=release when missing).
 set -euo pipefail
@@ -24,7 +31,7 @@ quick=0
 for arg in "$@"; do
     case "$arg" in
         --quick) quick=1 ;;
-        -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench/scale.sh: unknown argument '$arg' (usage: bash bench/scale.sh [--quick])" >&2; exit 2 ;;
     esac
 done
@@ -42,8 +49,10 @@ with_server=$build/tools/zkserver/zkcoro-with-server
 
 if (( quick )); then
     sizes="1 10 40" procs="1 2" topologies="standalone" rounds=2
+    lock_counts="10 100" lock_ms=500 proc_counts="1 2" proc_ms=500
 else
     sizes="1 10 100 1000 10000" procs="1 4 16" topologies="standalone ensemble" rounds=2
+    lock_counts="10 100 1000 10000 100000" lock_ms=5000 proc_counts="1 2 4 8 16" proc_ms=5000
 fi
 
 out=$(mktemp -d "${TMPDIR:-/tmp}/zkcoro-scale.XXXXXX")
@@ -52,44 +61,61 @@ mkdir -p bench/out
 results=bench/out/scale.txt
 : > "$results.tmp"
 
-# One point: P processes with N/P tasks each, started together; their PART lines and hold files
-# merged into one RESULT line (appended to $results.tmp by the merge).
+# Runs under zkcoro-with-server, which sets ZK_CONNECT. One point: P processes started together,
+# the server sampled meanwhile; their PART lines, hold files and the server's peaks merged into one
+# RESULT line, appended to the results.
 inner='
     set -euo pipefail
-    bench=$1 out=$2 sizes=$3 procs=$4 rounds=$5 servers=$6 results=$7 root=$8
+    bench=$1 out=$2 results=$3 root=$4 servers=$5
+    sizes=$6 procs=$7 rounds=$8 lock_counts=$9 lock_ms=${10} proc_counts=${11} proc_ms=${12}
+    point() {  # curve processes tasks-per-process locks rounds duration-ms labels
+        local curve=$1 p=$2 per=$3 locks=$4 r=$5 ms=$6 labels=$7
+        local start dir i pid rc=0 sampler pids=()
+        dir=$out/s$servers-$curve-$(echo "$labels" | tr " =" "_-")
+        mkdir -p "$dir"
+        start=$(( $(date +%s%3N) + 1500 + 50 * p ))
+        python3 "$root/bench/zk_mntr.py" "$ZK_CONNECT" > "$dir/server.txt" &
+        sampler=$!
+        for i in $(seq 1 "$p"); do
+            "$bench" --path "/zkcoro-scale/$curve-$locks-$p-$per" --tasks "$per" --rounds "$r" --locks "$locks" \
+                --duration-ms "$ms" --start-at-ms "$start" --id "p$i" --events "$dir/holds-$i.txt" \
+                --time-limit 900 > "$dir/part-$i.txt" &
+            pids+=($!)
+        done
+        for pid in "${pids[@]}"; do wait "$pid" || rc=$?; done
+        kill -TERM "$sampler" 2>/dev/null || true
+        wait "$sampler" || true
+        if (( rc )); then
+            echo "bench/scale.sh: a process of the point $curve $labels failed (exit $rc)" >&2
+            cat "$dir"/part-*.txt >&2
+            exit "$rc"
+        fi
+        python3 "$root/bench/scale_merge.py" "$curve" "$dir" "servers=$servers $labels" "$(cat "$dir/server.txt")" \
+            | tee -a "$results"
+    }
     for n in $sizes; do
         for p in $procs; do
             (( p <= n )) || continue
-            per=$(( n / p ))
-            # The largest queues are drained in one round: two would send N x N x 2 names.
+            # The largest queue is drained in one round: two would send twice 10 000 x 10 000 names.
             r=$rounds
             (( n < 10000 )) || r=1
-            start=$(( $(date +%s%3N) + 1500 + 50 * p ))
-            dir=$out/s$servers-n$n-p$p
-            mkdir -p "$dir"
-            pids=()
-            for i in $(seq 1 "$p"); do
-                "$bench" --path "/zkcoro-scale/n$n-p$p" --tasks "$per" --rounds "$r" --start-at-ms "$start" \
-                    --id "p$i" --events "$dir/holds-$i.txt" --time-limit 900 > "$dir/part-$i.txt" &
-                pids+=($!)
-            done
-            rc=0
-            for pid in "${pids[@]}"; do wait "$pid" || rc=$?; done
-            if (( rc )); then
-                echo "bench/scale.sh: a process of the point waiters=$n processes=$p failed (exit $rc)" >&2
-                cat "$dir"/part-*.txt >&2
-                exit "$rc"
-            fi
-            python3 "$root/bench/scale_merge.py" "$dir" "servers=$servers processes=$p waiters=$n rounds=$r" \
-                | tee -a "$results"
+            point waiters "$p" $(( n / p )) 1 "$r" 0 "processes=$p waiters=$n rounds=$r"
+        done
+    done
+    for l in $lock_counts; do
+        point locks 1 50 "$l" 1 "$lock_ms" "processes=1 tasks=50 locks=$l"
+    done
+    for locks in 1 1000; do
+        for p in $proc_counts; do
+            point processes "$p" 4 "$locks" 1 "$proc_ms" "processes=$p tasks=$(( 4 * p )) locks=$locks"
         done
     done
 '
 for topo in $topologies; do
     if [[ $topo == ensemble ]]; then args=(--ensemble --members 3); servers=3; else args=(); servers=1; fi
-    echo "== $topo: waiters $sizes in processes $procs"
-    "$with_server" "${args[@]}" -- bash -c "$inner" inner "$bench" "$out" "$sizes" "$procs" "$rounds" \
-        "$servers" "$results.tmp" "$root"
+    echo "== $topo: waiters $sizes in processes $procs; locks $lock_counts; processes $proc_counts"
+    "$with_server" "${args[@]}" -- bash -c "$inner" inner "$bench" "$out" "$results.tmp" "$root" "$servers" \
+        "$sizes" "$procs" "$rounds" "$lock_counts" "$lock_ms" "$proc_counts" "$proc_ms"
 done
 mv "$results.tmp" "$results"
 echo "== $results ($( (( quick )) && echo "quick run: a smoke test, not figures" || echo "full run"), $build)"

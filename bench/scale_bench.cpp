@@ -1,17 +1,24 @@
 // How the cost of one lock grows with its queue (issue 36, curve 1): one process of several, with
 // --tasks tasks on ONE lock path, each acquiring it --rounds times, every task with a node of its
 // own (mutex_options::local_handoff off: Curator's behaviour, so that the queue in ZooKeeper is
-// tasks x processes long). A task that releases queues again at once, so the queue stays about as
-// long as there are tasks until the last rounds.
+// tasks x processes long). Tasks enter 20 every 10 ms (2 000/s per process); a task that
+// releases queues again at once, so the queue stays about as long as there are tasks until the
+// last rounds.
+//
+// With --locks L, each acquisition takes one of L paths at random (curves 2 and 3); with
+// --duration-ms, tasks go on until that time has passed (the share of each process is then the
+// fairness figure).
 //
 // Prints one PART line with what this process counted, from the start (--start-at-ms, shared by
 // the processes) to its last release:
-//   PART id=p1 tasks=T rounds=R acquisitions=A requests=Q watch_events=E cpu_us=C bytes_in=B wall_ms=W
+//   PART id=p1 tasks=T rounds=R locks=L duration_ms=D acquisitions=A requests=Q watch_events=E
+//        cpu_us=C bytes_in=B rss_kb=M wall_ms=W
 // requests: sent to the server (zkcoro::client::stats); watch_events: received; cpu_us: user +
 // system CPU of the process; bytes_in: bytes received over TCP (the replies, the queue listings
-// among them). With --events FILE, one line per acquisition, "GRANT_NS RELEASE_NS"
-// (CLOCK_MONOTONIC, shared by the processes of the machine): bench/scale.sh merges the files,
-// checks that no two holds overlap and takes the handoff latency (a release to the next grant).
+// among them); rss_kb: the resident set at the end. With --events FILE, one line per acquisition,
+// "LOCK GRANT_NS RELEASE_NS" (CLOCK_MONOTONIC, shared by the processes of the machine):
+// bench/scale_merge.py merges the files, checks that no two holds of one lock overlap and takes the
+// handoff latency (a release to the next grant of the same lock).
 //
 // Every wait uses the time left of --time-limit as its timeout; a watchdog ends the process after
 // it. The lock's nodes are the library's; the path is the caller's to choose and remove.
@@ -20,6 +27,10 @@
 #include <zkcoro/guard.hpp>
 #include <zkcoro/mutex.hpp>
 #include <zkcoro/path.hpp>
+
+#include <memory>
+#include <random>
+#include <unordered_map>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -41,6 +52,8 @@ struct options {
     std::string events;
     long tasks = 10;
     long rounds = 3;
+    long locks = 1;
+    long duration_ms = 0;
     long start_at_ms = 0;
     long time_limit = 300;
 };
@@ -51,7 +64,12 @@ struct results {
     double cpu_us = 0;
     long long bytes_in = 0;
     double wall_ms = 0;
-    std::vector<std::pair<std::int64_t, std::int64_t>> holds;  // grant, release (ns, monotonic)
+    struct hold {
+        long lock;
+        std::int64_t granted, released;  // ns, CLOCK_MONOTONIC
+    };
+    std::vector<hold> holds;
+    long long rss_kb = 0;
 };
 
 // A comma-separated list of loopback HOST:PORT (a ZooKeeper connect string without chroot).
@@ -90,9 +108,14 @@ options parse(int argc, char** argv)
         ->transform(loopback_list());
     app.add_option("--path", o.path, "The lock path, shared with the other processes")->required();
     app.add_option("--id", o.id, "A name for the PART line (default p1)");
-    app.add_option("--events", o.events, "Writes \"GRANT_NS RELEASE_NS\" per acquisition to this file");
+    app.add_option("--events", o.events, "Writes \"LOCK GRANT_NS RELEASE_NS\" per acquisition to this file");
     zkbench::add_integer(app, "--tasks", o.tasks, 1, 100'000, "T", "Tasks of this process on the lock");
     zkbench::add_integer(app, "--rounds", o.rounds, 1, 10'000, "R", "Acquisitions per task");
+    zkbench::add_integer(app, "--locks", o.locks, 1, 1'000'000, "L",
+                         "Lock paths: 1, --path itself; more, PATH/l0 ... PATH/l<L-1>, one chosen\n"
+                         "at random for each acquisition");
+    zkbench::add_integer(app, "--duration-ms", o.duration_ms, 0, 3'600'000, "MS",
+                         "Acquire until this long has passed instead of --rounds times; 0: rounds");
     zkbench::add_integer(app, "--start-at-ms", o.start_at_ms, 0, 100'000'000'000'000, "EPOCH_MS",
                          "Start time, ms since the epoch; 0: at once");
     zkbench::add_integer(app, "--time-limit", o.time_limit, 1, 86'400, "SECONDS",
@@ -115,7 +138,16 @@ asio::awaitable<void> run(const options& o, results& res)
     co_await zk.async_connect();
     zkcoro::mutex_options mo;
     mo.local_handoff = false;  // a node per task: the queue in ZooKeeper is every task of every process
-    zkcoro::mutex m(zk, o.path, mo);
+    // The mutex objects, made when first used (a service keeps one per lock it takes).
+    std::unordered_map<long, std::unique_ptr<zkcoro::mutex>> mutexes;
+    auto lock_of = [&](long k) -> zkcoro::mutex& {
+        auto& m = mutexes[k];
+        if (!m)
+            m = std::make_unique<zkcoro::mutex>(zk, o.locks == 1 ? o.path : fmt::format("{}/l{}", o.path, k), mo);
+        return *m;
+    };
+    std::mt19937_64 rng(static_cast<std::uint64_t>(::getpid()));
+    std::uniform_int_distribution<long> pick(0, o.locks - 1);
     if (o.start_at_ms > 0) {
         auto wait = std::chrono::system_clock::time_point(std::chrono::milliseconds(o.start_at_ms)) -
                     std::chrono::system_clock::now();
@@ -130,63 +162,86 @@ asio::awaitable<void> run(const options& o, results& res)
     const double cpu0 = zkbench::cpu_us();
     const long long bytes_in0 = tcp_bytes_received();
     const auto t0 = clock_type::now();
-    res.holds.reserve(static_cast<std::size_t>(o.tasks * o.rounds));
+    if (o.duration_ms == 0)
+        res.holds.reserve(static_cast<std::size_t>(o.tasks * o.rounds));
+    const auto end = t0 + std::chrono::milliseconds(o.duration_ms);
+    std::vector<long> inside(static_cast<std::size_t>(o.locks), 0);
 
     auto group = std::make_shared<zkbench::task_group>(ex);
     group->tasks = o.tasks;
-    long inside = 0;
-    for (long t = 0; t < o.tasks; ++t)
+    asio::steady_timer ramp(ex);
+    for (long t = 0; t < o.tasks; ++t) {
+        // Tasks enter 20 every 10 ms: 10 000 entering at once sent the server 10 000 listings of up
+        // to 10 000 names (about 3 GB of replies), more than its heap (the test harness's 256 MB).
+        if (t > 0 && t % 20 == 0) {
+            ramp.expires_after(std::chrono::milliseconds(10));
+            co_await ramp.async_wait(asio::use_awaitable);
+        }
         asio::co_spawn(ex, [&, group]() -> asio::awaitable<void> {
             try {
-                for (long r = 0; r < o.rounds && group->first_error.empty(); ++r) {
+                for (long r = 0; group->first_error.empty(); ++r) {
+                    if (o.duration_ms > 0 ? clock_type::now() >= end || r >= 100'000'000 : r >= o.rounds)
+                        break;
                     zkbench::check_deadline("waiting for the lock");
-                    auto g = co_await m.acquire(zkbench::time_left());
+                    const long k = pick(rng);
+                    auto g = co_await lock_of(k).acquire(zkbench::time_left());
                     if (!g)
                         throw bench_error("acquire timed out (time limit)");
                     const auto granted = monotonic_ns();
-                    if (++inside > 1)
-                        throw bench_error("two tasks of this process held the lock at once");
+                    auto& in = inside[static_cast<std::size_t>(k)];
+                    if (++in > 1)
+                        throw bench_error("two tasks of this process held one lock at once");
                     ++res.acquisitions;
-                    --inside;
+                    --in;
                     const auto released = monotonic_ns();
                     co_await g->release();
-                    res.holds.emplace_back(granted, released);
+                    res.holds.push_back({k, granted, released});
                 }
             } catch (const std::exception& e) {
                 group->error(e.what());
             }
             group->task_done();
         }, asio::detached);
+    }
     co_await group->wait("the waiters");
     res.wall_ms = std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
     res.requests = zk.stats().requests - stats0.requests;
     res.watch_events = zk.stats().watch_events - stats0.watch_events;
     res.cpu_us = zkbench::cpu_us() - cpu0;
     res.bytes_in = tcp_bytes_received() - bytes_in0;
+    res.rss_kb = zkbench::rss_bytes() / 1024;
     if (!group->first_error.empty())
         throw bench_error(group->first_error);
-    // The last process to finish removes the lock path (the others find it still in use).
-    auto [ec] = co_await zk.async_remove(o.path, -1, asio::as_tuple(asio::use_awaitable));
-    if (ec && ec != zkcoro::zk_errc::no_node && ec != zkcoro::zk_errc::not_empty)
-        std::fprintf(stderr, "warning: deleting %s: %s\n", o.path.c_str(), ec.message().c_str());
+    // The last process to finish removes the lock paths (the others find them still in use).
+    mutexes.clear();
+    std::vector<std::string> paths;
+    if (o.locks > 1)
+        for (long k = 0; k < o.locks; ++k)
+            paths.push_back(fmt::format("{}/l{}", o.path, k));
+    paths.push_back(o.path);
+    for (const auto& p : paths) {
+        auto [ec] = co_await zk.async_remove(p, -1, asio::as_tuple(asio::use_awaitable));
+        if (ec && ec != zkcoro::zk_errc::no_node && ec != zkcoro::zk_errc::not_empty)
+            std::fprintf(stderr, "warning: deleting %s: %s\n", p.c_str(), ec.message().c_str());
+    }
 }
 
 int finish(const options& o, const results& res)
 {
-    fmt::print("PART id={} tasks={} rounds={} acquisitions={} requests={} watch_events={} cpu_us={:.0f} bytes_in={} "
-               "wall_ms={:.1f}\n",
-               o.id, o.tasks, o.rounds, res.acquisitions, res.requests, res.watch_events, res.cpu_us, res.bytes_in,
-               res.wall_ms);
+    fmt::print("PART id={} tasks={} rounds={} locks={} duration_ms={} acquisitions={} requests={} watch_events={} "
+               "cpu_us={:.0f} bytes_in={} rss_kb={} wall_ms={:.1f}\n",
+               o.id, o.tasks, o.duration_ms > 0 ? 0 : o.rounds, o.locks, o.duration_ms, res.acquisitions, res.requests,
+               res.watch_events, res.cpu_us, res.bytes_in, res.rss_kb, res.wall_ms);
     if (!o.events.empty()) {
         std::ofstream out(o.events);
-        for (const auto& [g, r] : res.holds)
-            out << g << ' ' << r << '\n';
+        for (const auto& h : res.holds)
+            out << h.lock << ' ' << h.granted << ' ' << h.released << '\n';
         if (!out) {
             std::fprintf(stderr, "zkcoro-scale-bench: could not write %s\n", o.events.c_str());
             return 1;
         }
     }
-    return res.acquisitions == o.tasks * o.rounds ? 0 : 1;
+    return o.duration_ms > 0 || res.acquisitions == o.tasks * o.rounds ? 0 : 1;
 }
 
 }  // namespace

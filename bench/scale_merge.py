@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Merges one point of bench/scale.sh: the PART lines (part-*.txt) and the holds (holds-*.txt,
-"GRANT_NS RELEASE_NS" a line, CLOCK_MONOTONIC) of its processes into one RESULT line.
+"LOCK GRANT_NS RELEASE_NS" a line, CLOCK_MONOTONIC) of its processes into one RESULT line.
 
-Fails (exit 1) if two holds overlap, in one process or across them, or if an acquisition is
-missing. The handoff latency is a release to the next grant, whichever processes they were in.
+Fails (exit 1) if two holds of one lock overlap, in one process or across them, or if an
+acquisition is missing. The handoff latency is a release to the next grant of the same lock,
+whichever processes they were in. EXTRA (the server's counts) is appended as given.
 
-    python3 bench/scale_merge.py DIR "servers=1 processes=4 waiters=100 rounds=2"
+    python3 bench/scale_merge.py waiters DIR "servers=1 processes=4 waiters=100 rounds=2" [EXTRA]
 """
 import glob
 import math
@@ -24,14 +25,20 @@ def parts(directory):
 
 
 def holds(directory):
-    out = []
+    """{lock: [(grant, release)]}, each list sorted."""
+    out = {}
     for name in sorted(glob.glob(os.path.join(directory, "holds-*.txt"))):
         with open(name) as f:
             for line in f:
-                grant, release = line.split()
-                out.append((int(grant), int(release)))
-    out.sort()
+                lock, grant, release = line.split()
+                out.setdefault(lock, []).append((int(grant), int(release)))
+    for hs in out.values():
+        hs.sort()
     return out
+
+
+def rss_kb(p):
+    return int(p.get("rss_kb", 0))
 
 
 def percentile(sorted_values, p):
@@ -42,34 +49,45 @@ def percentile(sorted_values, p):
 
 
 def main():
-    if len(sys.argv) != 3:
-        sys.exit("usage: scale_merge.py DIR LABELS")
-    directory, labels = sys.argv[1], sys.argv[2]
+    if len(sys.argv) not in (4, 5):
+        sys.exit("usage: scale_merge.py CURVE DIR LABELS [EXTRA]")
+    curve, directory, labels = sys.argv[1], sys.argv[2], sys.argv[3]
+    extra = " " + sys.argv[4] if len(sys.argv) == 5 and sys.argv[4] else ""
     ps = parts(directory)
-    hs = holds(directory)
     if not ps:
         sys.exit(f"scale_merge: no PART line in {directory}")
     acquisitions = sum(int(p["acquisitions"]) for p in ps)
+    by_lock = holds(directory)
+    written = sum(len(hs) for hs in by_lock.values())
+    timed = any(int(p.get("duration_ms", 0)) > 0 for p in ps)
     expected = sum(int(p["tasks"]) * int(p["rounds"]) for p in ps)
-    if acquisitions != expected or len(hs) != acquisitions:
-        sys.exit(f"scale_merge: {acquisitions} acquisitions counted, {len(hs)} holds written, {expected} expected")
+    if written != acquisitions or (not timed and acquisitions != expected):
+        sys.exit(f"scale_merge: {acquisitions} acquisitions counted, {written} holds written"
+                 + ("" if timed else f", {expected} expected"))
     handoffs = []
-    for (g1, r1), (g2, _) in zip(hs, hs[1:]):
-        if g2 < r1:
-            sys.exit(f"scale_merge: two holds overlap: one granted at {g2} ns before the one before it "
-                     f"(granted at {g1}) released at {r1}")
-        handoffs.append((g2 - r1) / 1e3)
+    first, last = None, None
+    for lock, hs in by_lock.items():
+        for (g1, r1), (g2, _) in zip(hs, hs[1:]):
+            if g2 < r1:
+                sys.exit(f"scale_merge: two holds of lock {lock} overlap: one granted at {g2} ns before the one "
+                         f"before it (granted at {g1}) released at {r1}")
+            handoffs.append((g2 - r1) / 1e3)
+        first = hs[0][0] if first is None else min(first, hs[0][0])
+        last = hs[-1][1] if last is None else max(last, hs[-1][1])
     handoffs.sort()
-    span_s = (hs[-1][1] - hs[0][0]) / 1e9 if hs else 0.0
+    span_s = (last - first) / 1e9 if acquisitions else 0.0
+    shares = sorted(int(p["acquisitions"]) / acquisitions for p in ps) if acquisitions else [0.0]
 
     def per_acq(key):
         return sum(float(p[key]) for p in ps) / acquisitions
 
-    print(f"RESULT curve=waiters backend=zookeeper {labels} acquisitions={acquisitions} "
+    print(f"RESULT curve={curve} backend=zookeeper {labels} acquisitions={acquisitions} "
           f"requests_per_acq={per_acq('requests'):.2f} watch_events_per_acq={per_acq('watch_events'):.2f} "
           f"bytes_in_per_acq={per_acq('bytes_in'):.0f} cpu_us_per_acq={per_acq('cpu_us'):.1f} "
           f"p50_us={percentile(handoffs, 50):.1f} p99_us={percentile(handoffs, 99):.1f} "
-          f"handoffs_per_s={(len(hs) - 1) / span_s if span_s > 0 else 0.0:.1f}")
+          f"handoffs_per_s={acquisitions / span_s if span_s > 0 else 0.0:.1f} "
+          f"share_min={shares[0]:.4f} share_max={shares[-1]:.4f} "
+          f"rss_kb_per_process={max(rss_kb(p) for p in ps)}{extra}")
 
 
 if __name__ == "__main__":

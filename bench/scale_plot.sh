@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# bench/scale.sh's curves as a picture: four log-log panels (requests, bytes received, client CPU
-# and the handoff's p50, each per acquisition) against the waiters on the lock, one line per
-# number of servers and processes. Needs gnuplot (Debian's gnuplot-nox).
+# bench/scale.sh's curves as a picture: six log-log panels. Waiters on one lock: requests, client
+# CPU and the handoff's p50 per acquisition (one line per servers x processes); locks: handoffs per
+# second, and the client's memory and the server's watches; processes: handoffs per second (one
+# line per servers x locks). Needs gnuplot (Debian's gnuplot-nox).
 #
 #   bash bench/scale_plot.sh bench/out/scale.txt bench/out/scale.svg
 set -euo pipefail
@@ -13,48 +14,60 @@ results=$1 svg=$2
 work=$(mktemp -d "${TMPDIR:-/tmp}/zkcoro-scale-plot.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-# One data file per series: "waiters requests bytes cpu p50" rows, sorted by waiters.
+# One data file per curve and series, "x y1 y2 ..." rows; the series names in <curve>.series.
 awk -v w="$work" '
-    /^RESULT curve=waiters / {
+    /^RESULT / {
         delete f
         for (i = 2; i <= NF; ++i) { eq = index($i, "="); f[substr($i, 1, eq - 1)] = substr($i, eq + 1) }
-        s = "s" f["servers"] "-p" f["processes"]
-        print f["waiters"], f["requests_per_acq"], f["bytes_in_per_acq"], f["cpu_us_per_acq"], f["p50_us"] > (w "/" s ".dat")
-        series[s] = 1
-    }
-    END { for (s in series) print s > (w "/series.txt") }' "$results"
-[[ -s "$work/series.txt" ]] || { echo "bench/scale_plot.sh: no curve=waiters line in $results" >&2; exit 1; }
+        c = f["curve"]
+        if (c == "waiters") {
+            s = f["servers"] " server(s), " f["processes"] " process(es)"
+            row = f["waiters"] " " f["requests_per_acq"] " " f["cpu_us_per_acq"] " " f["p50_us"]
+        } else if (c == "locks") {
+            s = f["servers"] " server(s)"
+            row = f["locks"] " " f["handoffs_per_s"] " " f["rss_kb_per_process"] " " f["server_watches"] " " f["server_znodes"]
+        } else if (c == "processes") {
+            s = f["servers"] " server(s), " f["locks"] " lock(s)"
+            row = f["processes"] " " f["handoffs_per_s"] " " f["share_min"] " " f["share_max"]
+        } else next
+        file = w "/" c "-" s ".dat"
+        gsub(/[ ,()]/, "_", file)
+        print row > file
+        if (!((c, s) in seen)) { seen[c, s] = 1; print s "\t" file > (w "/" c ".series") }
+    }' "$results"
+[[ -s "$work/waiters.series" ]] || { echo "bench/scale_plot.sh: no curve=waiters line in $results" >&2; exit 1; }
 
-plots() {  # column
-    local col=$1 first=1 s
-    for s in $(sort "$work/series.txt"); do
-        sort -n "$work/$s.dat" -o "$work/$s.dat"
+plots() {  # curve column [title suffix]
+    local curve=$1 col=$2 suffix=${3:-} first=1 name file
+    [[ -s "$work/$curve.series" ]] || { echo "1/0 notitle"; return; }
+    while IFS=$'\t' read -r name file; do
+        sort -n "$file" -o "$file"
         (( first )) || printf ', '
         first=0
-        local servers=${s%%-*} procs=${s#*-}
-        printf "'%s' using 1:%s with linespoints title '%s server(s), %s process(es)'" \
-            "$work/$s.dat" "$col" "${servers#s}" "${procs#p}"
-    done
+        printf "'%s' using 1:%s with linespoints title '%s%s'" "$file" "$col" "$name" "$suffix"
+    done < "$work/$curve.series"
 }
 gnuplot <<EOF
-set terminal svg size 1200,900 dynamic font 'sans,11'
+set terminal svg size 1200,1300 dynamic font 'sans,11'
 set output '$svg'
-set multiplot layout 2,2 title 'One zkcoro::mutex, N waiting tasks (a node each): cost per acquisition (bench/scale.sh)'
+set multiplot layout 3,2 title 'zkcoro::mutex as the work grows: a node per task (bench/scale.sh)'
 set logscale xy
 set grid
 set key top left font ',9'
-set xlabel 'waiters on the lock'
-set ylabel 'requests'
+set xlabel 'waiters on one lock'
 set title 'requests to ZooKeeper per acquisition'
-plot $(plots 2)
-set ylabel 'bytes'
-set title 'bytes received per acquisition (the queue listings)'
-plot $(plots 3)
-set ylabel 'microseconds'
-set title 'client CPU per acquisition'
-plot $(plots 4)
-set ylabel 'microseconds'
-set title 'handoff p50 (a release to the next grant)'
-plot $(plots 5)
+plot $(plots waiters 2)
+set title 'client CPU per acquisition, us'
+plot $(plots waiters 3)
+set title 'handoff p50 (a release to the next grant), us'
+plot $(plots waiters 4)
+set xlabel 'lock paths (50 tasks)'
+set title 'acquisitions per second'
+plot $(plots locks 2)
+set title 'client RSS (kB) and the server watches at the peak'
+plot $(plots locks 3 ': RSS kB'), $(plots locks 4 ': watches')
+set xlabel 'processes (4 tasks each)'
+set title 'acquisitions per second'
+plot $(plots processes 2)
 unset multiplot
 EOF
