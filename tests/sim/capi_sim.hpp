@@ -56,6 +56,9 @@ enum sim_lies : unsigned {
     lie_drop_deleted_events = 2,
     // A node's data change is never told to a watcher (a revocation request).
     lie_drop_data_events = 4,
+    // A listing leaves out the lister's own lowest-sequence node (1 listing in 3): the walk, or
+    // the search for a create whose reply was lost, believes its node is not there.
+    lie_hide_own_node = 8,
 };
 void sim_lie(unsigned lies);
 // Open simulated handles (sessions being connected or connected).

@@ -15,13 +15,13 @@
 
 namespace zksim {
 
-void hide_predecessor(zhandle_t* zh, const std::string& parent, std::vector<std::string>& children)
+void hide_child(zhandle_t* zh, const std::string& parent, std::vector<std::string>& children, bool own)
 {
     auto& s = S();
     auto lowest = children.end();
     for (auto it = children.begin(); it != children.end(); ++it) {
         const auto st = s.world->stat_of(parent + "/" + *it);
-        if (it->size() < 10 || !st || st->ephemeral_owner == zh->sid)
+        if (it->size() < 10 || !st || (st->ephemeral_owner == zh->sid) != own)
             continue;
         if (lowest == children.end() || it->compare(it->size() - 10, 10, *lowest, lowest->size() - 10, 10) < 0)
             lowest = it;
@@ -293,7 +293,9 @@ int zoo_aget_children2(zhandle_t* zh, const char* path, int watch, strings_stat_
         zh, [zh, p, watch, completion, data]() -> std::function<void()> {
             auto rep = zksim::S().world->get_children(zh->sid, p, watch != 0);
             if (zksim::S().lies & zksim::lie_hide_predecessor)
-                zksim::hide_predecessor(zh, p, rep.children);
+                zksim::hide_child(zh, p, rep.children, false);
+            if (zksim::S().lies & zksim::lie_hide_own_node)
+                zksim::hide_child(zh, p, rep.children, true);
             if (std::getenv("ZKCORO_SIM_CAPI_TRACE")) {
                 std::string l;
                 for (auto& c : rep.children)

@@ -76,9 +76,10 @@ void connected(zhandle_t* zh);
 // A request: `apply` runs on the server and returns the completion's call (run on the client);
 // `fail` completes it with an error code instead (connection loss, expiry, ZCLOSING).
 int request(zhandle_t* zh, std::function<std::function<void()>()> apply, std::function<void(int)> fail);
-// sim_lie's lie_hide_predecessor: leaves out of `children` (a listing of `parent` for `zh`) the
-// lowest-sequence child of another session, in 1 listing of 3.
-void hide_predecessor(zhandle_t* zh, const std::string& parent, std::vector<std::string>& children);
+// sim_lie's lie_hide_predecessor (`own` false) and lie_hide_own_node (true): leaves out of
+// `children` (a listing of `parent` for `zh`) the lowest-sequence child of another session (of
+// zh's own), in 1 listing of 3.
+void hide_child(zhandle_t* zh, const std::string& parent, std::vector<std::string>& children, bool own);
 int rc_of(const error_code& ec);
 Stat to_c(const node_stat& n);
 create_mode mode_of(int flags);

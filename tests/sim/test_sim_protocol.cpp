@@ -43,6 +43,7 @@ struct scenario {
     // A read-write lock (zkcoro::shared_mutex) instead of a mutex: each process's first task
     // writes, the others read.
     bool read_write = false;
+    unsigned lies = 0;  // a negative control's (zksim::sim_lie)
     double disconnects_per_s = 0;  // faults (zksim::sim_faults)
     double break_on_request = 0;
     int max_hold_us = 3000;
@@ -121,6 +122,7 @@ asio::awaitable<void> task(zkcoro::mutex& m, observed& o, std::uint64_t seed, in
 std::string run_seed(std::uint64_t seed, const scenario& sc, zksim::sweep_totals& sum)
 {
     zksim::sim_processes procs(seed, sc.processes, sc.disconnects_per_s, sc.break_on_request);
+    zksim::sim_lie(sc.lies);
     auto& ioc = procs.ioc;
     observed o;
     std::vector<std::unique_ptr<zkcoro::mutex>> mutexes;
@@ -310,4 +312,23 @@ TEST_CASE("zkcoro::mutex on the simulated ZooKeeper with faults and short deadli
                                   zksim::seeds_of("ZKCORO_SIM_DEADLINE_SEEDS", zksim::first_seeds()), sc);
     CHECK(sum.broke == 0);
     CHECK(sum["timed out"] > 0);  // the case is about them
+}
+
+TEST_CASE("negative control: a listing that hides the lister's own node is caught as one acquisition on two nodes")
+{
+    // The walk (or the search for a lost create) does not see its node, says it vanished and
+    // creates another with the same protected name, leaving the first behind.
+    scenario sc;
+    sc.lies = zksim::lie_hide_own_node;
+    sc.rounds = 2;
+    sc.acquire_timeout = 2s;  // the waits behind an acquisition's own node end sooner
+    const char* env = "ZKCORO_SIM_OWN_CONTROL_SEEDS";
+    // Seeds 1-5 (each waits out its 30 s for the orphans it left: 0.4 s of wall time a seed).
+    const auto sum = zksim::sweep("sim_protocol control (a listing hides our node)", env,
+                                  zksim::seeds_of(env, {1, 2, 3, 4, 5}),
+                                  [&](std::uint64_t seed, zksim::sweep_totals& s) {
+                                      auto why = run_seed(seed, sc, s);
+                                      return why.find("protected name on two nodes") != std::string::npos ? why : std::string();
+                                  }, true);
+    CHECK(sum.broke > 0);
 }
