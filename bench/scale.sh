@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # How the cost of zkcoro's locks grows as the work grows (issue 36), on the standalone server and on
-# a three-member ensemble, each started here on loopback (tools/zkserver). Every task has a node of
+# a three-member ensemble, each started here on loopback (tools/zkserver), and on Redis. Every task has a node of
 # its own (local handoff off), so that the queues in ZooKeeper are as long as the tasks are many:
 #   waiters    N tasks (1 ... 10 000) in 1, 4 and 16 processes on one lock, each acquiring it R
 #              times and queueing again at once;
@@ -8,6 +8,8 @@
 #              for a fixed time: throughput, client memory, the server's znodes and watches;
 #   processes  1 ... 16 processes of 4 tasks on one lock and on 1 000 locks, for a fixed time:
 #              handoffs per second and each process's share (fairness).
+# The same on a redis-server (servers=redis: zkcoro::redis_mutex, up to 1 000 waiters: Redis keeps
+# no queue, so every waiter tries again at each release), with the server's commands counted.
 #
 #   bash bench/scale.sh            the full curves (about 15 minutes on 2 cores)
 #   bash bench/scale.sh --quick    tiny sizes: a smoke test (the test command runs it), not figures
@@ -48,11 +50,17 @@ bench=$build/bench/zkcoro-scale-bench
 with_server=$build/tools/zkserver/zkcoro-with-server
 
 if (( quick )); then
-    sizes="1 10 40" procs="1 2" topologies="standalone" rounds=2
+    sizes="1 10 40" procs="1 2" topologies="standalone redis" rounds=2
     lock_counts="10 100" lock_ms=500 proc_counts="1 2" proc_ms=500
 else
-    sizes="1 10 100 1000 10000" procs="1 4 16" topologies="standalone ensemble" rounds=2
+    sizes="1 10 100 1000 10000" procs="1 4 16" topologies="standalone ensemble redis" rounds=2
     lock_counts="10 100 1000 10000 100000" lock_ms=5000 proc_counts="1 2 4 8 16" proc_ms=5000
+fi
+with_redis=$build/tests/support/redis/zkcoro-with-redis
+if [[ $topologies == *redis* ]] && ! { ninja -C "$build" tests/support/redis/zkcoro-with-redis >/dev/null 2>&1 &&
+                                      [[ -x $with_redis ]] && command -v redis-cli >/dev/null; }; then
+    echo "bench/scale.sh: no Redis curves: zkcoro-with-redis or redis-cli is missing (-Dredis, redis-server)" >&2
+    topologies=${topologies/redis/}
 fi
 
 out=$(mktemp -d "${TMPDIR:-/tmp}/zkcoro-scale.XXXXXX")
@@ -68,23 +76,39 @@ inner='
     set -euo pipefail
     bench=$1 out=$2 results=$3 root=$4 servers=$5
     sizes=$6 procs=$7 rounds=$8 lock_counts=$9 lock_ms=${10} proc_counts=${11} proc_ms=${12}
+    # Redis (servers=redis): the same tasks on zkcoro::redis_mutex; the server counts the commands.
+    redis_commands() {
+        local hostport=${ZKCORO_TEST_REDIS#redis://}
+        hostport=${hostport##*@}
+        redis-cli -h "${hostport%:*}" -p "${hostport##*:}" INFO stats | tr -d "\r" \
+            | sed -n "s/^total_commands_processed://p"
+    }
     point() {  # curve processes tasks-per-process locks rounds duration-ms labels
         local curve=$1 p=$2 per=$3 locks=$4 r=$5 ms=$6 labels=$7
-        local start dir i pid rc=0 sampler pids=()
+        local start dir i pid rc=0 sampler= pids=() backend=() before=0
         dir=$out/s$servers-$curve-$(echo "$labels" | tr " =" "_-")
         mkdir -p "$dir"
         start=$(( $(date +%s%3N) + 1500 + 50 * p ))
-        python3 "$root/bench/zk_mntr.py" "$ZK_CONNECT" > "$dir/server.txt" &
-        sampler=$!
+        if [[ $servers == redis ]]; then
+            backend=(--redis "$ZKCORO_TEST_REDIS")
+            before=$(redis_commands)
+        else
+            python3 "$root/bench/zk_mntr.py" "$ZK_CONNECT" > "$dir/server.txt" &
+            sampler=$!
+        fi
         for i in $(seq 1 "$p"); do
-            "$bench" --path "/zkcoro-scale/$curve-$locks-$p-$per" --tasks "$per" --rounds "$r" --locks "$locks" \
-                --duration-ms "$ms" --start-at-ms "$start" --id "p$i" --events "$dir/holds-$i.txt" \
-                --time-limit 900 > "$dir/part-$i.txt" &
+            "$bench" "${backend[@]}" --path "/zkcoro-scale/$curve-$locks-$p-$per" --tasks "$per" --rounds "$r" \
+                --locks "$locks" --duration-ms "$ms" --entry-per-s $(( 2000 / p )) --start-at-ms "$start" --id "p$i" \
+                --events "$dir/holds-$i.txt" --time-limit 900 > "$dir/part-$i.txt" &
             pids+=($!)
         done
         for pid in "${pids[@]}"; do wait "$pid" || rc=$?; done
-        kill -TERM "$sampler" 2>/dev/null || true
-        wait "$sampler" || true
+        if [[ -n $sampler ]]; then
+            kill -TERM "$sampler" 2>/dev/null || true
+            wait "$sampler" || true
+        else  # less the two INFO queries
+            echo "server_commands=$(( $(redis_commands) - before - 1 ))" > "$dir/server.txt"
+        fi
         if (( rc )); then
             echo "bench/scale.sh: a process of the point $curve $labels failed (exit $rc)" >&2
             cat "$dir"/part-*.txt >&2
@@ -96,6 +120,8 @@ inner='
     for n in $sizes; do
         for p in $procs; do
             (( p <= n )) || continue
+            # Redis keeps no queue: every waiter tries again at each release, N x N commands.
+            [[ $servers != redis ]] || (( n <= 1000 )) || continue
             # The largest queue is drained in one round: two would send twice 10 000 x 10 000 names.
             r=$rounds
             (( n < 10000 )) || r=1
@@ -112,9 +138,13 @@ inner='
     done
 '
 for topo in $topologies; do
-    if [[ $topo == ensemble ]]; then args=(--ensemble --members 3); servers=3; else args=(); servers=1; fi
+    case $topo in
+        ensemble) runner=("$with_server" --ensemble --members 3); servers=3 ;;
+        redis) runner=("$with_redis"); servers=redis ;;
+        *) runner=("$with_server"); servers=1 ;;
+    esac
     echo "== $topo: waiters $sizes in processes $procs; locks $lock_counts; processes $proc_counts"
-    "$with_server" "${args[@]}" -- bash -c "$inner" inner "$bench" "$out" "$results.tmp" "$root" "$servers" \
+    "${runner[@]}" -- bash -c "$inner" inner "$bench" "$out" "$results.tmp" "$root" "$servers" \
         "$sizes" "$procs" "$rounds" "$lock_counts" "$lock_ms" "$proc_counts" "$proc_ms"
 done
 mv "$results.tmp" "$results"

@@ -1,7 +1,7 @@
 // How the cost of one lock grows with its queue (issue 36, curve 1): one process of several, with
 // --tasks tasks on ONE lock path, each acquiring it --rounds times, every task with a node of its
 // own (mutex_options::local_handoff off: Curator's behaviour, so that the queue in ZooKeeper is
-// tasks x processes long). Tasks enter 20 every 10 ms (2 000/s per process); a task that
+// tasks x processes long). Tasks enter --entry-per-s a second; a task that
 // releases queues again at once, so the queue stays about as long as there are tasks until the
 // last rounds.
 //
@@ -27,6 +27,10 @@
 #include <zkcoro/guard.hpp>
 #include <zkcoro/mutex.hpp>
 #include <zkcoro/path.hpp>
+#if ZKCORO_SCALE_REDIS
+#include <zkcoro/redis.hpp>
+#include <zkcoro/redis_mutex.hpp>
+#endif
 
 #include <memory>
 #include <random>
@@ -50,10 +54,12 @@ struct options {
     std::string path;
     std::string id = "p1";
     std::string events;
+    std::string redis;  // a redis:// URL: the Redis lock instead of ZooKeeper's
     long tasks = 10;
     long rounds = 3;
     long locks = 1;
     long duration_ms = 0;
+    long entry_per_s = 2000;
     long start_at_ms = 0;
     long time_limit = 300;
 };
@@ -95,6 +101,24 @@ CLI::Validator loopback_list()
         "", "loopback list");
 }
 
+// A redis:// URL whose HOST:PORT is on loopback (a password before '@' is allowed).
+CLI::Validator redis_loopback()
+{
+    return CLI::Validator(
+        [](std::string& s) -> std::string {
+            constexpr std::string_view scheme = "redis://";
+            if (!s.starts_with(scheme))
+                return fmt::format("expected redis://HOST:PORT, got \"{}\"", s);
+            auto rest = s.substr(scheme.size());
+            if (auto at = rest.rfind('@'); at != std::string::npos)
+                rest = rest.substr(at + 1);
+            if (auto slash = rest.find('/'); slash != std::string::npos)
+                rest = rest.substr(0, slash);
+            return zkbench::loopback_only(zkbench::bracketed_ipv4::accept)(rest);
+        },
+        "", "loopback redis URL");
+}
+
 options parse(int argc, char** argv)
 {
     options o;
@@ -106,7 +130,10 @@ options parse(int argc, char** argv)
     app.add_option("--connect", o.connect, "Loopback ZooKeeper servers, comma-separated (default: $ZK_CONNECT)")
         ->type_name("HOST:PORT[,...]")
         ->transform(loopback_list());
-    app.add_option("--path", o.path, "The lock path, shared with the other processes")->required();
+    app.add_option("--redis", o.redis, "Loopback redis://HOST:PORT: zkcoro::redis_mutex instead of ZooKeeper's")
+        ->type_name("URL")
+        ->check(redis_loopback());
+    app.add_option("--path", o.path, "The lock path (or key), shared with the other processes")->required();
     app.add_option("--id", o.id, "A name for the PART line (default p1)");
     app.add_option("--events", o.events, "Writes \"LOCK GRANT_NS RELEASE_NS\" per acquisition to this file");
     zkbench::add_integer(app, "--tasks", o.tasks, 1, 100'000, "T", "Tasks of this process on the lock");
@@ -116,12 +143,15 @@ options parse(int argc, char** argv)
                          "at random for each acquisition");
     zkbench::add_integer(app, "--duration-ms", o.duration_ms, 0, 3'600'000, "MS",
                          "Acquire until this long has passed instead of --rounds times; 0: rounds");
+    zkbench::add_integer(app, "--entry-per-s", o.entry_per_s, 100, 1'000'000, "N",
+                         "Tasks of this process that start per second (bench/scale.sh: 2000 over\n"
+                         "all the processes of a point)");
     zkbench::add_integer(app, "--start-at-ms", o.start_at_ms, 0, 100'000'000'000'000, "EPOCH_MS",
                          "Start time, ms since the epoch; 0: at once");
     zkbench::add_integer(app, "--time-limit", o.time_limit, 1, 86'400, "SECONDS",
                          "Overall limit; exceeding it is an error");
     zkbench::parse_command_line(app, argc, argv);
-    if (auto problem = zkcoro::check_path(o.path); !problem.ok())
+    if (auto problem = zkcoro::check_path(o.path); o.redis.empty() && !problem.ok())
         throw bench_error(fmt::format("--path: {}", problem.describe(o.path)));
     return o;
 }
@@ -131,34 +161,43 @@ std::int64_t monotonic_ns()
     return std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now().time_since_epoch()).count();
 }
 
-asio::awaitable<void> run(const options& o, results& res)
+// Waits until --start-at-ms (shared by the processes of one point).
+asio::awaitable<void> wait_for_start(const options& o)
+{
+    if (o.start_at_ms <= 0)
+        co_return;
+    auto wait = std::chrono::system_clock::time_point(std::chrono::milliseconds(o.start_at_ms)) -
+                std::chrono::system_clock::now();
+    if (wait > std::chrono::minutes(10))
+        throw bench_error("--start-at-ms is more than 10 minutes away");
+    if (wait > wait.zero()) {
+        asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::duration_cast<clock_type::duration>(wait));
+        co_await t.async_wait(asio::use_awaitable);
+    }
+}
+
+std::string lock_name(const options& o, long k)
+{
+    return o.locks == 1 ? o.path : fmt::format("{}/l{}", o.path, k);
+}
+
+// The tasks on either backend: `make(name)` makes the mutex object of a lock (when first used, as
+// a service keeps one per lock it takes); `counters()` reads the client's {requests, events}.
+template <class Mutex, class Make, class Counters>
+asio::awaitable<void> drive(const options& o, results& res, Make make, Counters counters)
 {
     auto ex = co_await asio::this_coro::executor;
-    zkcoro::client zk(ex, zkbench::client_config(o.connect));
-    co_await zk.async_connect();
-    zkcoro::mutex_options mo;
-    mo.local_handoff = false;  // a node per task: the queue in ZooKeeper is every task of every process
-    // The mutex objects, made when first used (a service keeps one per lock it takes).
-    std::unordered_map<long, std::unique_ptr<zkcoro::mutex>> mutexes;
-    auto lock_of = [&](long k) -> zkcoro::mutex& {
+    std::unordered_map<long, std::unique_ptr<Mutex>> mutexes;
+    auto lock_of = [&](long k) -> Mutex& {
         auto& m = mutexes[k];
         if (!m)
-            m = std::make_unique<zkcoro::mutex>(zk, o.locks == 1 ? o.path : fmt::format("{}/l{}", o.path, k), mo);
+            m = make(lock_name(o, k));
         return *m;
     };
     std::mt19937_64 rng(static_cast<std::uint64_t>(::getpid()));
     std::uniform_int_distribution<long> pick(0, o.locks - 1);
-    if (o.start_at_ms > 0) {
-        auto wait = std::chrono::system_clock::time_point(std::chrono::milliseconds(o.start_at_ms)) -
-                    std::chrono::system_clock::now();
-        if (wait > std::chrono::minutes(10))
-            throw bench_error("--start-at-ms is more than 10 minutes away");
-        if (wait > wait.zero()) {
-            asio::steady_timer t(ex, std::chrono::duration_cast<clock_type::duration>(wait));
-            co_await t.async_wait(asio::use_awaitable);
-        }
-    }
-    const auto stats0 = zk.stats();
+    co_await wait_for_start(o);
+    const auto counts0 = counters();
     const double cpu0 = zkbench::cpu_us();
     const long long bytes_in0 = tcp_bytes_received();
     const auto t0 = clock_type::now();
@@ -171,9 +210,11 @@ asio::awaitable<void> run(const options& o, results& res)
     group->tasks = o.tasks;
     asio::steady_timer ramp(ex);
     for (long t = 0; t < o.tasks; ++t) {
-        // Tasks enter 20 every 10 ms: 10 000 entering at once sent the server 10 000 listings of up
-        // to 10 000 names (about 3 GB of replies), more than its heap (the test harness's 256 MB).
-        if (t > 0 && t % 20 == 0) {
+        // Tasks enter --entry-per-s a second, in steps of 10 ms: 10 000 entering at once sent the
+        // server 10 000 listings of up to 10 000 names (about 3 GB of replies), more than its heap
+        // (the test harness's 256 MB); 8 000 a second (4 processes) did too.
+        const long step = std::max(1L, o.entry_per_s / 100);
+        if (t > 0 && t % step == 0) {
             ramp.expires_after(std::chrono::milliseconds(10));
             co_await ramp.async_wait(asio::use_awaitable);
         }
@@ -205,19 +246,47 @@ asio::awaitable<void> run(const options& o, results& res)
     }
     co_await group->wait("the waiters");
     res.wall_ms = std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
-    res.requests = zk.stats().requests - stats0.requests;
-    res.watch_events = zk.stats().watch_events - stats0.watch_events;
+    const auto counts = counters();
+    res.requests = counts.first - counts0.first;
+    res.watch_events = counts.second - counts0.second;
     res.cpu_us = zkbench::cpu_us() - cpu0;
     res.bytes_in = tcp_bytes_received() - bytes_in0;
     res.rss_kb = zkbench::rss_bytes() / 1024;
     if (!group->first_error.empty())
         throw bench_error(group->first_error);
+}
+
+asio::awaitable<void> run(const options& o, results& res)
+{
+    auto ex = co_await asio::this_coro::executor;
+#if !ZKCORO_SCALE_REDIS
+    if (!o.redis.empty())
+        throw bench_error("--redis: this build has no Redis backend (configured with -Dredis=disabled)");
+#else
+    if (!o.redis.empty()) {
+        // Redis keeps no queue: the waiters of all processes retry on each release's notification,
+        // so the commands per acquisition are the server's to count (bench/scale.sh: INFO stats).
+        zkcoro::redis_client rc(ex, o.redis);
+        zkcoro::redis_mutex_options mo;
+        mo.local_handoff = false;  // every task competes on the server, as every ZooKeeper task queues
+        co_await drive<zkcoro::redis_mutex>(
+            o, res, [&](std::string key) { return std::make_unique<zkcoro::redis_mutex>(rc, std::move(key), mo); },
+            [] { return std::pair<std::uint64_t, std::uint64_t>{0, 0}; });
+        co_return;
+    }
+#endif
+    zkcoro::client zk(ex, zkbench::client_config(o.connect));
+    co_await zk.async_connect();
+    zkcoro::mutex_options mo;
+    mo.local_handoff = false;  // a node per task: the queue in ZooKeeper is every task of every process
+    co_await drive<zkcoro::mutex>(
+        o, res, [&](std::string path) { return std::make_unique<zkcoro::mutex>(zk, std::move(path), mo); },
+        [&] { return std::pair<std::uint64_t, std::uint64_t>{zk.stats().requests, zk.stats().watch_events}; });
     // The last process to finish removes the lock paths (the others find them still in use).
-    mutexes.clear();
     std::vector<std::string> paths;
     if (o.locks > 1)
         for (long k = 0; k < o.locks; ++k)
-            paths.push_back(fmt::format("{}/l{}", o.path, k));
+            paths.push_back(lock_name(o, k));
     paths.push_back(o.path);
     for (const auto& p : paths) {
         auto [ec] = co_await zk.async_remove(p, -1, asio::as_tuple(asio::use_awaitable));

@@ -53,6 +53,7 @@ def main():
         sys.exit("usage: scale_merge.py CURVE DIR LABELS [EXTRA]")
     curve, directory, labels = sys.argv[1], sys.argv[2], sys.argv[3]
     extra = " " + sys.argv[4] if len(sys.argv) == 5 and sys.argv[4] else ""
+    server = dict(kv.split("=", 1) for kv in extra.split())
     ps = parts(directory)
     if not ps:
         sys.exit(f"scale_merge: no PART line in {directory}")
@@ -81,13 +82,16 @@ def main():
     def per_acq(key):
         return sum(float(p[key]) for p in ps) / acquisitions
 
-    print(f"RESULT curve={curve} backend=zookeeper {labels} acquisitions={acquisitions} "
+    backend = "redis" if labels.split()[0] == "servers=redis" else "zookeeper"
+    print(f"RESULT curve={curve} backend={backend} {labels} acquisitions={acquisitions} "
           f"requests_per_acq={per_acq('requests'):.2f} watch_events_per_acq={per_acq('watch_events'):.2f} "
           f"bytes_in_per_acq={per_acq('bytes_in'):.0f} cpu_us_per_acq={per_acq('cpu_us'):.1f} "
           f"p50_us={percentile(handoffs, 50):.1f} p99_us={percentile(handoffs, 99):.1f} "
           f"handoffs_per_s={acquisitions / span_s if span_s > 0 else 0.0:.1f} "
           f"share_min={shares[0]:.4f} share_max={shares[-1]:.4f} "
-          f"rss_kb_per_process={max(rss_kb(p) for p in ps)}{extra}")
+          f"rss_kb_per_process={max(rss_kb(p) for p in ps)}{extra}"
+          + (f" server_commands_per_acq={int(server['server_commands']) / acquisitions:.2f}"
+             if "server_commands" in server and acquisitions else ""))
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# bench/scale.sh's curves as a picture: six log-log panels. Waiters on one lock: requests, client
-# CPU and the handoff's p50 per acquisition (one line per servers x processes); locks: handoffs per
-# second, and the client's memory and the server's watches; processes: handoffs per second (one
-# line per servers x locks). Needs gnuplot (Debian's gnuplot-nox).
+# bench/scale.sh's curves as a picture: six log-log panels. Waiters on one lock: requests (Redis:
+# the server's commands), client CPU and the handoff's p50 per acquisition (one line per servers
+# x processes); locks: handoffs per second, and the client's memory and the server's watches;
+# processes: handoffs per second (one line per servers x locks). Needs gnuplot (gnuplot-nox).
 #
 #   bash bench/scale_plot.sh bench/out/scale.txt bench/out/scale.svg
 set -euo pipefail
@@ -20,14 +20,18 @@ awk -v w="$work" '
         delete f
         for (i = 2; i <= NF; ++i) { eq = index($i, "="); f[substr($i, 1, eq - 1)] = substr($i, eq + 1) }
         c = f["curve"]
+        redis = f["servers"] == "redis"
+        where = redis ? "Redis" : (f["servers"] == 1 ? "1 ZooKeeper" : f["servers"] " ZooKeepers")
+        # Redis: the commands the server counted (the client keeps no count).
+        requests = redis ? f["server_commands_per_acq"] : f["requests_per_acq"]
         if (c == "waiters") {
-            s = f["servers"] " server(s), " f["processes"] " process(es)"
-            row = f["waiters"] " " f["requests_per_acq"] " " f["cpu_us_per_acq"] " " f["p50_us"]
+            s = where ", " f["processes"] " process(es)"
+            row = f["waiters"] " " requests " " f["cpu_us_per_acq"] " " f["p50_us"]
         } else if (c == "locks") {
-            s = f["servers"] " server(s)"
-            row = f["locks"] " " f["handoffs_per_s"] " " f["rss_kb_per_process"] " " f["server_watches"] " " f["server_znodes"]
+            s = where
+            row = f["locks"] " " f["handoffs_per_s"] " " f["rss_kb_per_process"] " " (redis ? "NaN" : f["server_watches"]) " " f["server_znodes"]
         } else if (c == "processes") {
-            s = f["servers"] " server(s), " f["locks"] " lock(s)"
+            s = where ", " f["locks"] " lock(s)"
             row = f["processes"] " " f["handoffs_per_s"] " " f["share_min"] " " f["share_max"]
         } else next
         file = w "/" c "-" s ".dat"
@@ -55,7 +59,7 @@ set logscale xy
 set grid
 set key top left font ',9'
 set xlabel 'waiters on one lock'
-set title 'requests to ZooKeeper per acquisition'
+set title 'requests per acquisition (Redis: commands the server ran)'
 plot $(plots waiters 2)
 set title 'client CPU per acquisition, us'
 plot $(plots waiters 3)
