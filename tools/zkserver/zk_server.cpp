@@ -623,6 +623,30 @@ std::string zk_server::four_letter(std::string_view cmd, std::chrono::millisecon
 // ---------------------------------------------------------------------------
 // zk_ensemble
 
+namespace {
+
+// The zoo.cfg of an ensemble member; with opts.reconfig the member list goes to `dynamic`
+// (written beside zoo.cfg as zoo.cfg.dynamic), else into zoo.cfg itself.
+std::string member_config(const server_options& o, const fs::path& dir, const std::string& servers) {
+    std::string cfg = common_config(o, dir / "data");
+    cfg += "initLimit=10\nsyncLimit=5\n";
+    // Fail fast on a paused or dead peer instead of the 5 s default.
+    cfg += "cnxTimeout=1000\n";
+    // Re-election notifications back off up to 60 s by default; cap it.
+    cfg += "fastleader.maxNotificationInterval=1000\n";
+    if (o.reconfig) {
+        cfg += "reconfigEnabled=true\nstandaloneEnabled=false\nskipACL=yes\n";
+        cfg += fmt::format("dynamicConfigFile={}\n", (dir / "zoo.cfg.dynamic").string());
+        write_file(dir / "zoo.cfg.dynamic", servers);
+    } else {
+        cfg += servers;
+    }
+    cfg += extra_lines(o);
+    return cfg;
+}
+
+}  // namespace
+
 zk_ensemble::zk_ensemble(int members, server_options opts) : opts_(std::move(opts)) {
     if (members < 1 || members > 9) throw std::invalid_argument("zktest: ensemble size must be 1..9");
     root_ = make_temp_dir("zktest-ensemble-");
@@ -630,32 +654,27 @@ zk_ensemble::zk_ensemble(int members, server_options opts) : opts_(std::move(opt
         const auto n = static_cast<std::size_t>(members);
         // Client, quorum and election port for each member, all picked
         // before any JVM starts.
-        std::vector<std::array<std::uint16_t, 3>> ports(n);
-        std::vector<std::uint16_t> taken;
-        for (auto& p : ports)
+        ports_.resize(n);
+        for (auto& p : ports_)
             for (auto& one : p) {
                 // free_loopback_port() can hand out the same port twice once
                 // it is closed again; retry until distinct.
                 do one = free_loopback_port();
-                while (std::find(taken.begin(), taken.end(), one) != taken.end());
-                taken.push_back(one);
+                while (std::find(taken_.begin(), taken_.end(), one) != taken_.end());
+                taken_.push_back(one);
             }
         std::string servers;
         for (std::size_t i = 0; i < n; ++i)
-            servers += fmt::format("server.{}=127.0.0.1:{}:{};127.0.0.1:{}\n", i + 1, ports[i][1], ports[i][2],
-                                   ports[i][0]);
+            servers += (opts_.reconfig ? member_spec(static_cast<int>(i))
+                                       : fmt::format("server.{}=127.0.0.1:{}:{};127.0.0.1:{}", i + 1, ports_[i][1],
+                                                     ports_[i][2], ports_[i][0])) +
+                       "\n";
         for (std::size_t i = 0; i < n; ++i) {
             const fs::path dir = fs::path(root_) / fmt::format("member{}", i);
-            std::string cfg = common_config(opts_, dir / "data");
-            cfg += "initLimit=10\nsyncLimit=5\n";
-            // Fail fast on a paused or dead peer instead of the 5 s default.
-            cfg += "cnxTimeout=1000\n";
-            // Re-election notifications back off up to 60 s by default; cap it.
-            cfg += "fastleader.maxNotificationInterval=1000\n";
-            cfg += servers;
-            cfg += extra_lines(opts_);
+            fs::create_directories(dir);
+            std::string cfg = member_config(opts_, dir, servers);
             members_.push_back(
-                std::make_unique<server_process>(dir.string(), ports[i][0], cfg, static_cast<int>(i) + 1));
+                std::make_unique<server_process>(dir.string(), ports_[i][0], cfg, static_cast<int>(i) + 1));
         }
         // All JVMs start at once, then one wait: start-up costs one JVM start.
         for (auto& m : members_) m->start();
@@ -779,6 +798,68 @@ void zk_ensemble::wait_for_quorum(std::chrono::seconds timeout) const {
 
 std::string zk_ensemble::four_letter(int i, std::string_view cmd, std::chrono::milliseconds timeout) const {
     return zktest::four_letter(member_port(i), cmd, timeout);
+}
+
+int zk_ensemble::member_id(int i) const {
+    check_index(i);
+    return i + 1;
+}
+
+std::string zk_ensemble::member_spec(int i, std::string_view role) const {
+    // Not check_index: the constructor asks before the member exists.
+    if (i < 0 || static_cast<std::size_t>(i) >= ports_.size())
+        throw std::out_of_range(fmt::format("zktest: no ensemble member {}", i));
+    const auto& p = ports_[static_cast<std::size_t>(i)];
+    return fmt::format("server.{}=127.0.0.1:{}:{}:{};127.0.0.1:{}", i + 1, p[1], p[2], role, p[0]);
+}
+
+int zk_ensemble::add_member(const std::vector<int>& current) {
+    if (!opts_.reconfig) throw std::logic_error("zktest: add_member needs server_options::reconfig");
+    // Server ids 1..N; ZooKeeper takes up to 255, the ports and JVMs are the limit here.
+    if (size() >= 16) throw std::invalid_argument("zktest: at most 16 members, added ones included");
+    const int i = size();
+    std::array<std::uint16_t, 3> p{};
+    for (auto& one : p) {
+        do one = free_loopback_port();
+        while (std::find(taken_.begin(), taken_.end(), one) != taken_.end());
+        taken_.push_back(one);
+    }
+    ports_.push_back(p);
+    try {
+        std::string servers;
+        for (int c : current) {
+            check_index(c);
+            servers += member_spec(c) + "\n";
+        }
+        servers += member_spec(i, "observer") + "\n";
+        const fs::path dir = fs::path(root_) / fmt::format("member{}", i);
+        fs::create_directories(dir);
+        std::string cfg = member_config(opts_, dir, servers);
+        members_.push_back(std::make_unique<server_process>(dir.string(), p[0], cfg, i + 1));
+    } catch (...) {
+        ports_.pop_back();
+        throw;
+    }
+    auto& m = *members_.back();
+    m.start();
+    wait_ready({&m}, true, true, opts_.start_timeout);
+    return i;
+}
+
+void zk_ensemble::wait_serving(int i, std::chrono::seconds timeout) const {
+    check_index(i);
+    const auto& m = *members_[static_cast<std::size_t>(i)];
+    const auto deadline = steady::now() + timeout;
+    for (;;) {
+        if (m.has_exited())
+            throw std::runtime_error(m.failure_report(fmt::format("zktest: member {} exited", i)));
+        auto mode = m.serving_mode(300ms);
+        if (mode == "leader" || mode == "follower" || mode == "observer") return;
+        if (steady::now() >= deadline)
+            throw std::runtime_error(m.failure_report(
+                fmt::format("zktest: member {} (port {}) not serving after {} s", i, m.port(), timeout.count())));
+        std::this_thread::sleep_for(50ms);
+    }
 }
 
 }  // namespace zktest

@@ -10,6 +10,7 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -31,6 +32,13 @@ struct server_options {
     std::chrono::seconds stop_timeout{10};
     // Extra `key=value` lines appended to the generated zoo.cfg.
     std::vector<std::string> extra_config{};
+    // zk_ensemble only: dynamic reconfiguration (ZooKeeper 3.5+). zoo.cfg gets
+    // reconfigEnabled=true, standaloneEnabled=false and skipACL=yes (anyone may
+    // reconfig), and the member list goes to a dynamicConfigFile as
+    // `server.N=127.0.0.1:QUORUM:ELECTION:participant;127.0.0.1:CLIENT` lines.
+    // Members can then be added (zk_ensemble::add_member) and removed with a
+    // `reconfig` request (the C client's zoo_areconfig, or zkCli's reconfig).
+    bool reconfig = false;
 };
 
 // Sends a ZooKeeper four-letter word to 127.0.0.1:port and returns the whole
@@ -120,11 +128,31 @@ public:
     std::string four_letter(int i, std::string_view cmd,
                             std::chrono::milliseconds timeout = std::chrono::milliseconds{2000}) const;
 
+    // --- Dynamic reconfiguration (server_options::reconfig) ---
+    // Member i's server id in the ZooKeeper configuration (i + 1).
+    int member_id(int i) const;
+    // Member i's line, as in a dynamic config file and in a reconfig's joining
+    // list: "server.N=127.0.0.1:QUORUM:ELECTION:ROLE;127.0.0.1:CLIENT".
+    std::string member_spec(int i, std::string_view role = "participant") const;
+    // Starts a new member (its index is returned: size() before the call) that is
+    // not in the configuration yet: its dynamic config lists the members `current`
+    // (indices, as participants) and itself as an observer, as the ZooKeeper
+    // reconfig documentation describes for a joining server. Waits until the
+    // process answers ruok; it becomes a voting member once a reconfig adds it
+    // (joining: member_spec(i)). Needs server_options::reconfig.
+    int add_member(const std::vector<int>& current);
+    // Waits until member i serves (leader, follower or observer); throws with its
+    // log's tail on timeout.
+    void wait_serving(int i, std::chrono::seconds timeout) const;
+
 private:
     void check_index(int i) const;
     server_options opts_;
     std::string root_;
     std::vector<std::unique_ptr<detail::server_process>> members_;
+    // Client, quorum and election port of each member, and every port handed out.
+    std::vector<std::array<std::uint16_t, 3>> ports_;
+    std::vector<std::uint16_t> taken_;
 };
 
 }  // namespace zktest
