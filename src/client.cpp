@@ -64,8 +64,9 @@ std::chrono::steady_clock::time_point client::last_heard() const noexcept
 }
 client::counters client::stats() const noexcept
 {
-    return {impl_->requests_sent.load(), impl_->watch_events.load()};
+    return {impl_->requests_sent.load(), impl_->watch_events.load(), impl_->ensemble_changes.load()};
 }
+std::vector<std::string> client::servers() const { return impl_->servers(); }
 
 void client::log(log_level level, std::string_view message) const { impl_->log(level, std::string(message)); }
 

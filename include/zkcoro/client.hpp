@@ -276,9 +276,16 @@ public:
     struct counters {
         std::uint64_t requests = 0;  ///< requests sent to the server
         std::uint64_t watch_events = 0;  ///< watch events received
+        /// Member lists read from the ensemble's configuration that differed from the one in use
+        /// (client_config::follow_ensemble).
+        std::uint64_t ensemble_changes = 0;
     };
     /// The counters since the client was made.
     counters stats() const noexcept;
+    /// The servers ("address:port") the client connects to: the connect string's hosts resolved,
+    /// or, once it follows a reconfigured ensemble (client_config::follow_ensemble), the members
+    /// the ensemble's configuration lists. Empty before the first connect.
+    std::vector<std::string> servers() const;
 
 private:
     friend struct detail::access;

@@ -88,6 +88,30 @@ struct client_config {
 
     /// Re-attach to an existing session instead of creating one (tests, hand-over).
     std::optional<session_credentials> resume_session{};
+
+    /// Follow the ensemble as it is reconfigured (ZooKeeper 3.5+ dynamic reconfiguration), as
+    /// Curator's EnsembleTracker does. On (the default), the client reads `/zookeeper/config`
+    /// (outside any chroot) with a watch at each connection and at each change, and connects to
+    /// the members it lists (participants and observers, at their client addresses; host names
+    /// resolved like the connect string's) instead of the connect string's hosts, keeping the
+    /// connect string's chroot: a long-running client keeps reaching the ensemble after every
+    /// member it was started with has been replaced, and a new session after an expiry starts
+    /// from the members last read.
+    ///
+    /// \par What a change does
+    /// The session stays where it is while its server is still a member; when members were added
+    /// it moves with probability 1 - old count / new count, to spread the sessions (ZooKeeper's
+    /// own rule). When its server left the ensemble the client moves at once to a member of the
+    /// new list, with the same session: requests in flight fail with a connection loss, as at any
+    /// failover, and a held lock is not lost (its lost policy judges the disconnection). Each
+    /// change is logged at info level and counted (client::counters::ensemble_changes);
+    /// client::servers() shows the list in use.
+    ///
+    /// A static configuration (`version=0`: the servers run without `reconfigEnabled`) and a
+    /// standalone server are not followed: the connect string is used as given. Off: the connect
+    /// string is used as given in every case (after the last of its members has left the ensemble
+    /// the session cannot reconnect, and expires).
+    bool follow_ensemble = true;
 };
 
 /// Checks the values of a configuration: connect string syntax (each host:port, port 1-65535,

@@ -183,6 +183,8 @@ client_impl::~client_impl()
 {
     // close() already retired the handle; this only covers a client never closed.
     if (zh_) {
+        zk_guard g(nullptr);
+        detach_ensemble_read();
         zoo_set_context(zh_, nullptr);
         zoo_set_log_callback(zh_, &discard_log);
         handle_closer::instance().submit(zh_, nullptr);
@@ -214,6 +216,11 @@ void client_impl::log_thunk(const char* message)
         level = log_level::warn;
     else if (m.find("ZOO_INFO@") != std::string_view::npos)
         level = log_level::info;
+    // The watch on /zookeeper/config of a client with a chroot (driver/ensemble.cpp): the library
+    // finds the event's path outside the chroot and says so at error level; it is expected.
+    if (level == log_level::error && m.find("server path " ZOO_CONFIG_NODE " does not include chroot path") !=
+                                         std::string_view::npos)
+        level = log_level::debug;
     self->log(level, std::string(m));
 }
 
@@ -260,6 +267,19 @@ void client_impl::begin_handle()
 {
     if (resolving_)
         return;
+    if (cfg.follow_ensemble && !ensemble_addresses_.empty()) {
+        // After an expiry: the ensemble as last read (driver/ensemble.cpp), not the connect
+        // string, whose members may all be gone by now.
+        servers_pending_.clear();
+        servers_in_use_ = ensemble_addresses_;
+        server_count_ = servers_in_use_.size();
+        std::string hosts;
+        for (const auto& a : servers_in_use_)
+            hosts += (hosts.empty() ? "" : ",") + a;
+        log(log_level::info, fmt::format("ZooKeeper servers in use: {} (ensemble version {})", hosts,
+                                         ensemble_version_));
+        return start_handle(hosts + spec_.chroot);
+    }
     auto r = std::make_shared<resolution>();
     r->addresses.resize(spec_.hosts.size());
     for (std::size_t i = 0; i < spec_.hosts.size(); ++i)
@@ -311,6 +331,10 @@ void client_impl::on_resolved()
                 hosts += (hosts.empty() ? "" : ",") + a;
             }
     server_count_ = seen.size();
+    servers_in_use_ = seen;
+    servers_pending_.clear();
+    if (!hosts.empty())
+        log(log_level::info, fmt::format("ZooKeeper servers in use: {}", hosts));
     for (const auto& f : r->failures)
         log(hosts.empty() ? log_level::error : log_level::warn,
             fmt::format("cannot resolve the ZooKeeper host {}", f));
@@ -367,6 +391,7 @@ void client_impl::start_handle(const std::string& hosts)
     // (getaddrinfo, /dev/urandom, ~10 system calls): measured as half of the client's CPU per
     // request. Resolve on connection loss only.
     zoo_set_servers_resolution_delay(zh_, -1);
+    ensemble_read_ = nullptr;
     established_ = false;
     steered_ = false;
     attempt_.clear();
@@ -432,6 +457,7 @@ void client_impl::retire_handle(std::function<void(int)> done)
     timer_.cancel();
     ++timer_gen_;
     timer_pending_ = false;
+    detach_ensemble_read();
     zoo_set_context(zh_, nullptr);
     zoo_set_log_callback(zh_, &discard_log);
     handle_closer::instance().submit(zh_, std::move(done));

@@ -29,12 +29,14 @@
 #include <zookeeper/zookeeper.h>
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
@@ -48,6 +50,7 @@ namespace zkcoro::detail {
 std::recursive_mutex& zk_mutex() noexcept;
 
 class client_impl;
+struct ensemble_read;  // driver/ensemble.cpp
 
 // Holds zk_mutex; when the outermost holder on this thread lets go, log lines collected while it
 // was held are handed to the client's sink, with no lock held.
@@ -130,6 +133,11 @@ public:
     std::atomic<std::uint64_t> requests_sent{0};
     std::atomic<std::uint64_t> watch_events{0};
     std::atomic<std::uint64_t> connections{0};  // connections established (access::connections)
+    std::atomic<std::uint64_t> ensemble_changes{0};  // member lists learnt from /zookeeper/config
+
+    // The addresses ("addr:port") the C library connects to: the connect string's, or the
+    // ensemble's once followed (driver/ensemble.cpp).
+    std::vector<std::string> servers() const;
 
     session_credentials credentials() const;
     std::string connected_server() const;
@@ -168,6 +176,17 @@ private:
     void steer_next_server();
     void note_attempt(int interest_rc);
     void on_established();
+
+    // Following the ensemble (driver/ensemble.cpp): /zookeeper/config read with a watch at each
+    // connection and each change, its member list resolved, and handed to the library.
+    void read_ensemble();
+    void on_ensemble_read(int rc, std::string_view data);
+    void on_ensemble_resolved(std::vector<std::string> addresses, std::string version, std::string summary);
+    void apply_pending_servers();
+    void leave_if_not_member();
+    std::string connected_address() const;
+    void detach_ensemble_read() noexcept;  // before the handle goes to the closer
+    friend struct ensemble_read;
 
     zhandle_t* zh_ = nullptr;
     session_fsm fsm_;
@@ -218,6 +237,18 @@ private:
     asio::steady_timer ping_timer_;
     std::uint64_t ping_gen_ = 0;
     std::int64_t ping_sent_ns_ = 0;  // our ping in flight since then (0: none)
+
+    // The ensemble as followed (driver/ensemble.cpp). servers_in_use_: what the library has;
+    // servers_pending_: a newer list, handed to the library before it picks its next address
+    // (zoo_set_servers while it has no connection: see apply_pending_servers).
+    std::vector<std::string> servers_in_use_;
+    std::vector<std::string> servers_pending_;
+    std::vector<std::string> ensemble_addresses_;  // the last list learnt (for a new handle)
+    std::string ensemble_version_;                 // its version ("" none yet)
+    std::chrono::steady_clock::time_point pending_since_{};
+    ensemble_read* ensemble_read_ = nullptr;  // in flight on zh_; detached when retired
+    std::uint64_t ensemble_resolve_gen_ = 0;
+    std::size_t forced_moves_ = 0;  // leave_if_not_member's moves in a row
 
     asio::steady_timer timer_;
     std::uint64_t timer_gen_ = 0;

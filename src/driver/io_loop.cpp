@@ -36,8 +36,10 @@ void client_impl::rearm()
 {
     if (!zh_ || closed_)
         return;
-    if (in_library_ == 0)
+    if (in_library_ == 0) {
+        apply_pending_servers();  // a new member list (driver/ensemble.cpp), before the next pick
         steer_next_server();
+    }
     int fd = -1, interest = 0;
     timeval tv{};
     ++in_library_;

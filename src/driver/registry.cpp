@@ -129,6 +129,8 @@ void client_impl::on_watch_event(int type, const char* path)
     ++delivered_;
     if (!path)
         return;
+    if (type == ZOO_CHANGED_EVENT && std::string_view(path) == ZOO_CONFIG_NODE)
+        read_ensemble();  // the ensemble was reconfigured (driver/ensemble.cpp)
     watch_event ev;
     ev.path = path;
     bool data = false, child = false;

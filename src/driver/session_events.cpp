@@ -138,6 +138,9 @@ void client_impl::on_session_event(int state)
         cleanup_paths_.clear();
         for (auto& p : paths)
             cleanup_node(std::move(p));
+        // The ensemble's member list, at every connection: it may have changed while away.
+        read_ensemble();
+        leave_if_not_member();
     } else if (ev == zk_session_event::auth_failed) {
         for (auto& w : connect_waiters_)
             w.op->complete(client_errc::auth_failed);
