@@ -23,6 +23,7 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
@@ -113,7 +114,13 @@ struct counts {
     int granted = 0;
     int timeouts = 0;
     int failed = 0;
-    int done = 0;  // tasks ended
+    int done = 0;                          // tasks ended
+    std::map<std::string, int> failures;  // by the error's message
+    void fail(const boost::system::system_error& e)
+    {
+        ++failed;
+        ++failures[e.code().message()];
+    }
 };
 
 inline asio::awaitable<void> hold_for(std::mt19937_64& rng, int max_us)
@@ -147,6 +154,16 @@ inline std::string end_of_run(zksim::sim_processes& procs, const std::vector<std
     return why;
 }
 
+// ZKCORO_SIM_STRICT=1 (looking for a seed): an acquisition that failed breaks the seed too.
+inline std::string strict(const counts& c)
+{
+    std::string why;
+    if (std::getenv("ZKCORO_SIM_STRICT"))
+        for (auto& [what, n] : c.failures)
+            why += fmt::format(" {} acquisitions failed: {};", n, what);
+    return why;
+}
+
 inline std::string verdict(zksim::sim_processes& procs, const std::string& why)
 {
     if (why.empty())
@@ -159,6 +176,8 @@ inline void add(zksim::sweep_totals& sum, const counts& c, const tally& t, zksim
     sum.counts["granted"] += c.granted;
     sum.counts["timed out"] += c.timeouts;
     sum.counts["failed"] += c.failed;
+    for (auto& [what, n] : c.failures)
+        sum.counts["failed: " + what] += n;
     sum.counts["lost"] += t.losses;
     sum.counts["granted already lost"] += t.granted_lost;
     sum.mix(static_cast<std::uint64_t>(procs.elapsed().count()));

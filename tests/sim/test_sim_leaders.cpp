@@ -26,8 +26,8 @@ asio::awaitable<void> latch_task(zkcoro::client& cl, int p, tally& t, counts& c,
         std::optional<zkcoro::leadership> l;
         try {
             l = co_await latch.await_leadership(10s);
-        } catch (const boost::system::system_error&) {
-            ++c.failed;
+        } catch (const boost::system::system_error& e) {
+            c.fail(e);
         }
         if (l) {
             ++c.granted;
@@ -95,6 +95,7 @@ std::string run_latch(std::uint64_t seed, const faults& f, zksim::sweep_totals& 
     for (auto& l : latches)
         if (l)
             l->close();
+    why += strict(c);
     why += end_of_run(procs, {"/sim/leader"}, [] { return true; });
     latches.clear();
     add(sum, c, t, procs);
@@ -125,8 +126,8 @@ asio::awaitable<void> selector_task(zkcoro::client& cl, tally& t, counts& c, zks
         try {
             co_await std::move(run);
             ++c.granted;
-        } catch (const boost::system::system_error&) {
-            ++c.failed;
+        } catch (const boost::system::system_error& e) {
+            c.fail(e);
         }
     }
     ++c.done;
@@ -147,6 +148,7 @@ std::string run_selector(std::uint64_t seed, const faults& f, zksim::sweep_total
     if (!zksim::run_until(procs.ioc, [&] { return c.done == 6; }, 600s))
         why += fmt::format(" only {} of 6 tasks done within 600 s;", c.done);
     why += t.report("leaders");
+    why += strict(c);
     why += end_of_run(procs, {"/sim/select"}, [&] { return c.done == 6; });
     add(sum, c, t, procs);
     return verdict(procs, why);
@@ -165,11 +167,17 @@ TEST_CASE("zkcoro::leader_latch on the simulated ZooKeeper with faults: one lead
 
 TEST_CASE("zkcoro::run_as_leader on the simulated ZooKeeper with faults: one leader at a time")
 {
+    // Seed 430 (and 547, 667, 690, 758 of 301-1300): an acquisition whose lock path did not exist
+    // yet failed with ZSESSIONEXPIRED when the session expired while it made the path, instead of
+    // starting over on the next session as a waiting acquisition does (lock_queue.cpp, absorb).
+    auto defaults = zksim::first_seeds();
+    defaults.push_back(430);
     const auto sum = zksim::sweep("sim leader selector with faults", "ZKCORO_SIM_SELECT_SEEDS",
-                                  zksim::seeds_of("ZKCORO_SIM_SELECT_SEEDS", zksim::first_seeds()),
+                                  zksim::seeds_of("ZKCORO_SIM_SELECT_SEEDS", defaults),
                                   [](std::uint64_t seed, zksim::sweep_totals& s) { return run_selector(seed, {}, s); });
     CHECK(sum.broke == 0);
     CHECK(sum["granted"] > 0);
+    CHECK(sum["failed"] == 0);  // run_as_leader waits as long as it takes: across sessions too
 }
 
 

@@ -25,8 +25,8 @@ asio::awaitable<void> semaphore_task(zkcoro::semaphore& s, tally& t, counts& c, 
         std::optional<std::vector<zkcoro::guard>> got;
         try {
             got = co_await s.acquire(n, 20s);
-        } catch (const boost::system::system_error&) {
-            ++c.failed;
+        } catch (const boost::system::system_error& e) {
+            c.fail(e);
             continue;
         }
         if (!got) {
@@ -69,6 +69,7 @@ std::string run_semaphore(std::uint64_t seed, const faults& f, zksim::sweep_tota
     if (!zksim::run_until(procs.ioc, [&] { return c.done == all; }, 600s))
         why += fmt::format(" only {} of {} tasks done within 600 s;", c.done, all);
     why += t.report("leases");
+    why += strict(c);
     why += end_of_run(procs, {"/sim/sem/leases", "/sim/sem/locks"}, [&] { return c.done == all; });
     if (c.granted == 0)
         why += " nothing granted;";
@@ -105,8 +106,8 @@ asio::awaitable<void> revocable_holder(zkcoro::mutex& m, tally& t, counts& c, re
         std::optional<zkcoro::guard> g;
         try {
             g = co_await m.acquire(20s);
-        } catch (const boost::system::system_error&) {
-            ++c.failed;
+        } catch (const boost::system::system_error& e) {
+            c.fail(e);
             continue;
         }
         if (!g) {
@@ -182,6 +183,7 @@ std::string run_revocation(std::uint64_t seed, const faults& f, zksim::sweep_tot
     why += t.report("holders");
     if (r.ignored > 0)
         why += fmt::format(" {} holders asked to release did not: {};", r.ignored, r.first);
+    why += strict(c);
     why += end_of_run(procs, {"/sim/rev"}, [&] { return c.done == 3 && revokers == 3; });
     add(sum, c, t, procs);
     sum.counts["released when asked"] += r.asked;
@@ -210,8 +212,8 @@ asio::awaitable<void> multi_task(zkcoro::multi_lock& ml, std::vector<std::string
         std::optional<zkcoro::multi_guard> g;
         try {
             g = co_await ml.acquire(3s);
-        } catch (const boost::system::system_error&) {
-            ++c.failed;
+        } catch (const boost::system::system_error& e) {
+            c.fail(e);
             continue;
         }
         if (!g) {
@@ -308,6 +310,7 @@ std::string run_multi(std::uint64_t seed, const faults& f, zksim::sweep_totals& 
     }
     if (mc.subsets > 0)
         why += fmt::format(" {} acquisitions returned without all their locks (first {});", mc.subsets, mc.first);
+    why += strict(c);
     why += end_of_run(procs, names, [&] { return c.done == 9; });
     mls.clear();
     add(sum, c, all, procs);
