@@ -22,6 +22,20 @@ namespace zklock {
 
 namespace {
 
+// -v: the ZooKeeper servers the client uses, which are the ensemble's members once it has been
+// reconfigured (client_config::follow_ensemble; read at the connection, before the listing's reply).
+void show_servers(const zkcoro::client& zk, const options& o)
+{
+    if (!o.verbose)
+        return;
+    std::string list;
+    for (const auto& s : zk.servers())
+        list += (list.empty() ? "" : ",") + s;
+    const auto changes = zk.stats().ensemble_changes;
+    fmt::print(stderr, "zklock: ZooKeeper servers in use: {}{}\n", escape(list),
+               changes ? fmt::format(" (the ensemble's members, read from its configuration)") : std::string());
+}
+
 asio::awaitable<int> status_main(zkcoro::client& zk, const options& o)
 {
     auto [ec] = co_await zk.async_connect(asio::as_tuple(asio::use_awaitable));
@@ -29,8 +43,11 @@ asio::awaitable<int> status_main(zkcoro::client& zk, const options& o)
         fmt::print(stderr, "zklock: {}\n", connect_failure(o, ec));
         co_return exit_for_connect(ec);
     }
-    if (o.recursive)
-        co_return co_await tree_status(zk, o);
+    if (o.recursive) {
+        const int rc = co_await tree_status(zk, o);
+        show_servers(zk, o);
+        co_return rc;
+    }
     queue_listing q;
     try {
         q = co_await list_queue(zk, o.lock_path);
@@ -43,6 +60,7 @@ asio::awaitable<int> status_main(zkcoro::client& zk, const options& o)
     }
     std::string out = o.json ? render_json(q) : render_text(q);
     std::fwrite(out.data(), 1, out.size(), stdout);
+    show_servers(zk, o);
     co_return 0;
 }
 
