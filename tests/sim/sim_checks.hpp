@@ -40,11 +40,13 @@ namespace zksim {
 inline constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 // What a case is run with: the faults (as the mutex's cases: 0.5 disconnects a second per
-// session, 1 request in 50 meets a broken connection), the lies of a negative control.
+// session, 1 request in 50 meets a broken connection), the lies of a negative control, and the
+// acquisitions' deadline (0: the case's own).
 struct faults {
     double disconnects_per_s = 0.5;
     double break_on_request = 0.02;
     unsigned lies = 0;
+    std::chrono::milliseconds deadline{0};
 };
 
 // The holders of one lock, or of one election, that have not been told they lost it: at most
