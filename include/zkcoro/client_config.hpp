@@ -110,7 +110,9 @@ struct client_config {
     /// A static configuration (`version=0`: the servers run without `reconfigEnabled`) and a
     /// standalone server are not followed: the connect string is used as given. Off: the connect
     /// string is used as given in every case (after the last of its members has left the ensemble
-    /// the session cannot reconnect, and expires).
+    /// the session cannot reconnect, and expires). Turn it off where the client reaches the
+    /// members through addresses of its own (a proxy, NAT, port forwarding): the configuration
+    /// lists the members' own client addresses, which such a client may not reach.
     bool follow_ensemble = true;
 };
 
