@@ -62,6 +62,7 @@ struct observed {
     std::int64_t last_token = 0;
     int token_drops = 0;
     std::string duplicate;  // two nodes of one acquisition
+    std::string first_timeout;  // when the first acquisition that timed out began and ended
     std::map<std::string, int> failures;  // by the error's message
     std::vector<std::string> errors;
 };
@@ -75,6 +76,7 @@ asio::awaitable<void> task(zkcoro::mutex& m, observed& o, std::uint64_t seed, in
     std::mt19937_64 rng(seed);
     for (int i = 0; i < rounds; ++i) {
         std::optional<zkcoro::guard> g;
+        const auto began = zksim::sim_now();
         try {
             g = co_await m.acquire(timeout);
         } catch (const boost::system::system_error& e) {
@@ -83,7 +85,9 @@ asio::awaitable<void> task(zkcoro::mutex& m, observed& o, std::uint64_t seed, in
             continue;
         }
         if (!g) {
-            ++o.timeouts;
+            if (++o.timeouts == 1)
+                o.first_timeout = fmt::format("task {:x}: from {} to {} ns", seed, began.time_since_epoch().count(),
+                                              zksim::sim_now().time_since_epoch().count());
             continue;
         }
         ++o.acquired;
@@ -212,7 +216,7 @@ std::string run_seed(std::uint64_t seed, const scenario& sc, zksim::sweep_totals
         why += fmt::format(" only {} of {} tasks done within 600 s of simulated time;", o.tasks_done, all);
     if (o.timeouts > 0 && sc.acquire_timeout >= 60s &&
         ((sc.disconnects_per_s == 0 && sc.break_on_request == 0) || std::getenv("ZKCORO_SIM_STRICT")))
-        why += fmt::format(" {} acquisitions timed out (60 s);", o.timeouts);
+        why += fmt::format(" {} acquisitions timed out (60 s; the first {});", o.timeouts, o.first_timeout);
     if (o.failed > 0 && sc.disconnects_per_s == 0)
         why += fmt::format(" {} acquisitions failed;", o.failed);
     for (auto& e : o.errors)
