@@ -12,10 +12,11 @@
 // Prints one PART line with what this process counted, from the start (--start-at-ms, shared by
 // the processes) to its last release:
 //   PART id=p1 tasks=T rounds=R locks=L duration_ms=D acquisitions=A requests=Q watch_events=E
-//        cpu_us=C bytes_in=B rss_kb=M wall_ms=W
+//        cpu_us=C bytes_in=B rss_kb=M rss_kb_entered=M0 wall_ms=W
 // requests: sent to the server (zkcoro::client::stats); watch_events: received; cpu_us: user +
 // system CPU of the process; bytes_in: bytes received over TCP (the replies, the queue listings
-// among them); rss_kb: the resident set at the end. With --events FILE, one line per acquisition,
+// among them); rss_kb: the resident set at the end, rss_kb_entered: once every task has entered.
+// With --events FILE, one line per acquisition,
 // "LOCK GRANT_NS RELEASE_NS" (CLOCK_MONOTONIC, shared by the processes of the machine):
 // bench/scale_merge.py merges the files, checks that no two holds of one lock overlap and takes the
 // handoff latency (a release to the next grant of the same lock).
@@ -75,7 +76,8 @@ struct results {
         std::int64_t granted, released;  // ns, CLOCK_MONOTONIC
     };
     std::vector<hold> holds;
-    long long rss_kb = 0;
+    long long rss_kb = 0;          // at the end
+    long long rss_kb_entered = 0;  // once every task has entered
 };
 
 // A comma-separated list of loopback HOST:PORT (a ZooKeeper connect string without chroot).
@@ -244,6 +246,8 @@ asio::awaitable<void> drive(const options& o, results& res, Make make, Counters 
             group->task_done();
         }, asio::detached);
     }
+    // Every task has entered (most wait in the queue): the client's memory with the queue full.
+    res.rss_kb_entered = zkbench::rss_bytes() / 1024;
     co_await group->wait("the waiters");
     res.wall_ms = std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
     const auto counts = counters();
@@ -298,9 +302,9 @@ asio::awaitable<void> run(const options& o, results& res)
 int finish(const options& o, const results& res)
 {
     fmt::print("PART id={} tasks={} rounds={} locks={} duration_ms={} acquisitions={} requests={} watch_events={} "
-               "cpu_us={:.0f} bytes_in={} rss_kb={} wall_ms={:.1f}\n",
+               "cpu_us={:.0f} bytes_in={} rss_kb={} rss_kb_entered={} wall_ms={:.1f}\n",
                o.id, o.tasks, o.duration_ms > 0 ? 0 : o.rounds, o.locks, o.duration_ms, res.acquisitions, res.requests,
-               res.watch_events, res.cpu_us, res.bytes_in, res.rss_kb, res.wall_ms);
+               res.watch_events, res.cpu_us, res.bytes_in, res.rss_kb, res.rss_kb_entered, res.wall_ms);
     if (!o.events.empty()) {
         std::ofstream out(o.events);
         for (const auto& h : res.holds)

@@ -263,6 +263,11 @@ private:
     awaitable<step> wait_turn(const queue_decision& decision)
     {
         zkcoro::watch w;
+        // The listing is not read again (every round after a wait lists anew): freed before the
+        // requests and the wait, or a waiter behind N nodes keeps N names while it waits, and N
+        // waiters N x N (10 000 waiters of one process on one lock: 4.8 GB, bench/scale.sh).
+        const auto watched = decision.watch_children ? std::string() : join_path(spec_.path, children_[decision.watch_index]);
+        children_ = {};
         if (decision.watch_children) {
             if (!children_watch_.valid()) {
                 list_with_watch_ = true;
@@ -271,7 +276,6 @@ private:
             w = std::move(children_watch_);
         } else {
             // A get_data watch: an exists watch on a node that vanished meanwhile would stay.
-            auto watched = join_path(spec_.path, children_[decision.watch_index]);
             error_code ec;
             data_result d;
             if (decision.deletion_grants && !own_watch_armed()) {
@@ -311,10 +315,6 @@ private:
                 co_return finish(give_up(ec));
             w = std::move(d.watch);
         }
-        // The listing is not read again (every round after a wait lists anew): freed before the
-        // wait, or a waiter behind N nodes keeps N names while it waits, and N waiters N x N
-        // (10 000 waiters of one process on one lock: 4.8 GB, bench/scale.sh).
-        children_ = {};
         asio::steady_timer timer(ex_, deadline_);
         std::array<std::size_t, 3> order{};
         error_code w_ec;
