@@ -1,7 +1,8 @@
 // The client follows the ensemble as it is reconfigured (issue 42): members added, removed and
 // replaced with ZooKeeper's dynamic reconfiguration while a lock is held. One reconfigurable
 // ensemble is shared by the cases, in order: (a) 3 members grow to 5, the 3 of the start leave one
-// by one and one joins (3 again); (b) one member is replaced by a new one; (c) the negative
+// by one and one joins (3 again); twelve holders through 2 members added (the sessions spread) and
+// removed again; (b) one member is replaced by a new one; (c) the negative
 // control: (a) with client_config::follow_ensemble off, which loses the lock. Each MESSAGE gives
 // the time from a reconfig to the client reading the new configuration and connecting with the new
 // list. RECONFIG_DEBUG=1 logs the clients at debug level (shown when a check fails).
@@ -19,6 +20,7 @@
 #include <cstring>
 #include <optional>
 #include <future>
+#include <map>
 #include <set>
 #include <thread>
 #include <sstream>
@@ -501,6 +503,94 @@ TEST_CASE("three members replaced by two new ones, one by one: the holder keeps 
 
     // Back to three members for the next case.
     cl.add(1);
+}
+
+// The rebalancing: when members are added, each client whose server stays moves with probability
+// 1 - 3/5 (ZooKeeper's rule, spreading the sessions); twelve holders make a case with no move
+// unlikely (0.6^12, 0.2 %). Then the two new members leave again: those on them move back. Every
+// move keeps the session and the lock.
+TEST_CASE("members added and removed again under twelve holders: the sessions spread and come back, "
+          "every lock kept")
+{
+    auto& cl = shared_cluster();
+    io_thread io;
+    constexpr int n = 12;
+    std::vector<std::shared_ptr<timed_log>> logs;
+    std::vector<std::unique_ptr<client>> clients;
+    std::vector<std::unique_ptr<mutex>> locks;
+    std::vector<std::unique_ptr<held>> holds;
+    const std::string base = unique_path("spread");
+    for (int k = 0; k < n; ++k) {
+        logs.push_back(std::make_shared<timed_log>());
+        clients.push_back(std::make_unique<client>(io.ioc.get_executor(), reconfig_client(cl.connect(), true, logs.back())));
+        locks.push_back(std::make_unique<mutex>(*clients.back(), fmt::format("{}-{}", base, k)));
+        holds.push_back(std::make_unique<held>());
+    }
+    io.run([&]() -> awaitable<void> {
+        for (int k = 0; k < n; ++k) {
+            co_await clients[k]->async_connect();
+            holds[k]->g = co_await locks[k]->acquire();
+        }
+    });
+    std::vector<std::int64_t> sids;
+    for (int k = 0; k < n; ++k) {
+        holds[k]->watch(io.ioc);
+        sids.push_back(clients[k]->session().id);
+    }
+    auto all_on = [&](const std::vector<int>& members) {
+        const auto want = cl.addresses(members);
+        for (auto& c : clients)
+            if (as_set(c->servers()) != want || want.count(c->connected_server()) == 0)
+                return false;
+        return true;
+    };
+    auto count_lines = [&](std::string_view text) {
+        int moved = 0;
+        for (auto& l : logs)
+            moved += l->contains(text) ? 1 : 0;
+        return moved;
+    };
+    const auto before = cl.live;
+    const auto added = cl.add(2);
+    CHECK(time_until([&] { return all_on(cl.live); }, 8000ms));
+    const int spread = count_lines("to spread the load");
+    std::map<int, int> per_member;
+    for (auto& c : clients)
+        ++per_member[cl.member_at(c->connected_server())];
+    std::string shown;
+    for (auto [m, count] : per_member)
+        shown += fmt::format(" member {}: {};", m, count);
+    MESSAGE("2 members added: " << spread << " of " << n << " holders moved to spread the load;" << shown);
+    CHECK(spread > 0);
+    int on_added = 0;
+    for (int m : added)
+        on_added += per_member[m];
+    for (int m : added) {
+        cl.remove(m);
+        cl.ens.stop(m);
+    }
+    CHECK(time_until([&] { return all_on(before); }, 8000ms));
+    MESSAGE("the 2 members removed again: the " << on_added << " holders on them are back on the 3 others");
+    const int answered = io.run([&]() -> awaitable<int> {
+        int ok = 0;
+        for (auto& c : clients) {
+            auto [ec, r] = co_await c->async_exists("/", asio::as_tuple(asio::use_awaitable));
+            ok += !ec && r.stat ? 1 : 0;
+        }
+        co_return ok;
+    });
+    CHECK(answered == n);
+    for (int k = 0; k < n; ++k) {
+        CHECK_MESSAGE(clients[k]->session().id == sids[k], "holder " << k);
+        CHECK_MESSAGE(!holds[k]->lost_signal, "holder " << k << "\n" << logs[k]->dump());
+        CHECK_MESSAGE(!holds[k]->g->lost(), "holder " << k);
+    }
+    io.run([&]() -> awaitable<void> {
+        for (int k = 0; k < n; ++k) {
+            co_await holds[k]->g->release();
+            co_await clients[k]->async_close();
+        }
+    });
 }
 
 TEST_CASE("the member a holder is connected to is replaced by a new one on new ports: the session moves, "
