@@ -228,7 +228,14 @@ struct cluster {
                 return d;
             MESSAGE("reconfig (joining " << joining << ", leaving " << leaving << ") via member " << via
                                          << ", attempt " << attempt << ": " << std::string(zerror(d.rc)));
-            if (const auto conf = ens.four_letter(via, "conf"); done(conf)) {
+            // The member's configuration (it may not answer during an election: asked again).
+            std::string conf;
+            for (int ask = 0; ask < 30 && conf.find("membership:") == std::string::npos; ++ask) {
+                if (ask > 0)
+                    std::this_thread::sleep_for(100ms);
+                conf = ens.four_letter(via, "conf");
+            }
+            if (conf.find("membership:") != std::string::npos && done(conf)) {
                 d.config = conf;  // applied, its reply lost: the version from the member
                 return d;
             }
