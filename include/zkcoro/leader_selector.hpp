@@ -49,7 +49,7 @@ struct leader_selector_options {
 ///
 /// Throws what mutex::acquire throws (invalid_path, closed...).
 template <class Lead>
-asio::awaitable<void> run_as_leader(client& c, std::string path, Lead lead, leader_selector_options opts = {})
+asio::awaitable<void> run_as_leader(client& c, std::string path, Lead lead, leader_selector_options opts)
 {
     mutex_options mo;
     mo.data = opts.id;
@@ -77,6 +77,16 @@ asio::awaitable<void> run_as_leader(client& c, std::string path, Lead lead, lead
         if (!opts.requeue)
             co_return;
     }
+}
+
+/// run_as_leader with the default options. An overload rather than a default argument: written
+/// inside a co_await (`co_await run_as_leader(c, path, lead);`), g++ 12.2 destroyed a default
+/// argument of this coroutine twice (GCC bug 100611, docs/building.md; found by the simulation,
+/// tests/sim/test_sim_leaders.cpp); here the options are made in a plain function.
+template <class Lead>
+asio::awaitable<void> run_as_leader(client& c, std::string path, Lead lead)
+{
+    return run_as_leader(c, std::move(path), std::move(lead), leader_selector_options{});
 }
 
 }  // namespace zkcoro

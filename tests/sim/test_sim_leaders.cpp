@@ -117,14 +117,13 @@ asio::awaitable<void> lead_term(zkcoro::guard& g, tally* t, zksim::sim_processes
 asio::awaitable<void> selector_task(zkcoro::client& cl, tally& t, counts& c, zksim::sim_processes& procs, std::uint64_t seed)
 {
     for (std::uint64_t i = 0; i < 5; ++i) {
-        // Made before the co_await: written inside it (with the default options), g++ 12.2 destroyed
-        // run_as_leader's leader_selector_options twice at the end ('free(): invalid pointer';
-        // docs/building.md, "Compilers": GCC bug 100611, a co_await expression's temporaries).
-        auto run = zkcoro::run_as_leader(cl, "/sim/select", [&t, &procs, s = seed * 100 + i](zkcoro::guard& g) {
-            return lead_term(g, &t, &procs, s);
-        });
+        // Written as users write it, inside the co_await with the default options: g++ 12.2
+        // destroyed those options twice ('free(): invalid pointer', GCC bug 100611 of
+        // docs/building.md) until run_as_leader's 3-argument form stopped being a default argument.
         try {
-            co_await std::move(run);
+            co_await zkcoro::run_as_leader(cl, "/sim/select", [&t, &procs, s = seed * 100 + i](zkcoro::guard& g) {
+                return lead_term(g, &t, &procs, s);
+            });
             ++c.granted;
         } catch (const boost::system::system_error& e) {
             c.fail(e);
