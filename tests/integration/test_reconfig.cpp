@@ -514,7 +514,7 @@ TEST_CASE("three members replaced by two new ones, one by one: the holder keeps 
 
 // The rebalancing: when members are added, each client whose server stays moves with probability
 // 1 - 3/5 (ZooKeeper's rule, spreading the sessions); twelve holders make a case with no move
-// unlikely (0.6^12, 0.2 %). Then the two new members leave again: those on them move back. Every
+// unlikely (0.6^12, 0.2 %; a warning, not a failure). Then the two new members leave again: those on them move back. Every
 // move keeps the session and the lock.
 TEST_CASE("members added and removed again under twelve holders: the sessions spread and come back, "
           "every lock kept")
@@ -568,7 +568,8 @@ TEST_CASE("members added and removed again under twelve holders: the sessions sp
     for (auto [m, count] : per_member)
         shown += fmt::format(" member {}: {};", m, count);
     MESSAGE("2 members added: " << spread << " of " << n << " holders moved to spread the load;" << shown);
-    CHECK(spread > 0);
+    // No move at all has probability 0.6^12 (0.2 %): said, not failed.
+    WARN_MESSAGE(spread > 0, "no holder moved when 2 members were added (probability 0.2 %)");
     int on_added = 0;
     for (int m : added)
         on_added += per_member[m];
