@@ -514,8 +514,8 @@ TEST_CASE("three members replaced by two new ones, one by one: the holder keeps 
 
 // The rebalancing: when members are added, each client whose server stays moves with probability
 // 1 - 3/5 (ZooKeeper's rule, spreading the sessions); twelve holders make a case with no move
-// unlikely (0.6^12, 0.2 %; a warning, not a failure). Then the two new members leave again: those on them move back. Every
-// move keeps the session and the lock.
+// unlikely (0.6^12, 0.2 %; a warning, not a failure). Then the two new members leave again: those
+// on them move back. Every move keeps the session and the lock.
 TEST_CASE("members added and removed again under twelve holders: the sessions spread and come back, "
           "every lock kept")
 {
