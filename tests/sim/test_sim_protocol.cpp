@@ -43,6 +43,8 @@ struct scenario {
     // A read-write lock (zkcoro::shared_mutex) instead of a mutex: each process's first task
     // writes, the others read.
     bool read_write = false;
+    // Lingering (mutex_options::linger): the node stays this long after the last release.
+    std::chrono::milliseconds linger{0};
     unsigned lies = 0;  // a negative control's (zksim::sim_lie)
     double disconnects_per_s = 0;  // faults (zksim::sim_faults)
     double break_on_request = 0;
@@ -70,7 +72,7 @@ struct observed {
 // `shared`: a reader of a read-write lock (readers share; a writer or a mutex's holder excludes
 // everyone).
 asio::awaitable<void> task(zkcoro::mutex& m, observed& o, std::uint64_t seed, int rounds, int max_hold_us, bool shared,
-                           std::chrono::milliseconds timeout)
+                           std::chrono::milliseconds timeout, int max_pause_us)
 {
     auto ex = co_await asio::this_coro::executor;
     std::mt19937_64 rng(seed);
@@ -119,6 +121,10 @@ asio::awaitable<void> task(zkcoro::mutex& m, observed& o, std::uint64_t seed, in
         } catch (const boost::system::system_error&) {
             // a lost lock's release: nothing to give back
         }
+        if (max_pause_us > 0) {  // between rounds (the linger case: an acquisition in the window, or after it)
+            asio::steady_timer pause(ex, std::chrono::microseconds(std::uniform_int_distribution<int>(0, max_pause_us)(rng)));
+            co_await pause.async_wait(asio::use_awaitable);
+        }
     }
     ++o.tasks_done;
 }
@@ -134,10 +140,12 @@ std::string run_seed(std::uint64_t seed, const scenario& sc, zksim::sweep_totals
     for (int p = 0; p < sc.processes; ++p) {
         auto& c = *procs.clients[static_cast<std::size_t>(p)];
         const auto path = sc.path_per_process ? fmt::format("/sim/lock-{}", p) : std::string("/sim/lock");
+        zkcoro::mutex_options mo;
+        mo.linger = sc.linger;
         if (sc.read_write)
             rw_locks.push_back(std::make_unique<zkcoro::shared_mutex>(c, path));
         else
-            mutexes.push_back(std::make_unique<zkcoro::mutex>(c, path));
+            mutexes.push_back(std::make_unique<zkcoro::mutex>(c, path, mo));
     }
     if (auto why = procs.connect(); !why.empty())
         return why;
@@ -148,7 +156,7 @@ std::string run_seed(std::uint64_t seed, const scenario& sc, zksim::sweep_totals
             auto& m = !sc.read_write ? *mutexes[i] : reader ? rw_locks[i]->reader() : rw_locks[i]->writer();
             asio::co_spawn(ioc,
                            task(m, o, seed * 1000 + static_cast<std::uint64_t>(p * 10 + t), sc.rounds, sc.max_hold_us,
-                                reader, sc.acquire_timeout),
+                                reader, sc.acquire_timeout, static_cast<int>(sc.linger.count()) * 2000),
                            asio::detached);
         }
     const int all = sc.processes * sc.tasks;
@@ -335,4 +343,19 @@ TEST_CASE("negative control: a listing that hides the lister's own node is caugh
                                       return why.find("protected name on two nodes") != std::string::npos ? why : std::string();
                                   }, true);
     CHECK(sum.broke > 0);
+}
+
+TEST_CASE("zkcoro::mutex with linger on the simulated ZooKeeper with faults: a lingering node hands over, nothing left")
+{
+    scenario sc;
+    sc.rounds = 20;
+    sc.max_hold_us = 300'000;
+    sc.tasks = 1;
+    sc.linger = 200ms;  // a pause of up to 400 ms between rounds: the next acquisition comes within it or not
+    sc.disconnects_per_s = 0.5;
+    sc.break_on_request = 0.02;
+    const auto sum = sweep("sim_protocol linger with faults", "ZKCORO_SIM_LINGER_SEEDS",
+                           zksim::seeds_of("ZKCORO_SIM_LINGER_SEEDS", zksim::first_seeds()), sc);
+    CHECK(sum.broke == 0);
+    CHECK(sum["acquisitions"] > 0);
 }
