@@ -3,7 +3,8 @@
 # a three-member ensemble, each started here on loopback (tools/zkserver), and on Redis. Every task has a node of
 # its own (local handoff off), so that the queues in ZooKeeper are as long as the tasks are many:
 #   waiters    N tasks (1 ... 10 000) in 1, 4 and 16 processes on one lock, each acquiring it R
-#              times and queueing again at once;
+#              times and queueing again at once; the first process holds the lock while the tasks
+#              enter, so that the queue is N long when the handoffs begin;
 #   locks      50 tasks on L lock paths (10 ... 100 000), one chosen at random per acquisition,
 #              for a fixed time: throughput, client memory, the server's znodes and watches;
 #   processes  1 ... 16 processes of 4 tasks on one lock and on 1 000 locks, for a fixed time:
@@ -100,7 +101,10 @@ inner='
             sampler=$!
         fi
         for i in $(seq 1 "$p"); do
-            "$bench" "${backend[@]}" --path "/zkcoro-scale/$curve-$locks-$p-$per" --tasks "$per" --rounds "$r" \
+            # The waiters' queue fills first: the first process holds the lock while every task enters.
+            local gate=0
+            [[ $curve != waiters || $i != 1 ]] || gate=$(( p * per * 1000 / entry + 1500 ))
+            "$bench" "${backend[@]}" --gate-ms "$gate" --path "/zkcoro-scale/$curve-$locks-$p-$per" --tasks "$per" --rounds "$r" \
                 --locks "$locks" --duration-ms "$ms" --entry-per-s $(( entry / p )) --start-at-ms "$start" --id "p$i" \
                 --events "$dir/holds-$i.txt" --time-limit 900 > "$dir/part-$i.txt" &
             pids+=($!)

@@ -61,6 +61,7 @@ struct options {
     long locks = 1;
     long duration_ms = 0;
     long entry_per_s = 2000;
+    long gate_ms = 0;
     long start_at_ms = 0;
     long time_limit = 300;
 };
@@ -148,6 +149,9 @@ options parse(int argc, char** argv)
     zkbench::add_integer(app, "--entry-per-s", o.entry_per_s, 1, 1'000'000, "N",
                          "Tasks of this process that start per second (bench/scale.sh: 2000 over\n"
                          "all the processes of a point)");
+    zkbench::add_integer(app, "--gate-ms", o.gate_ms, 0, 3'600'000, "MS",
+                         "Hold the lock (of --locks 1) from the start this long, not counted, so\n"
+                         "that the queue fills while the tasks enter; 0: no gate");
     zkbench::add_integer(app, "--start-at-ms", o.start_at_ms, 0, 100'000'000'000'000, "EPOCH_MS",
                          "Start time, ms since the epoch; 0: at once");
     zkbench::add_integer(app, "--time-limit", o.time_limit, 1, 86'400, "SECONDS",
@@ -210,6 +214,17 @@ asio::awaitable<void> drive(const options& o, results& res, Make make, Counters 
 
     auto group = std::make_shared<zkbench::task_group>(ex);
     group->tasks = o.tasks;
+    if (o.gate_ms > 0) {
+        // The gate: held while the tasks of every process enter, released at start + gate_ms.
+        auto gate = co_await lock_of(0).acquire(zkbench::time_left());
+        if (!gate)
+            throw bench_error("the gate's acquisition timed out (time limit)");
+        asio::co_spawn(ex, [&o, t0, g = std::make_shared<zkcoro::guard>(std::move(*gate))]() -> asio::awaitable<void> {
+            asio::steady_timer t(co_await asio::this_coro::executor, t0 + std::chrono::milliseconds(o.gate_ms));
+            co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+            co_await g->release();
+        }, asio::detached);
+    }
     asio::steady_timer ramp(ex);
     for (long t = 0; t < o.tasks; ++t) {
         // Tasks enter --entry-per-s a second: 10 000 entering at once sent the server 10 000
