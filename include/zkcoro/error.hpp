@@ -48,7 +48,9 @@ ZKCORO_API const boost::system::error_category& client_category() noexcept;
 /// Category name "zkcoro.zookeeper".
 enum class zk_errc : int {
     system_error = -1,                        ///< ZSYSTEMERROR
-    runtime_inconsistency = -2,               ///< ZRUNTIMEINCONSISTENCY (a transaction's rolled-back op)
+    runtime_inconsistency = -2,               ///< ZRUNTIMEINCONSISTENCY (a transaction's rolled-back op; for a
+                                              ///< request, a reply out of order: the C client then
+                                              ///< reconnects, and it is retriable as a lost connection)
     data_inconsistency = -3,                  ///< ZDATAINCONSISTENCY
     connection_loss = -4,                     ///< ZCONNECTIONLOSS
     marshalling_error = -5,                   ///< ZMARSHALLINGERROR
@@ -103,7 +105,8 @@ inline error_code make_zk_error(int rc) noexcept
 /// What an error means for the caller: the one classification every retry decision uses.
 enum class error_kind {
     none,          ///< no error
-    retriable,     ///< transient (connection loss, operation timeout, throttled; Redis: connection
+    retriable,     ///< transient (connection loss, operation timeout, throttled, a reply out of
+                   ///< order (ZRUNTIMEINCONSISTENCY); Redis: connection
                    ///< failed or lost, READONLY, OOM, NOREPLICAS, LOADING, MASTERDOWN; NOPERM is
                    ///< permanent): the same request may succeed later on the
                    ///< same session; a create (or SET) may still have happened. Connecting, on

@@ -29,6 +29,9 @@ TEST_CASE("predicates")
     CHECK(is_session_lost(client_errc::closed));
     CHECK_FALSE(is_session_lost(make_zk_error(ZCONNECTIONLOSS)));
     CHECK(is_retriable(make_zk_error(ZCONNECTIONLOSS)));
+    // The C client fails every pending request with it when a reply comes out of order, then
+    // reconnects: as for a lost connection, a request may or may not have been applied.
+    CHECK(is_retriable(make_zk_error(ZRUNTIMEINCONSISTENCY)));
     CHECK_FALSE(is_retriable(make_zk_error(ZNONODE)));
     CHECK_FALSE(is_retriable(client_errc::closed));
 }
