@@ -101,7 +101,7 @@ inner='
             sampler=$!
         fi
         for i in $(seq 1 "$p"); do
-            # The waiters' queue fills first: the first process holds the lock while every task enters.
+            # The queue of the waiters fills first: the first process holds the lock while every task enters.
             local gate=0
             [[ $curve != waiters || $i != 1 ]] || gate=$(( p * per * 1000 / entry + 1500 ))
             "$bench" "${backend[@]}" --gate-ms "$gate" --path "/zkcoro-scale/$curve-$locks-$p-$per" --tasks "$per" --rounds "$r" \
