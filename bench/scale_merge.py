@@ -4,7 +4,9 @@
 
 Fails (exit 1) if two holds of one lock overlap, in one process or across them, or if an
 acquisition is missing. The handoff latency is a release to the next grant of the same lock,
-whichever processes they were in. EXTRA (the server's counts) is appended as given.
+whichever processes they were in. EXTRA (the server's counts) is appended as given. LABELS may
+begin with backend=NAME (default: zookeeper, or redis for servers=redis); a figure that a process
+did not count (Curator's requests and watch events) is "na".
 
     python3 bench/scale_merge.py waiters DIR "servers=1 processes=4 waiters=100 rounds=2" [EXTRA]
 """
@@ -79,19 +81,28 @@ def main():
     span_s = (last - first) / 1e9 if acquisitions else 0.0
     shares = sorted(int(p["acquisitions"]) / acquisitions for p in ps) if acquisitions else [0.0]
 
-    def per_acq(key):
-        return sum(float(p[key]) for p in ps) / acquisitions
+    def per_acq(key, digits):
+        """Per acquisition; "na" when a process did not count it (Curator: requests, watch events)."""
+        if any(key not in p for p in ps):
+            return "na"
+        return f"{sum(float(p[key]) for p in ps) / acquisitions:.{digits}f}"
 
-    backend = "redis" if labels.split()[0] == "servers=redis" else "zookeeper"
+    # LABELS may begin with backend=NAME (bench/scale_curator.sh: backend=curator).
+    if labels.split()[0].startswith("backend="):
+        backend, labels = labels.split(None, 1)[0].split("=", 1)[1], labels.split(None, 1)[1]
+    else:
+        backend = "redis" if labels.split()[0] == "servers=redis" else "zookeeper"
     print(f"RESULT curve={curve} backend={backend} {labels} acquisitions={acquisitions} "
-          f"requests_per_acq={per_acq('requests'):.2f} watch_events_per_acq={per_acq('watch_events'):.2f} "
-          f"bytes_in_per_acq={per_acq('bytes_in'):.0f} cpu_us_per_acq={per_acq('cpu_us'):.1f} "
+          f"requests_per_acq={per_acq('requests', 2)} watch_events_per_acq={per_acq('watch_events', 2)} "
+          f"bytes_in_per_acq={per_acq('bytes_in', 0)} cpu_us_per_acq={per_acq('cpu_us', 1)} "
           f"p50_us={percentile(handoffs, 50):.1f} p99_us={percentile(handoffs, 99):.1f} "
           f"handoffs_per_s={acquisitions / span_s if span_s > 0 else 0.0:.1f} "
           f"share_min={shares[0]:.4f} share_max={shares[-1]:.4f} "
           f"rss_kb_per_process={max(rss_kb(p) for p in ps)}{extra}"
           + (f" server_commands_per_acq={int(server['server_commands']) / acquisitions:.2f}"
-             if "server_commands" in server and acquisitions else ""))
+             if "server_commands" in server and acquisitions else "")
+          + (f" server_packets_per_acq={int(server['server_packets']) / acquisitions:.2f}"
+             if "server_packets" in server and acquisitions else ""))
 
 
 if __name__ == "__main__":
