@@ -1,4 +1,4 @@
-// zkcoro-with-server [--ensemble] [--members N] [--tick-ms MS] -- CMD ARGS...
+// zkcoro-with-server [--ensemble] [--members N] [--observers K] [--tick-ms MS] -- CMD ARGS...
 //
 // Starts a throwaway ZooKeeper (standalone, or an ensemble), runs CMD with
 // ZK_CONNECT set to its connect string, forwards SIGINT/SIGTERM/SIGHUP to
@@ -27,7 +27,9 @@
 namespace {
 
 void usage() {
-    std::fputs("usage: zkcoro-with-server [--ensemble] [--members N] [--tick-ms MS] -- CMD [ARGS...]\n", stderr);
+    std::fputs("usage: zkcoro-with-server [--ensemble] [--members N] [--observers K] [--tick-ms MS] -- CMD [ARGS...]\n"
+               "  --observers K: the last K of the N members are observers (no vote)\n",
+               stderr);
 }
 
 
@@ -54,6 +56,9 @@ int main(int argc, char** argv) {
             ensemble = true;
         } else if (a == "--members" && i + 1 < argc) {
             members = std::atoi(argv[++i]);
+            ensemble = true;
+        } else if (a == "--observers" && i + 1 < argc) {
+            opts.observers = std::atoi(argv[++i]);
             ensemble = true;
         } else if (a == "--tick-ms" && i + 1 < argc) {
             opts.tick_ms = std::atoi(argv[++i]);

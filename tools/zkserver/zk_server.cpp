@@ -525,7 +525,7 @@ namespace {
 using detail::server_process;
 
 bool mode_ok(const std::string& mode, bool ensemble) {
-    if (ensemble) return mode == "leader" || mode == "follower";
+    if (ensemble) return mode == "leader" || mode == "follower" || mode == "observer";
     return mode == "standalone";
 }
 
@@ -627,8 +627,10 @@ namespace {
 
 // The zoo.cfg of an ensemble member; with opts.reconfig the member list goes to `dynamic`
 // (written beside zoo.cfg as zoo.cfg.dynamic), else into zoo.cfg itself.
-std::string member_config(const server_options& o, const fs::path& dir, const std::string& servers) {
+std::string member_config(const server_options& o, const fs::path& dir, const std::string& servers,
+                          bool observer = false) {
     std::string cfg = common_config(o, dir / "data");
+    if (observer) cfg += "peerType=observer\n";
     cfg += "initLimit=10\nsyncLimit=5\n";
     // Fail fast on a paused or dead peer instead of the 5 s default.
     cfg += "cnxTimeout=1000\n";
@@ -649,6 +651,9 @@ std::string member_config(const server_options& o, const fs::path& dir, const st
 
 zk_ensemble::zk_ensemble(int members, server_options opts) : opts_(std::move(opts)) {
     if (members < 1 || members > 9) throw std::invalid_argument("zktest: ensemble size must be 1..9");
+    if (opts_.observers < 0 || opts_.observers >= members)
+        throw std::invalid_argument("zktest: observers must be 0..members-1 (at least one member votes)");
+    const auto first_observer = static_cast<std::size_t>(members - opts_.observers);
     root_ = make_temp_dir("zktest-ensemble-");
     try {
         const auto n = static_cast<std::size_t>(members);
@@ -664,15 +669,17 @@ zk_ensemble::zk_ensemble(int members, server_options opts) : opts_(std::move(opt
                 taken_.push_back(one);
             }
         std::string servers;
-        for (std::size_t i = 0; i < n; ++i)
-            servers += (opts_.reconfig ? member_spec(static_cast<int>(i))
-                                       : fmt::format("server.{}=127.0.0.1:{}:{};127.0.0.1:{}", i + 1, ports_[i][1],
-                                                     ports_[i][2], ports_[i][0])) +
+        for (std::size_t i = 0; i < n; ++i) {
+            const bool observer = i >= first_observer;
+            servers += (opts_.reconfig ? member_spec(static_cast<int>(i), observer ? "observer" : "participant")
+                                       : fmt::format("server.{}=127.0.0.1:{}:{}{};127.0.0.1:{}", i + 1, ports_[i][1],
+                                                     ports_[i][2], observer ? ":observer" : "", ports_[i][0])) +
                        "\n";
+        }
         for (std::size_t i = 0; i < n; ++i) {
             const fs::path dir = fs::path(root_) / fmt::format("member{}", i);
             fs::create_directories(dir);
-            std::string cfg = member_config(opts_, dir, servers);
+            std::string cfg = member_config(opts_, dir, servers, i >= first_observer);
             members_.push_back(
                 std::make_unique<server_process>(dir.string(), ports_[i][0], cfg, static_cast<int>(i) + 1));
         }

@@ -39,6 +39,11 @@ struct server_options {
     // Members can then be added (zk_ensemble::add_member) and removed with a
     // `reconfig` request (the C client's zoo_areconfig, or zkCli's reconfig).
     bool reconfig = false;
+    // zk_ensemble only: how many of the members (the last ones) are observers: they serve
+    // clients and follow the leader's log but do not vote, so they add read capacity without
+    // slowing writes (the ZooKeeper observers guide). Their server lines end in ":observer"
+    // and their own zoo.cfg says peerType=observer. At least one member must vote.
+    int observers = 0;
 };
 
 // Sends a ZooKeeper four-letter word to 127.0.0.1:port and returns the whole
