@@ -130,6 +130,33 @@ inline CLI::Validator loopback_only(bracketed_ipv4 bracketed_v4)
         "", "loopback");
 }
 
+// A comma-separated list of loopback HOST:PORT (a ZooKeeper connect string without chroot), each
+// as loopback_only takes it.
+inline CLI::Validator loopback_list(bracketed_ipv4 bracketed_v4)
+{
+    return CLI::Validator(
+        [bracketed_v4](std::string& s) -> std::string {
+            const auto one = loopback_only(bracketed_v4);
+            std::string out;
+            for (std::size_t from = 0; from <= s.size();) {
+                auto comma = s.find(',', from);
+                if (comma == std::string::npos)
+                    comma = s.size();
+                auto part = s.substr(from, comma - from);
+                if (auto error = one(part); !error.empty())
+                    return error;
+                out += (out.empty() ? "" : ",") + part;
+                from = comma + 1;
+            }
+            s = out;
+            return {};
+        },
+        "", "loopback list");
+}
+
+// Whether --connect takes one server or a list (an ensemble's members).
+enum class connect_servers { one, list };
+
 // The help's layout: options and their values in the first 26 columns (room for the widest),
 // descriptions up to column 100.
 inline constexpr std::size_t help_option_width = 26;
@@ -158,15 +185,19 @@ inline CLI::Option* add_integer(CLI::App& app, const std::string& name, long& fi
 // What both benchmarks' command lines share; call it before adding any other option. A repeated
 // option takes its last value (CLI11 would reject the repetition), so that an option appended to
 // a script's list overrides the one before. --connect goes to `connect`.
-inline void add_shared_options(CLI::App& app, std::string& connect, bracketed_ipv4 bracketed_v4)
+inline void add_shared_options(CLI::App& app, std::string& connect, bracketed_ipv4 bracketed_v4,
+                               connect_servers servers = connect_servers::one)
 {
     app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     app.get_formatter()->column_width(help_option_width);
     connect = default_connect();
-    const auto loopback = loopback_only(bracketed_v4);
+    const bool list = servers == connect_servers::list;
+    const auto loopback = list ? loopback_list(bracketed_v4) : loopback_only(bracketed_v4);
     auto* option = app.add_option("--connect", connect,
-                                  "Loopback ZooKeeper server (default: $ZK_CONNECT, else 127.0.0.1:2181)")
-                       ->type_name("HOST:PORT")
+                                  list ? "Loopback ZooKeeper servers, comma-separated (default: $ZK_CONNECT, else "
+                                         "127.0.0.1:2181)"
+                                       : "Loopback ZooKeeper server (default: $ZK_CONNECT, else 127.0.0.1:2181)")
+                       ->type_name(list ? "HOST:PORT[,...]" : "HOST:PORT")
                        ->transform(loopback);
     // CLI11 checks only the values given: the default, which may come from $ZK_CONNECT, is
     // checked once the parse is done. Not while parsing it, so that --help still works.

@@ -12,10 +12,11 @@
 // Prints one PART line with what this process counted, from the start (--start-at-ms, shared by
 // the processes) to its last release:
 //   PART id=p1 tasks=T rounds=R locks=L duration_ms=D acquisitions=A requests=Q watch_events=E
-//        cpu_us=C bytes_in=B rss_kb=M rss_kb_entered=M0 wall_ms=W
+//        cpu_us=C bytes_in=B rss_kb=M rss_kb_entered=M0 rss_kb_start=MS wall_ms=W
 // requests: sent to the server (zkcoro::client::stats); watch_events: received; cpu_us: user +
 // system CPU of the process; bytes_in: bytes received over TCP (the replies, the queue listings
-// among them); rss_kb: the resident set at the end, rss_kb_entered: once every task has entered.
+// among them); rss_kb: the resident set at the end, rss_kb_entered: once every task has entered
+// (with --gate-ms: once every task waits in acquire), rss_kb_start: before the first entered.
 // With --events FILE, one line per acquisition,
 // "LOCK GRANT_NS RELEASE_NS" (CLOCK_MONOTONIC, shared by the processes of the machine):
 // bench/scale_merge.py merges the files, checks that no two holds of one lock overlap and takes the
@@ -39,6 +40,7 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
 
 
 // Bytes this process has received over its TCP sockets (tcp_bytes.cpp).
@@ -64,6 +66,7 @@ struct options {
     long gate_ms = 0;
     long start_at_ms = 0;
     long time_limit = 300;
+    bool local_handoff = false;
 };
 
 struct results {
@@ -79,30 +82,8 @@ struct results {
     std::vector<hold> holds;
     long long rss_kb = 0;          // at the end
     long long rss_kb_entered = 0;  // once every task has entered
+    long long rss_kb_start = 0;    // before the first task entered
 };
-
-// A comma-separated list of loopback HOST:PORT (a ZooKeeper connect string without chroot).
-CLI::Validator loopback_list()
-{
-    return CLI::Validator(
-        [](std::string& s) -> std::string {
-            const auto one = zkbench::loopback_only(zkbench::bracketed_ipv4::accept);
-            std::string out;
-            for (std::size_t from = 0; from <= s.size();) {
-                auto comma = s.find(',', from);
-                if (comma == std::string::npos)
-                    comma = s.size();
-                auto part = s.substr(from, comma - from);
-                if (auto error = one(part); !error.empty())
-                    return error;
-                out += (out.empty() ? "" : ",") + part;
-                from = comma + 1;
-            }
-            s = out;
-            return {};
-        },
-        "", "loopback list");
-}
 
 // A redis:// URL whose HOST:PORT is on loopback (a password before '@' is allowed).
 CLI::Validator redis_loopback()
@@ -132,7 +113,7 @@ options parse(int argc, char** argv)
     o.connect = zkbench::default_connect();
     app.add_option("--connect", o.connect, "Loopback ZooKeeper servers, comma-separated (default: $ZK_CONNECT)")
         ->type_name("HOST:PORT[,...]")
-        ->transform(loopback_list());
+        ->transform(zkbench::loopback_list(zkbench::bracketed_ipv4::accept));
     app.add_option("--redis", o.redis, "Loopback redis://HOST:PORT: zkcoro::redis_mutex instead of ZooKeeper's")
         ->type_name("URL")
         ->check(redis_loopback());
@@ -152,6 +133,9 @@ options parse(int argc, char** argv)
     zkbench::add_integer(app, "--gate-ms", o.gate_ms, 0, 3'600'000, "MS",
                          "Hold the lock (of --locks 1) from the start this long, not counted, so\n"
                          "that the queue fills while the tasks enter; 0: no gate");
+    app.add_flag("--local-handoff", o.local_handoff,
+                 "The tasks of this process share one node a lock (the library's default;\n"
+                 "without it, a node per task): the memory curve");
     zkbench::add_integer(app, "--start-at-ms", o.start_at_ms, 0, 100'000'000'000'000, "EPOCH_MS",
                          "Start time, ms since the epoch; 0: at once");
     zkbench::add_integer(app, "--time-limit", o.time_limit, 1, 86'400, "SECONDS",
@@ -226,6 +210,8 @@ asio::awaitable<void> drive(const options& o, results& res, Make make, Counters 
         }, asio::detached);
     }
     asio::steady_timer ramp(ex);
+    res.rss_kb_start = zkbench::rss_bytes() / 1024;
+    long asking = 0;  // tasks that have called acquire at least once
     for (long t = 0; t < o.tasks; ++t) {
         // Tasks enter --entry-per-s a second: 10 000 entering at once sent the server 10 000
         // listings of up to 10 000 names (about 3 GB of replies), more than its heap (the test
@@ -241,6 +227,8 @@ asio::awaitable<void> drive(const options& o, results& res, Make make, Counters 
                         break;
                     zkbench::check_deadline("waiting for the lock");
                     const long k = pick(rng);
+                    if (r == 0)
+                        ++asking;
                     auto g = co_await lock_of(k).acquire(zkbench::time_left());
                     if (!g)
                         throw bench_error("acquire timed out (time limit)");
@@ -261,6 +249,17 @@ asio::awaitable<void> drive(const options& o, results& res, Make make, Counters 
         }, asio::detached);
     }
     // Every task has entered (most wait in the queue): the client's memory with the queue full.
+    // With the gate held, every task is then suspended in acquire: each has asked, and after a
+    // few more turns of the event loop (each lets every handler then queued run) the steps an
+    // acquire takes before it waits have run. Bounded by the time limit.
+    if (o.gate_ms > 0) {
+        for (int settled = 0; settled < 64;) {
+            zkbench::check_deadline("waiting for the tasks to enter");
+            co_await asio::post(ex, asio::use_awaitable);
+            if (asking >= o.tasks || group->finished > 0)
+                ++settled;
+        }
+    }
     res.rss_kb_entered = zkbench::rss_bytes() / 1024;
     co_await group->wait("the waiters");
     res.wall_ms = std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
@@ -296,7 +295,9 @@ asio::awaitable<void> run(const options& o, results& res)
     zkcoro::client zk(ex, zkbench::client_config(o.connect));
     co_await zk.async_connect();
     zkcoro::mutex_options mo;
-    mo.local_handoff = false;  // a node per task: the queue in ZooKeeper is every task of every process
+    // A node per task: the queue in ZooKeeper is every task of every process (the memory curve,
+    // --local-handoff: one node for the process, its tasks queue in it).
+    mo.local_handoff = o.local_handoff;
     co_await drive<zkcoro::mutex>(
         o, res, [&](std::string path) { return std::make_unique<zkcoro::mutex>(zk, std::move(path), mo); },
         [&] { return std::pair<std::uint64_t, std::uint64_t>{zk.stats().requests, zk.stats().watch_events}; });
@@ -316,9 +317,10 @@ asio::awaitable<void> run(const options& o, results& res)
 int finish(const options& o, const results& res)
 {
     fmt::print("PART id={} tasks={} rounds={} locks={} duration_ms={} acquisitions={} requests={} watch_events={} "
-               "cpu_us={:.0f} bytes_in={} rss_kb={} rss_kb_entered={} wall_ms={:.1f}\n",
+               "cpu_us={:.0f} bytes_in={} rss_kb={} rss_kb_entered={} rss_kb_start={} wall_ms={:.1f}\n",
                o.id, o.tasks, o.duration_ms > 0 ? 0 : o.rounds, o.locks, o.duration_ms, res.acquisitions, res.requests,
-               res.watch_events, res.cpu_us, res.bytes_in, res.rss_kb, res.rss_kb_entered, res.wall_ms);
+               res.watch_events, res.cpu_us, res.bytes_in, res.rss_kb, res.rss_kb_entered, res.rss_kb_start,
+               res.wall_ms);
     if (!o.events.empty()) {
         std::ofstream out(o.events);
         for (const auto& h : res.holds)

@@ -43,6 +43,13 @@ def rss_kb(p):
     return int(p.get("rss_kb", 0))
 
 
+def waiting_task_bytes(ps):
+    """The memory curve: what the resident set grew by while the tasks entered (each then waits
+    in acquire, the gate held), per task, over the processes."""
+    grown = sum(int(p["rss_kb_entered"]) - int(p["rss_kb_start"]) for p in ps)
+    return grown * 1024 / sum(int(p["tasks"]) for p in ps)
+
+
 def percentile(sorted_values, p):
     if not sorted_values:
         return 0.0
@@ -102,7 +109,8 @@ def main():
           + (f" server_commands_per_acq={int(server['server_commands']) / acquisitions:.2f}"
              if "server_commands" in server and acquisitions else "")
           + (f" server_packets_per_acq={int(server['server_packets']) / acquisitions:.2f}"
-             if "server_packets" in server and acquisitions else ""))
+             if "server_packets" in server and acquisitions else "")
+          + (f" bytes_per_waiting_task={waiting_task_bytes(ps):.0f}" if curve == "memory" else ""))
 
 
 if __name__ == "__main__":

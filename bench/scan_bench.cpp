@@ -3,8 +3,12 @@
 // bounds on the requests in flight; the time, the requests made and the most outstanding.
 //
 //   build/bench/zkcoro-scan-bench --connect 127.0.0.1:2181 [--locks 10000] [--in-flight 1,8,64]
+//   build/bench/zkcoro-scan-bench --connect H1:P1,H2:P2,H3:P3 --locks 1000 --readers 6 --duration-ms 5000
 //
-// Prints one RESULT line per bound. The tree is made in transactions of 100 creates and removed
+// Prints one RESULT line per bound. With --readers R (issue 36, curve 4: reads spread over the
+// members), R more clients, reader i connected to member i mod M of the connect string only, scan
+// the tree again and again (8 requests in flight each) for --duration-ms, all at once; one
+// RESULT line: scans and requests a second over all readers, and the scans of each member's readers. The tree is made in transactions of 100 creates and removed
 // at the end (the lock nodes are ephemeral: they go with the session).
 #include "bench_common.hpp"
 
@@ -14,6 +18,7 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <CLI/CLI.hpp>
@@ -23,6 +28,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -39,7 +45,100 @@ asio::awaitable<void> check(zkcoro::error_code ec, std::string_view what)
     co_return;
 }
 
-asio::awaitable<void> run(zkcoro::client& zk, int locks, std::vector<std::size_t> bounds)
+struct readers_options {
+    int readers = 0;
+    long duration_ms = 5000;
+    std::string connect;  // every member, comma separated
+};
+
+std::vector<std::string> members_of(const std::string& connect)
+{
+    std::vector<std::string> out;
+    std::size_t from = 0;
+    for (;;) {
+        const auto comma = connect.find(',', from);
+        out.push_back(connect.substr(from, comma == std::string::npos ? std::string::npos : comma - from));
+        if (comma == std::string::npos)
+            return out;
+        from = comma + 1;
+    }
+}
+
+struct reader_counts {
+    long scans = 0;
+    std::uint64_t requests = 0;
+};
+
+// One reader: its own session on one member, scanning until the deadline.
+asio::awaitable<void> read_until(zkcoro::client& zk, std::string root, int locks,
+                                 std::chrono::steady_clock::time_point deadline, reader_counts& counts)
+{
+    {
+        auto [ec] = co_await zk.async_connect(use_tuple);
+        co_await check(ec, "reader connect");
+    }
+    for (long n = 0; n < 1'000'000 && std::chrono::steady_clock::now() < deadline; ++n) {
+        auto [ec, r] = co_await zkcoro::async_scan(zk, root, {.max_in_flight = 8}, use_tuple);
+        co_await check(ec, "reader scan");
+        if (r.locks.size() != static_cast<std::size_t>(locks))
+            throw std::runtime_error(fmt::format("a reader's scan found {} locks, not {}", r.locks.size(), locks));
+        ++counts.scans;
+        counts.requests += r.requests;
+    }
+}
+
+asio::awaitable<void> read_spread(const readers_options& ro, std::string root, int locks)
+{
+    auto ex = co_await asio::this_coro::executor;
+    const auto members = members_of(ro.connect);
+    std::vector<std::unique_ptr<zkcoro::client>> clients;
+    std::vector<reader_counts> counts(static_cast<std::size_t>(ro.readers));
+    for (int i = 0; i < ro.readers; ++i)
+        clients.push_back(std::make_unique<zkcoro::client>(
+            ex, zkbench::client_config(members[static_cast<std::size_t>(i) % members.size()])));
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto deadline = t0 + std::chrono::milliseconds(ro.duration_ms);
+    // All readers at once; the first failure ends the bench (its exception, after every reader).
+    std::vector<std::exception_ptr> errors(clients.size());
+    int running = static_cast<int>(clients.size());
+    asio::steady_timer done(ex, std::chrono::steady_clock::time_point::max());
+    for (std::size_t i = 0; i < clients.size(); ++i)
+        asio::co_spawn(ex, read_until(*clients[i], root, locks, deadline, counts[i]),
+                       [&, i](std::exception_ptr e) {
+                           errors[i] = e;
+                           if (--running == 0)
+                               done.cancel();
+                       });
+    // Bounded: the readers stop at the deadline; a stuck one is a failure after 60 s more.
+    done.expires_at(deadline + std::chrono::seconds(60));
+    co_await done.async_wait(use_tuple);  // woken by the last reader, or at the bound
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (auto& c : clients)
+        c->close();
+    if (running != 0)
+        throw std::runtime_error(fmt::format("{} readers still scanning 60 s after the deadline", running));
+    for (auto& e : errors)
+        if (e)
+            std::rethrow_exception(e);
+    long scans = 0;
+    std::uint64_t requests = 0;
+    std::vector<long> per_member(members.size(), 0);
+    for (std::size_t i = 0; i < counts.size(); ++i) {
+        scans += counts[i].scans;
+        requests += counts[i].requests;
+        per_member[i % members.size()] += counts[i].scans;
+    }
+    std::string spread;
+    for (auto n : per_member)
+        spread += fmt::format("{}{}", spread.empty() ? "" : "/", n);
+    fmt::print("RESULT curve=reads locks={} members={} readers={} duration_ms={:.0f} scans_per_s={:.1f} "
+               "requests_per_s={:.0f} scans_per_member={}\n",
+               locks, members.size(), ro.readers, s * 1000, scans / s, static_cast<double>(requests) / s, spread);
+    std::fflush(stdout);
+}
+
+asio::awaitable<void> run(zkcoro::client& zk, int locks, std::vector<std::size_t> bounds,
+                          const readers_options& ro)
 {
     {
         auto [ec] = co_await zk.async_connect(use_tuple);
@@ -82,6 +181,8 @@ asio::awaitable<void> run(zkcoro::client& zk, int locks, std::vector<std::size_t
                    locks, bound, ms, r.requests, r.nodes_listed, r.requests - r.nodes_listed, r.max_in_flight_seen);
         std::fflush(stdout);
     }
+    if (ro.readers > 0)
+        co_await read_spread(ro, root, locks);
     // Remove the persistent nodes (the ephemeral ones first), bounded: transactions of 100.
     for (int i = 0; i < locks;) {
         std::vector<zkcoro::multi_op> batch;
@@ -108,16 +209,22 @@ int main(int argc, char** argv)
     try {
         CLI::App app{"zkcoro::async_scan of a tree of lock paths"};
         std::string connect;
-        zkbench::add_shared_options(app, connect, zkbench::bracketed_ipv4::accept);
+        zkbench::add_shared_options(app, connect, zkbench::bracketed_ipv4::accept, zkbench::connect_servers::list);
         int locks = 10000;
         std::vector<std::size_t> bounds{1, 8, 64};
         app.add_option("--locks", locks, "Lock paths to make")->check(CLI::Range(1, 1000000));
         app.add_option("--in-flight", bounds, "Bounds on the requests in flight, one scan each")->delimiter(',');
+        readers_options ro;
+        app.add_option("--readers", ro.readers,
+                       "Then this many clients scan at once, reader i on member i mod M of --connect")
+            ->check(CLI::Range(0, 1000));
+        app.add_option("--duration-ms", ro.duration_ms, "How long the readers scan")->check(CLI::Range(1, 3'600'000));
         zkbench::parse_command_line(app, argc, argv);
+        ro.connect = connect;
         asio::io_context ioc;
         zkcoro::client zk(ioc.get_executor(), zkbench::client_config(connect));
         std::exception_ptr error;
-        asio::co_spawn(ioc, run(zk, locks, bounds), [&](std::exception_ptr e) {
+        asio::co_spawn(ioc, run(zk, locks, bounds, ro), [&](std::exception_ptr e) {
             error = e;
             zk.close();
         });
