@@ -205,7 +205,7 @@ for topo in $topologies; do
         redis) runner=("$with_redis"); servers=redis ;;
         *) runner=("$with_server"); servers=1 ;;
     esac
-    echo "== $topo: waiters $sizes in processes $procs; locks $lock_counts; processes $proc_counts"
+    echo "== $topo: curves $curves (waiters $sizes in processes $procs; locks $lock_counts; processes $proc_counts; memory $memory_sizes)"
     "${runner[@]}" -- bash -c "$inner" inner "$bench" "$out" "$results.tmp" "$root" "$servers" \
         "$sizes" "$procs" "$rounds" "$lock_counts" "$lock_ms" "$proc_counts" "$proc_ms" \
         "$memory_sizes" "$scan" "$read_ms" "$lead_ms" "$curves"
