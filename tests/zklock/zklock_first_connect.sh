@@ -65,7 +65,9 @@ t0=$(date +%s%N)
 rc=$?
 took=$(ms_since "$t0")
 [ "$rc" -eq 69 ] || fail "-n, server stopped: exit $rc, expected 69 ($(cat "$tmp/err"))"
-[ "$took" -lt 1000 ] || fail "-n, server stopped: took $took ms, expected at once"
+# At once: the process starts and one connection is refused (0.2 to 1.2 s seen: the ASan build on a
+# loaded machine). 1 000 ms failed once there, beside a 10 000-thread JVM.
+[ "$took" -lt 2500 ] || fail "-n, server stopped: took $took ms, expected at once"
 t0=$(date +%s%N)
 "$zklock" -c "$url" -t 1 "$key" -- touch "$tmp/ran" 2>"$tmp/err"
 rc=$?

@@ -88,7 +88,9 @@ rc=$?
 took=$(ms_since "$t3")
 echo "   -n during the failover: exit $rc after $took ms"
 [ "$rc" -eq 69 ] || fail "-n during the failover: exit $rc, expected 69 ($(cat "$tmp/n.err"))"
-[ "$took" -lt 1000 ] || fail "-n during the failover: took $took ms, expected one attempt"
+# One attempt takes a process start and a refused connection: 0.2 to 1.7 s seen (the ASan build on
+# a loaded machine); Sentinel's 6 attempts, the behaviour this rules out, take 3 s more than that.
+[ "$took" -lt 2500 ] || fail "-n during the failover: took $took ms, expected one attempt (6 take over 3 s)"
 for _ in $(seq 1 300); do  # at most 15 s
     np=$(master_port)
     [ -n "$np" ] && [ "$np" != "$old" ] && break
