@@ -75,18 +75,13 @@ import org.apache.curator.retry.ExponentialBackoffRetry;
 import org.apache.zookeeper.KeeperException;
 import org.apache.zookeeper.common.PathUtils;
 
-public final class CuratorScale {
+public final class CuratorScale extends BenchSupport {
     private static final String PROGRAM = "CuratorScale";
     private static final int SESSION_TIMEOUT_MS = 30000;
     private static final int CONNECTION_TIMEOUT_MS = 10000;
     private static final long HARD_GRACE_MS = 20000;
     private static final long CLEANUP_GRACE_MS = 10000;
     private static final long MAX_HOLDS_PER_THREAD = 10_000_000;
-
-    private static final class UsageError extends Exception {
-        private static final long serialVersionUID = 1L;
-        UsageError(String msg) { super(msg); }
-    }
 
     /** Where the run stopped (STOP reason=...), or a failed check. */
     private static final class Stop extends Exception {
@@ -132,16 +127,6 @@ public final class CuratorScale {
         + "  --time-limit   seconds for the whole run (default 300); the watchdog halts 20 s after it\n"
         + "  --check-clock  check that System.nanoTime is CLOCK_MONOTONIC (python3's clock_gettime) and exit\n";
 
-    private static long integer(String name, String v, long lo, long hi) throws UsageError {
-        try {
-            long x = Long.parseLong(v);
-            if (x >= lo && x <= hi) return x;
-        } catch (NumberFormatException e) {
-            // below
-        }
-        throw new UsageError(name + ": expected an integer in [" + lo + ", " + hi + "], got \"" + v + "\"");
-    }
-
     private static Options parse(String[] args) throws UsageError {
         Options o = new Options();
         for (int i = 0; i < args.length; ++i) {
@@ -186,21 +171,6 @@ public final class CuratorScale {
         return o;
     }
 
-    /** One loopback HOST:PORT: 127.0.0.0/8, localhost or ::1 (textually: no name lookup). */
-    private static String loopbackOnly(String s) throws UsageError {
-        int colon = s.lastIndexOf(':');
-        if (s.contains(",") || s.contains("/") || colon <= 0) throw new UsageError("--connect: expected one HOST:PORT, got \"" + s + "\"");
-        String host = s.substring(0, colon);
-        long port = integer("--connect port", s.substring(colon + 1), 1, 65535);
-        if (host.equals("localhost")) return "127.0.0.1:" + port;
-        if (host.equals("[::1]") || host.equals("::1")) return "[::1]:" + port;
-        if (host.matches("127\\.\\d{1,3}\\.\\d{1,3}\\.\\d{1,3}")
-            && Arrays.stream(host.split("\\.")).allMatch(p -> Integer.parseInt(p) <= 255)) {
-            return host + ":" + port;
-        }
-        throw new UsageError("--connect: \"" + s + "\" is not on loopback: this benchmark runs against a local server only");
-    }
-
     // -----------------------------------------------------------------------------------------
     // Time and measurements
 
@@ -212,13 +182,6 @@ public final class CuratorScale {
 
     private static void checkDeadline(String what) throws Stop {
         if (System.nanoTime() - softDeadlineNs > 0) throw new Stop("time", "time limit exceeded while " + what);
-    }
-
-    private static final com.sun.management.OperatingSystemMXBean OS =
-        (com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean();
-
-    private static long cpuNs() {
-        return OS.getProcessCpuTime();
     }
 
     /** A field (kB) of /proc/self/status; -1 if missing. */
@@ -440,16 +403,6 @@ public final class CuratorScale {
         return client;
     }
 
-    private static void deleteTree(CuratorFramework client, String path) {
-        try {
-            client.delete().deletingChildrenIfNeeded().forPath(path);
-        } catch (KeeperException.NoNodeException e) {
-            // never made, or removed as an empty container
-        } catch (Exception e) {
-            System.err.println(PROGRAM + ": warning: deleting " + path + ": " + e);
-        }
-    }
-
     /**
      * Unmeasured: one contended handoff (a second thread waits behind the main one) loads most
      * classes of the measured part, whose loading would otherwise count in its CPU time.
@@ -652,32 +605,14 @@ public final class CuratorScale {
     }
 
     private static void startWatchdog(long hardDeadlineNs, long limit) {
-        Thread t = new Thread(() -> {
-            for (int i = 0; i < 1_000_000; ++i) {
-                long left = hardDeadlineNs - System.nanoTime();
-                if (left <= 0) break;
-                try {
-                    Thread.sleep(Math.max(1, TimeUnit.NANOSECONDS.toMillis(left)));
-                } catch (InterruptedException e) {
-                    return;
-                }
-            }
-            System.out.println("STOP reason=time the watchdog halted the JVM " + HARD_GRACE_MS / 1000
-                + " s after the time limit of " + limit + " s");
-            System.out.flush();
-            Runtime.getRuntime().halt(3);
-        }, "watchdog");
-        t.setDaemon(true);
-        t.start();
+        BenchSupport.startWatchdog(hardDeadlineNs, () -> System.out.println(
+            "STOP reason=time the watchdog halted the JVM " + HARD_GRACE_MS / 1000 + " s after the time limit of "
+            + limit + " s"));
     }
 
     public static void main(String[] args) {
-        if (System.getProperty("org.slf4j.simpleLogger.defaultLogLevel") == null) {
-            System.setProperty("org.slf4j.simpleLogger.defaultLogLevel", "warn");
-        }
-        if (System.getProperty("org.slf4j.simpleLogger.log.org.apache.zookeeper.ClientCnxn") == null) {
-            System.setProperty("org.slf4j.simpleLogger.log.org.apache.zookeeper.ClientCnxn", "error");
-        }
+        program = PROGRAM;
+        quietLogs();
         long t0 = System.nanoTime();
         Options o;
         try {

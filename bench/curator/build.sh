@@ -1,5 +1,6 @@
 #!/bin/sh
-# Compile CuratorBench.java and CuratorScale.java (bench/scale_curator.sh) against Debian's Curator jars (no network) into OUTDIR and write
+# Compile CuratorBench.java and CuratorScale.java (bench/scale_curator.sh), with what they share
+# (BenchSupport.java), against Debian's Curator jars (no network) into OUTDIR and write
 # OUTDIR/classpath.txt with the full runtime classpath (OUTDIR first).
 #
 #   bench/curator/build.sh OUTDIR
@@ -17,5 +18,5 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../../tests/interop/curator-classpath.sh
 . "$here/../../tests/interop/curator-classpath.sh"
 
-curator_build "$1" "$here/CuratorBench.java" "$here/CuratorScale.java" || exit 1
+curator_build "$1" "$here/BenchSupport.java" "$here/CuratorBench.java" "$here/CuratorScale.java" || exit 1
 echo "built $curator_out/CuratorBench.class and CuratorScale.class; classpath in $curator_out/classpath.txt"
