@@ -193,7 +193,8 @@ configure build-san -Doptimization=0 "${debug_lines[@]}" -Dbench=false -Dexample
 # The 'source' suite checks sources and documents, not the built code. The 'curator' suite (our
 # recipes beside Curator's in JVMs: about 90 s, each run alone) runs once too: what it drives of
 # ours, the integration suites drive under the sanitizers.
-san_tests=(--no-suite=fault --no-suite=source --no-suite=curator)
+# The 'differential' suite checks the simulated ZooKeeper (test code) against a real server: once.
+san_tests=(--no-suite=fault --no-suite=source --no-suite=curator --no-suite=differential)
 # Only what those tests run is compiled (see the top); their `meson test` builds nothing more
 # (--no-rebuild), and a program missing there fails its test.
 san_targets=$(test_targets build-san "${san_tests[@]}")
