@@ -67,11 +67,8 @@ curves="waiters locks processes memory reads"
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-build=${BUILD_DIR:-build-rel}
-if [[ ! -f "$build/build.ninja" ]]; then
-    bash scripts/install-deps.sh
-    meson setup "$build" --buildtype=release -Dbench=true
-fi
+# shellcheck source=bench/build_dir.sh
+. bench/build_dir.sh
 ninja -C "$build" bench/zkcoro-scale-bench bench/zkcoro-scan-bench tools/zkserver/zkcoro-with-server
 bench=$build/bench/zkcoro-scale-bench
 scan=$build/bench/zkcoro-scan-bench

@@ -206,11 +206,8 @@ results=$(realpath -m "$results")
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-build=${BUILD_DIR:-build-rel}
-if [[ ! -f "$build/build.ninja" ]]; then
-    bash scripts/install-deps.sh
-    meson setup "$build" --buildtype=release -Dbench=true
-fi
+# shellcheck source=bench/build_dir.sh
+. bench/build_dir.sh
 ninja -C "$build" bench/zkcoro-scale-bench tools/zkserver/zkcoro-with-server >/dev/null
 classes=${CURATOR_CLASSES:-$build/bench/curator-classes}
 sh bench/curator/build.sh "$classes" >/dev/null
