@@ -36,12 +36,6 @@ bool is_lock_node_name(std::string_view name)
     return head.ends_with("lock-") || head.ends_with("__READ__") || head.ends_with("__WRIT__");
 }
 
-void say(const options& o, std::string_view msg)
-{
-    if (o.verbose)
-        fmt::print(stderr, "zklock: {}\n", msg);
-}
-
 asio::awaitable<int> revoke_main(zkcoro::client& zk, const options& o)
 {
     auto [ec] = co_await zk.async_connect(asio::as_tuple(asio::use_awaitable));

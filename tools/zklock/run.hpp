@@ -32,13 +32,6 @@ namespace zklock {
 
 using clock = std::chrono::steady_clock;
 
-// A line on stderr with -v.
-inline void say(const options& o, std::string_view msg)
-{
-    if (o.verbose)
-        fmt::print(stderr, "zklock: {}\n", msg);
-}
-
 inline std::string signal_name(int sig)
 {
     const char* abbrev = ::sigabbrev_np(sig);

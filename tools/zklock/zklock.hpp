@@ -12,6 +12,8 @@
 
 #include <boost/asio/awaitable.hpp>
 
+#include <fmt/format.h>
+
 #include <sys/types.h>
 
 #include <algorithm>
@@ -70,6 +72,13 @@ struct options {
     bool revoke = false;
     std::string revoke_node;
 };
+
+// A line on stderr with -v.
+inline void say(const options& o, std::string_view msg)
+{
+    if (o.verbose)
+        fmt::print(stderr, "zklock: {}\n", msg);
+}
 
 // One node of a lock's queue, as `zklock status` shows it.
 struct queue_entry {
