@@ -130,6 +130,20 @@ inline CLI::Validator loopback_only(bracketed_ipv4 bracketed_v4)
         "", "loopback");
 }
 
+// The comma-separated parts of `s` ("" gives one empty part).
+inline std::vector<std::string> split_commas(const std::string& s)
+{
+    std::vector<std::string> out;
+    for (std::size_t from = 0; from <= s.size();) {
+        auto comma = s.find(',', from);
+        if (comma == std::string::npos)
+            comma = s.size();
+        out.push_back(s.substr(from, comma - from));
+        from = comma + 1;
+    }
+    return out;
+}
+
 // A comma-separated list of loopback HOST:PORT (a ZooKeeper connect string without chroot), each
 // as loopback_only takes it.
 inline CLI::Validator loopback_list(bracketed_ipv4 bracketed_v4)
@@ -138,15 +152,10 @@ inline CLI::Validator loopback_list(bracketed_ipv4 bracketed_v4)
         [bracketed_v4](std::string& s) -> std::string {
             const auto one = loopback_only(bracketed_v4);
             std::string out;
-            for (std::size_t from = 0; from <= s.size();) {
-                auto comma = s.find(',', from);
-                if (comma == std::string::npos)
-                    comma = s.size();
-                auto part = s.substr(from, comma - from);
+            for (auto part : split_commas(s)) {
                 if (auto error = one(part); !error.empty())
                     return error;
                 out += (out.empty() ? "" : ",") + part;
-                from = comma + 1;
             }
             s = out;
             return {};

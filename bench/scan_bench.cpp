@@ -18,7 +18,6 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <CLI/CLI.hpp>
@@ -51,19 +50,6 @@ struct readers_options {
     std::string connect;  // every member, comma separated
 };
 
-std::vector<std::string> members_of(const std::string& connect)
-{
-    std::vector<std::string> out;
-    std::size_t from = 0;
-    for (;;) {
-        const auto comma = connect.find(',', from);
-        out.push_back(connect.substr(from, comma == std::string::npos ? std::string::npos : comma - from));
-        if (comma == std::string::npos)
-            return out;
-        from = comma + 1;
-    }
-}
-
 struct reader_counts {
     long scans = 0;
     std::uint64_t requests = 0;
@@ -90,7 +76,7 @@ asio::awaitable<void> read_until(zkcoro::client& zk, std::string root, int locks
 asio::awaitable<void> read_spread(const readers_options& ro, std::string root, int locks)
 {
     auto ex = co_await asio::this_coro::executor;
-    const auto members = members_of(ro.connect);
+    const auto members = zkbench::split_commas(ro.connect);
     std::vector<std::unique_ptr<zkcoro::client>> clients;
     std::vector<reader_counts> counts(static_cast<std::size_t>(ro.readers));
     for (int i = 0; i < ro.readers; ++i)
@@ -98,28 +84,28 @@ asio::awaitable<void> read_spread(const readers_options& ro, std::string root, i
             ex, zkbench::client_config(members[static_cast<std::size_t>(i) % members.size()])));
     const auto t0 = std::chrono::steady_clock::now();
     const auto deadline = t0 + std::chrono::milliseconds(ro.duration_ms);
-    // All readers at once; the first failure ends the bench (its exception, after every reader).
-    std::vector<std::exception_ptr> errors(clients.size());
-    int running = static_cast<int>(clients.size());
-    asio::steady_timer done(ex, std::chrono::steady_clock::time_point::max());
+    // All readers at once, as a task group (bench_common.hpp): its wait is bounded by the time
+    // limit plus 5 s, here 60 s after the readers' deadline; the first failure ends the bench.
+    zkbench::g_deadline = deadline + std::chrono::seconds(55);
+    zkbench::task_group group(ex);
+    group.tasks = static_cast<long>(clients.size());
     for (std::size_t i = 0; i < clients.size(); ++i)
         asio::co_spawn(ex, read_until(*clients[i], root, locks, deadline, counts[i]),
-                       [&, i](std::exception_ptr e) {
-                           errors[i] = e;
-                           if (--running == 0)
-                               done.cancel();
+                       [&group](std::exception_ptr e) {
+                           try {
+                               if (e)
+                                   std::rethrow_exception(e);
+                           } catch (const std::exception& x) {
+                               group.error(x.what());
+                           }
+                           group.task_done();
                        });
-    // Bounded: the readers stop at the deadline; a stuck one is a failure after 60 s more.
-    done.expires_at(deadline + std::chrono::seconds(60));
-    co_await done.async_wait(use_tuple);  // woken by the last reader, or at the bound
+    co_await group.wait("the readers");
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     for (auto& c : clients)
         c->close();
-    if (running != 0)
-        throw std::runtime_error(fmt::format("{} readers still scanning 60 s after the deadline", running));
-    for (auto& e : errors)
-        if (e)
-            std::rethrow_exception(e);
+    if (!group.first_error.empty())
+        throw std::runtime_error(group.first_error);
     long scans = 0;
     std::uint64_t requests = 0;
     std::vector<long> per_member(members.size(), 0);
