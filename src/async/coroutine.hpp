@@ -1,17 +1,19 @@
-// Helpers for the library's own coroutines (internal): whether the running one was cancelled, and
-// running one to complete an operation with its result.
+// Helpers for the library's own coroutines (internal): the completion token they await with,
+// whether the running one was cancelled, and running one to complete an operation with its result.
 #ifndef ZKCORO_SRC_ASYNC_COROUTINE_HPP
 #define ZKCORO_SRC_ASYNC_COROUTINE_HPP
 
 #include <zkcoro/detail/config.hpp>
 #include <zkcoro/error.hpp>
 
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include <exception>
 #include <memory>
@@ -19,6 +21,11 @@
 #include <utility>
 
 namespace zkcoro::detail {
+
+// The token the library's coroutines await with: the error code comes back as the first element
+// of a tuple instead of as an exception, since most failures are results the caller handles. One
+// definition for every file: in a unity build (src/meson.build) each file's own copy would clash.
+inline constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 // True once the running coroutine has been asked to stop (any cancellation type). For coroutines
 // that turned throw_if_cancelled off and look at their cancellation after each wait.

@@ -38,13 +38,6 @@ namespace {
 thread_local int tl_depth ZKCORO_TLS_INITIAL_EXEC = 0;
 thread_local client_impl* tl_current ZKCORO_TLS_INITIAL_EXEC = nullptr;
 
-std::int64_t now_ns() noexcept
-{
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
-
 ZooLogLevel to_zoo_level(log_level l) noexcept
 {
     switch (l) {

@@ -52,6 +52,15 @@ std::recursive_mutex& zk_mutex() noexcept;
 class client_impl;
 struct ensemble_read;  // driver/ensemble.cpp
 
+// The steady clock in nanoseconds, the unit of client_impl::last_heard_ns: mark_heard stamps it,
+// the pinger (driver/failover.cpp) measures the silence since.
+inline std::int64_t now_ns() noexcept
+{
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
 // Holds zk_mutex; when the outermost holder on this thread lets go, log lines collected while it
 // was held are handed to the client's sink, with no lock held.
 class zk_guard {

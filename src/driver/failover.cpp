@@ -31,13 +31,6 @@ namespace zkcoro::detail {
 
 namespace {
 
-std::int64_t now_ns() noexcept
-{
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
-
 std::string current_server(zhandle_t* zh)
 {
     const char* s = zoo_get_current_server(zh);

@@ -17,6 +17,7 @@ namespace zkcoro::detail {
 // Node-name markers of Curator's recipes.
 inline constexpr std::string_view lock_marker = "lock-";
 inline constexpr std::string_view lease_marker = "lease-";
+inline constexpr std::string_view latch_marker = "latch-";  // LeaderLatch
 inline constexpr std::string_view read_marker = "__READ__";
 inline constexpr std::string_view write_marker = "__WRIT__";
 

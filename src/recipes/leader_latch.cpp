@@ -3,13 +3,13 @@
 // term is lost, queue again; until close().
 #include "async/coroutine.hpp"
 #include "engine/acquisition.hpp"
+#include "engine/rules.hpp"
 #include "zookeeper/lock.hpp"
 
 #include <zkcoro/detail/access.hpp>
 #include <zkcoro/leader_latch.hpp>
 #include <zkcoro/mutex.hpp>
 
-#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -27,8 +27,6 @@ namespace zkcoro {
 namespace detail {
 
 namespace {
-constexpr std::string_view latch_marker = "latch-";
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 // Consecutive failed attempts to queue (e.g. ZNOAUTH on the path) before the latch gives up.
 constexpr int max_failures = 30;
 

@@ -29,7 +29,6 @@ std::string_view to_string(lock_kind k) noexcept
 namespace detail {
 
 namespace {
-constexpr std::string_view latch_marker = "latch-";
 
 // Whether `n` is a node of a recipe with `marker`: the marker, then the sequence number the server
 // appended (digits only), as in "_c_<uuid>-lock-0000000001". A name that only contains the marker

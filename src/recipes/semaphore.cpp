@@ -1,5 +1,6 @@
 // The counting semaphore: a mutex at <path>/locks serialises entry, and the lock queue engine
 // waits at <path>/leases until the number of leases is within max_leases.
+#include "async/coroutine.hpp"
 #include "engine/acquisition.hpp"
 #include "zookeeper/diagnostics.hpp"
 #include "zookeeper/lock.hpp"
@@ -24,7 +25,6 @@ namespace detail {
 
 namespace {
 using clock = std::chrono::steady_clock;
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 }  // namespace
 
 // The semaphore's entry mutex: a plain mutex, held only while a lease node is queued.

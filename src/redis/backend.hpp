@@ -35,7 +35,7 @@ namespace zkcoro::detail {
 
 using redis_acquire_result = std::tuple<error_code, std::optional<guard>>;
 constexpr std::size_t max_redis_key_size = 1024;
-inline constexpr auto redis_use_tuple = asio::as_tuple(asio::use_awaitable);
+inline constexpr auto redis_use_tuple = use_tuple;  // the library's token (async/coroutine.hpp)
 
 // One waiting active task: woken by a release notification or a (re)subscription.
 struct waiter {

@@ -34,7 +34,6 @@ namespace {
 
 using asio::awaitable;
 using acquire_result = redis_acquire_result;
-constexpr auto use_tuple = redis_use_tuple;
 
 }  // namespace
 

@@ -9,7 +9,6 @@
 
 #include <zkcoro/detail/access.hpp>
 
-#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -27,7 +26,6 @@ namespace zkcoro::detail {
 namespace {
 
 using asio::awaitable;
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 void unwatch_session(lock_object& s, const std::shared_ptr<node_state>& ns);
 void session_changed(const std::shared_ptr<lock_object>& s);

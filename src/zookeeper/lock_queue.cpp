@@ -15,7 +15,6 @@
 #include <zkcoro/detail/access.hpp>
 #include <zkcoro/path.hpp>
 
-#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/parallel_group.hpp>
@@ -64,7 +63,6 @@ boost::uuids::uuid protected_uuid_()
         g.emplace();
     return g->gen();
 }
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 // One acquisition's walk through the queue. Each step returns what to do next.
 class queue_walk {

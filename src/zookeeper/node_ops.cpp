@@ -5,7 +5,6 @@
 #include <zkcoro/detail/access.hpp>
 #include <zkcoro/path.hpp>
 
-#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/experimental/parallel_group.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -19,7 +18,6 @@ namespace zkcoro::detail {
 
 using namespace std::chrono_literals;
 using clock = std::chrono::steady_clock;
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 asio::awaitable<bool> wait_connected(client& zk, steady_time deadline)
 {

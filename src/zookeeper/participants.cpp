@@ -4,9 +4,6 @@
 
 #include <zkcoro/path.hpp>
 
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/use_awaitable.hpp>
-
 #include <algorithm>
 
 namespace zkcoro::detail {
@@ -17,7 +14,6 @@ using participants_result = std::tuple<error_code, std::vector<participant>>;
 
 asio::awaitable<participants_result> list_participants(std::shared_ptr<lock_object> s)
 {
-    constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
     if (s->path_error)
         co_return participants_result{s->path_error, {}};
     auto [ec, ch] = co_await zk_of(*s).async_get_children(s->path, use_tuple);

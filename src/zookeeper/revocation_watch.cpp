@@ -1,13 +1,13 @@
 // The watch on a revocable node's data that turns Curator's "__REVOKE__" into a request.
 #include "zookeeper/lock.hpp"
+
+#include "async/coroutine.hpp"
 #include "zookeeper/node_ops.hpp"
 
 #include <zkcoro/detail/access.hpp>
 
-#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
-#include <boost/asio/use_awaitable.hpp>
 
 #include <fmt/format.h>
 
@@ -17,7 +17,6 @@ namespace {
 
 asio::awaitable<void> revocation_loop(client zk, std::string node, std::shared_ptr<revocation_state> rs)
 {
-    constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
     // Each round reads the data and waits for the next change; a failure to reach the server
     // waits for the connection (at most a minute) and counts: at most 20 of them.
     int failures = 0;
