@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -30,6 +31,20 @@ std::vector<std::uint64_t> first_seeds()
 {
     std::vector<std::uint64_t> seeds;
     for (std::uint64_t seed = 1; seed <= default_seeds; ++seed)
+        seeds.push_back(seed);
+    return seeds;
+}
+
+std::vector<std::uint64_t> first_seeds(std::uint64_t plain, std::uint64_t sanitized)
+{
+#ifdef ZKTEST_SANITIZED
+    const auto n = sanitized;
+#else
+    const auto n = plain;
+    (void)sanitized;
+#endif
+    std::vector<std::uint64_t> seeds;
+    for (std::uint64_t seed = 1; seed <= n; ++seed)
         seeds.push_back(seed);
     return seeds;
 }
@@ -109,12 +124,22 @@ sweep_totals sweep(const char* name, const char* env, const std::vector<std::uin
                    const std::function<std::string(std::uint64_t, sweep_totals&)>& one, bool control)
 {
     sweep_totals sum;
-    const auto w0 = std::chrono::system_clock::now();  // wall time: steady_clock is the simulated one
+    using wall = std::chrono::system_clock;  // wall time: steady_clock is the simulated one
+    const auto w0 = wall::now();
+    const char* budget_env = std::getenv("ZKCORO_SIM_BUDGET");
+    const double budget_s = budget_env ? std::strtod(budget_env, nullptr) : 0;
+    const char* progress_env = std::getenv("ZKCORO_SIM_PROGRESS");
+    const double progress_s = progress_env ? std::strtod(progress_env, nullptr) : 0;
+    auto since = [&](wall::time_point t) { return std::chrono::duration<double>(wall::now() - t).count(); };
+    double next_progress = progress_s;
     for (auto seed : seeds) {
+        if (budget_s > 0 && since(w0) >= budget_s)
+            break;
         const auto t0 = sim_now();
         std::string why;
         std::thread t([&] { why = one(seed, sum); });
         t.join();
+        ++sum.seeds_run;
         const auto f = sim_stats();
         sum.faults.disconnects += f.disconnects;
         sum.faults.expiries += f.expiries;
@@ -123,30 +148,46 @@ sweep_totals sweep(const char* name, const char* env, const std::vector<std::uin
         sum.faults.lies += f.lies;
         sum.faults.steps += f.steps;
         sum.simulated_s += std::chrono::duration<double>(sim_now() - t0).count();
-        if (why.empty())
-            continue;
-        if (++sum.broke == 1 && control)
-            fmt::print("{}: caught: {} (replay: {}={})\n", name, why.substr(0, why.find('\n')), env, seed);
-        else if (sum.broke <= 5 && !control)
-            MESSAGE(why << " (replay: " << std::string(env) << "=" << seed << ")");
+        if (!why.empty()) {
+            if (++sum.broke == 1 && control)
+                fmt::print("{}: caught: {} (replay: {}={})\n", name, why.substr(0, why.find('\n')), env, seed);
+            else if (sum.broke <= 5 && !control)
+                MESSAGE(why << " (replay: " << std::string(env) << "=" << seed << ")");
+            else if (!control)  // a soak's later ones: the seed and the first line
+                fmt::print("{}: broke: {} (replay: {}={})\n", name, why.substr(0, why.find('\n')), env, seed);
+        }
+        if (progress_s > 0 && since(w0) >= next_progress) {
+            next_progress += progress_s;
+            const double s = since(w0);
+            fmt::print("{}: progress: {} seeds in {:.0f} s (last {}), {:.2f} seeds/s, {:.0f} steps/s, {} broke\n", name,
+                       sum.seeds_run, s, seed, static_cast<double>(sum.seeds_run) / s,
+                       static_cast<double>(sum.faults.steps) / s, sum.broke);
+            std::fflush(stdout);
+        }
     }
-    sum.wall_s = std::chrono::duration<double>(std::chrono::system_clock::now() - w0).count();
+    sum.wall_s = since(w0);
     std::string counts, lines;
     for (auto& [what, n] : sum.counts)
         if (what.find(':') == std::string::npos)
             counts += fmt::format("{} {}, ", n, what);
         else
             lines += fmt::format("  {}: {}\n", what, n);
+    for (auto& [what, v] : sum.maxima)
+        counts += fmt::format("{} {:.3f}, ", what, v);
     if (!counts.empty())
         counts.replace(counts.size() - 2, 2, "; ");
-    fmt::print("{}: seeds {}..{}: {}{} connections broken, {} sessions expired, {} requests applied unanswered, {} "
-               "not applied{}; {} steps, {:.1f} s simulated, {:.2f} s wall, {:.0f} steps/s; {} seeds broke, digest "
-               "{:016x}\n{}",
-               name, seeds.front(), seeds.back(), counts, sum.faults.disconnects, sum.faults.expiries,
-               sum.faults.applied_unanswered, sum.faults.not_applied,
+    const auto last = sum.seeds_run > 0 ? seeds[sum.seeds_run - 1] : seeds.front();
+    fmt::print("{}: seeds {}..{}{}: {}{} connections broken, {} sessions expired, {} requests applied unanswered, {} "
+               "not applied{}; {} steps, {:.1f} s simulated, {:.2f} s wall, {:.0f} steps/s, {:.2f} seeds/s; {} seeds "
+               "broke, digest {:016x}\n{}",
+               name, seeds.front(), last,
+               sum.seeds_run < seeds.size() ? fmt::format(" ({} of {}: the budget ran out)", sum.seeds_run, seeds.size())
+                                            : std::string(),
+               counts, sum.faults.disconnects, sum.faults.expiries, sum.faults.applied_unanswered, sum.faults.not_applied,
                sum.faults.lies ? fmt::format(", {} lies told", sum.faults.lies) : std::string(), sum.faults.steps,
                sum.simulated_s, sum.wall_s, sum.wall_s > 0 ? static_cast<double>(sum.faults.steps) / sum.wall_s : 0.0,
-               sum.broke, sum.digest, lines);
+               sum.wall_s > 0 ? static_cast<double>(sum.seeds_run) / sum.wall_s : 0.0, sum.broke, sum.digest, lines);
+    std::fflush(stdout);
     return sum;
 }
 

@@ -10,6 +10,7 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -29,10 +30,42 @@ constexpr std::uint64_t default_seeds = 5;
 constexpr std::uint64_t default_seeds = 20;
 #endif
 
+// The liveness bounds the checkers hold every acquisition to (test_sim_protocol.cpp), with the
+// session timeout of sim_processes (T = 6 s) and the simulated network's trips (at most 0.4 ms
+// one way: sim_latency's default).
+//
+// B: every acquisition ends (granted, timed out, cancelled or failed) by its deadline, or by the
+// moment it was cancelled if that is earlier, plus B. The queue walk (src/zookeeper/lock_queue.cpp)
+// waits for nothing past its deadline but requests: the wait for its turn and the wait for the
+// connection have the deadline as a timer, a decision made past it gives up, and a give-up deletes
+// the node in the background. Past the deadline there can be two requests in series: the one in
+// flight at the deadline, and the listing that a reply in hand needs before the walk can judge (a
+// create whose listing was lost, a predecessor found gone). A request ends with its reply (2
+// trips), when the client learns that its connection broke (a trip after the break), or, issued
+// while the client reconnects, at the reconnection (it is sent then) or at the expiry notice; the
+// fault model (capi_sim.cpp, disconnect) draws the reconnection at most 1.5 T + 2 trips after the
+// break and sends the notice a trip later. So a request takes at most 1.5 T + 5 trips, and
+// B = 2 x (1.5 T + 5 trips) = 3 T + 10 trips, 18.004 s; 18.01 s here.
+inline constexpr std::chrono::milliseconds liveness_bound{18'010};
+// C: a cancelled acquisition ends within C of its cancellation. The client's requests and the
+// walk's waits end at once on a cancellation; only the first round trip (the create and the
+// listing sent together from the caller's call, zk_entry in src/zookeeper/backend.cpp) is waited
+// for, so that the node it may have made is given up: one request, C = 1.5 T + 5 trips, 9.002 s;
+// 9.01 s here.
+inline constexpr std::chrono::milliseconds cancel_bound{9'010};
+// W: with no fault for W, a free lock with waiters is granted within W. "No fault": every client
+// connected (the server then holds no node of a session whose client is away); "free": no guard
+// returned and not yet released. From then a waiter needs a few round trips (the reply it awaits,
+// a listing, its predecessor's watch: about 10 trips, 4 ms), a lingering node (200 ms in the
+// linger case) goes when someone queues behind it; W = 1 s.
+inline constexpr std::chrono::milliseconds quiet_grant_bound{1'000};
+
 // The seeds of a case: `defaults`, or FROM or FROM:COUNT from the environment variable `env`.
 std::vector<std::uint64_t> seeds_of(const char* env, std::vector<std::uint64_t> defaults);
 // 1..default_seeds.
 std::vector<std::uint64_t> first_seeds();
+// 1..plain, or 1..sanitized under the sanitizers (the costlier cases keep the test command's time).
+std::vector<std::uint64_t> first_seeds(std::uint64_t plain, std::uint64_t sanitized);
 
 // One seed's processes. The constructor starts a new world (sim_reset) with the faults given and
 // makes `n` clients with a 6 s session timeout; connect() connects them.
@@ -68,10 +101,17 @@ private:
 // own counts, and a digest of every seed's end (same seeds, same digest).
 struct sweep_totals {
     std::map<std::string, long> counts;
+    std::map<std::string, double> maxima;  // the largest each seed reported, by name (printed after the counts)
+    void most(const std::string& k, double v)
+    {
+        auto& m = maxima[k];
+        m = std::max(m, v);
+    }
     sim_counts faults;
     double simulated_s = 0;
     double wall_s = 0;
     int broke = 0;
+    std::uint64_t seeds_run = 0;  // fewer than asked when ZKCORO_SIM_BUDGET ran out
     std::uint64_t digest = 1469598103934665603ULL;
     void mix(std::uint64_t v) { digest = (digest ^ v) * 1099511628211ULL; }
     long operator[](const std::string& k) const
@@ -81,13 +121,16 @@ struct sweep_totals {
     }
 };
 
-// Runs `one(seed, totals)` for each seed, each on a thread of its own (the library's per-thread
+// Runs `one(seed, totals)` for each seed, one seed at a time (one core), each on a thread of its own (the library's per-thread
 // state, the protected names' generator seeded from the simulation's getrandom, starts afresh:
 // the seed alone decides the run). `one` returns what broke ("" when all held); the first 5
 // broken seeds are shown with their replay (env=SEED). Adds the simulation's counts and the
 // simulated time of each seed, and prints the totals: the counts (by name; one with a ':' in its
 // name on a line of its own), the faults, the steps, the simulated and wall seconds and the steps
 // a (wall) second.
+// Soak mode: ZKCORO_SIM_BUDGET=S stops a sweep after S wall seconds (the seeds run are printed),
+// ZKCORO_SIM_PROGRESS=S prints a progress line every S wall seconds (seeds, seeds a second, steps
+// a second, the last seed, seeds broken).
 // A negative control (`control`) expects its seeds to break: the first one's first line (what
 // the checker reported) is printed instead, with no trace.
 sweep_totals sweep(const char* name, const char* env, const std::vector<std::uint64_t>& seeds,
