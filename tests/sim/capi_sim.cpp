@@ -173,6 +173,12 @@ int request(zhandle_t* zh, std::function<std::function<void()>()> apply, std::fu
         up(zh, [zh, id, apply] {
             auto reply = apply();
             send_events();  // a write's events before its reply
+            auto& s = S();
+            if ((s.lies & lie_swallow_reply) && std::uniform_int_distribution<int>(0, 29)(s.rng) == 0) {
+                trace(zh, "lie: a reply not sent");
+                ++s.counts.lies;
+                return;
+            }
             down(zh, [zh, id, reply = std::move(reply), zxid = S().world->last_zxid()] {
                 if (zh->pending.erase(id) == 0)
                     return;

@@ -59,6 +59,10 @@ enum sim_lies : unsigned {
     // A listing leaves out the lister's own lowest-sequence node (1 listing in 3): the walk, or
     // the search for a create whose reply was lost, believes its node is not there.
     lie_hide_own_node = 8,
+    // A request is applied but its reply never sent, the connection staying up (1 request in 30):
+    // the request waits for ever (no real server does this; the C client would time the
+    // connection out). For the liveness checker's control.
+    lie_swallow_reply = 16,
 };
 void sim_lie(unsigned lies);
 // Open simulated handles (sessions being connected or connected).
