@@ -23,6 +23,10 @@
 # fuzzer would run blind (no coverage, no sanitizer) and still pass.
 # FUZZ_OBJECTS_FROM=DIR, a Meson build directory of this tree that is up to date (the test command
 # has just built it), supplies those link-only objects instead: copied from DIR, not compiled again.
+# The library is a unity build there (src/meson.build): its object holds every source, the fuzzed
+# ones too. It is copied with its symbols made weak (objcopy --weaken), so that the instrumented
+# objects' definitions are the ones linked and the copy only fills in the rest; a fuzzed source
+# without its instrumented object then fails the build here, before any link.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -61,11 +65,14 @@ fuzzed="path.cpp connect_string.cpp types.cpp error.cpp session_fsm.cpp rules.cp
 
 # Rebuild everything when the compiler or the flags change.
 from=${FUZZ_OBJECTS_FROM:-}
+meson_unity=
 if [ -n "$from" ]; then
   meson_objs=$(find "$from/src" -maxdepth 1 -type d -name 'libzkcoro.so*.p' -print -quit 2>/dev/null)
   [ -n "$meson_objs" ] || { echo "fuzz.sh: FUZZ_OBJECTS_FROM=$from: no $from/src/libzkcoro.so*.p (not a Meson build of zkcoro)" >&2; exit 64; }
+  # Meson names a unity build's objects meson-generated_zkcoro-unity0.cpp.o, ...
+  meson_unity=$(find "$meson_objs" -maxdepth 1 -name 'meson-generated_*-unity*.cpp.o' | sort)
 fi
-stamp="$cxx ${common[*]} ${instrumented[*]} | $gxx | $fuzzed | ${from:+objects from $from}"
+stamp="$cxx ${common[*]} ${instrumented[*]} | $gxx | $fuzzed | ${from:+objects from $from}${meson_unity:+ (unity)}"
 if [ "$(cat "$out/flags" 2>/dev/null)" != "$stamp" ]; then rm -f "$out"/obj/*.o; echo "$stamp" > "$out/flags"; fi
 
 # An object is stale when its source or any header is newer than it.
@@ -85,14 +92,16 @@ done
 redis=0
 pkg-config --exists hiredis 2>/dev/null && redis=1
 jobs=()
+fuzzed_objs=()
 for src in $(find src -name '*.cpp' | sort); do
   rel=${src#src/}
   if [[ $rel == redis/* ]] && (( !redis )); then rm -f "$out/obj/$(echo "${rel%.cpp}" | tr '/' '+').o"; continue; fi
   name=$(basename "$src" .cpp)
   obj="$out/obj/$(echo "${rel%.cpp}" | tr '/' '+').o"
   is_fuzzed=0
-  [[ " $fuzzed " == *" $name.cpp "* ]] && is_fuzzed=1
+  [[ " $fuzzed " == *" $name.cpp "* ]] && is_fuzzed=1 && fuzzed_objs+=("$obj")
   if [ -n "$from" ] && (( !is_fuzzed )); then
+    [ -z "$meson_unity" ] || continue  # in the unity objects (copied below)
     # Meson names an object after its source's path, '/' spelled '_' (engine_lease.cpp.o).
     mobj="$meson_objs/$(echo "${rel%.cpp}" | tr '/' '_').cpp.o"
     [ -f "$mobj" ] || { echo "fuzz.sh: FUZZ_OBJECTS_FROM=$from has no $mobj: build it first" >&2; exit 64; }
@@ -113,6 +122,17 @@ done
 if [ ${#jobs[@]} -gt 0 ]; then
   # One shell command per job, run in parallel; a failed job fails the build.
   printf '%s\0' "${jobs[@]}" | xargs -0 -P "$(nproc)" -n 1 sh -c
+fi
+if [ -n "$meson_unity" ]; then
+  for obj in "${fuzzed_objs[@]}"; do
+    [ -f "$obj" ] || { echo "fuzz.sh: no $obj: the fuzzers would link the unity objects' uninstrumented copy" >&2; exit 1; }
+  done
+  # Named after no source: the clean-up above removes them on the next run, which copies them again.
+  n=0
+  for u in $meson_unity; do
+    objcopy --weaken "$u" "$out/obj/meson-unity$n.o"
+    n=$((n + 1))
+  done
 fi
 
 echo "== fuzz: linking ${targets[*]}"
