@@ -39,6 +39,7 @@ std::vector<std::uint64_t> first_seeds(std::uint64_t plain, std::uint64_t saniti
 {
 #ifdef ZKTEST_SANITIZED
     const auto n = sanitized;
+    (void)plain;
 #else
     const auto n = plain;
     (void)sanitized;
