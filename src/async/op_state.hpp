@@ -180,24 +180,14 @@ private:
                 slot.clear();
             std::apply([&](auto&&... a) { std::move(h)(ec, std::move(a)...); }, std::move(args));
         };
-        // To the handler's own executor: one hop where its type says how (a coroutine's
-        // any_io_executor, an io_context's); else posted through the client's I/O executor first,
-        // as a type-erased completion executor cannot be asked not to block. From a completion of
-        // ours (`here`) it is dispatched, as Asio completes an operation after its first wait: a
-        // coroutine on the io_context that runs the Redis client's strand goes on inline, in the
-        // reply's callback, and its next command is written in that turn (no post, no extra turn
-        // of the reactor). Posted otherwise.
-        if (auto* any = elsewhere_->ex.template target<asio::any_io_executor>()) {
-            if (here)
-                asio::dispatch(*any, pooled(std::move(run)));
-            else
-                asio::post(*any, pooled(std::move(run)));
-        } else if (auto* ctx = elsewhere_->ex.template target<asio::io_context::executor_type>()) {
-            if (here)
-                asio::dispatch(*ctx, pooled(std::move(run)));
-            else
-                asio::post(*ctx, pooled(std::move(run)));
-        } else
+        // Posted (never inline) to the handler's own executor: one hop where its type says how to
+        // post (a coroutine's any_io_executor, an io_context's); else through the client's I/O
+        // executor first, as a type-erased completion executor cannot be asked not to block.
+        if (auto* any = elsewhere_->ex.template target<asio::any_io_executor>())
+            asio::post(*any, pooled(std::move(run)));
+        else if (auto* ctx = elsewhere_->ex.template target<asio::io_context::executor_type>())
+            asio::post(*ctx, pooled(std::move(run)));
+        else
             asio::post(io_ex_, asio::bind_executor(elsewhere_->ex, std::move(run)));
         // Our copy of the handler's executor goes now, while the posted handler still holds its
         // own: completed from another thread (the handle closer's), a copy kept until this state's

@@ -106,8 +106,7 @@ struct redis_backend::first_attempt : std::enable_shared_from_this<first_attempt
         if (!ec && granted(r)) {
             st = stage::done;
             auto g = hold_key(task, b, value, r.elements[1].integer, sent);
-            // From the reply's callback: the caller goes on in it (op_state::complete_here).
-            return task.complete({}, std::optional<guard>(std::move(g)), true);
+            return task.complete({}, std::optional<guard>(std::move(g)));
         }
         st = stage::coroutine;
         const auto started = task.started();
