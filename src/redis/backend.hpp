@@ -35,7 +35,6 @@ namespace zkcoro::detail {
 
 using redis_acquire_result = std::tuple<error_code, std::optional<guard>>;
 constexpr std::size_t max_redis_key_size = 1024;
-inline constexpr auto redis_use_tuple = use_tuple;  // the library's token (async/coroutine.hpp)
 
 // One waiting active task: woken by a release notification or a (re)subscription.
 struct waiter {
@@ -273,8 +272,8 @@ public:
             eval_acked(*rc, script, sha, args, nkeys, std::move(op));  // + WAIT when asked
         };
         if (until == steady_clock::time_point::max()) {
-            auto [ec, r] = co_await asio::async_initiate<decltype(redis_use_tuple), void(error_code, redis_reply)>(
-                start, redis_use_tuple);
+            auto [ec, r] = co_await asio::async_initiate<decltype(use_tuple), void(error_code, redis_reply)>(
+                start, use_tuple);
             co_return std::tuple{ec, std::move(r)};
         }
         asio::steady_timer bound(co_await asio::this_coro::executor, until);
@@ -307,8 +306,8 @@ public:
                 rc->wait_state(st, make_pooled<op_state<redis_state>>(std::move(handler), rc->strand));
             };
             if (until == steady_clock::time_point::max()) {
-                co_await asio::async_initiate<decltype(redis_use_tuple), void(error_code, redis_state)>(
-                    start, redis_use_tuple);
+                co_await asio::async_initiate<decltype(use_tuple), void(error_code, redis_state)>(
+                    start, use_tuple);
                 const bool stopped = co_await cancelled();  // (not in the condition: see docs/building.md, Compilers)
                 if (stopped)
                     co_return;
