@@ -721,6 +721,20 @@ zksim::sweep_totals sweep(const char* name, const char* env, const std::vector<s
                         control);
 }
 
+// The mutex's cancellation cases (the checked one and the two known bugs'): 3 processes x 2
+// tasks, 20 rounds of holds up to 300 ms, under the fault model's breaks; cancel picks the way
+// and the moment of each cancellation.
+scenario mutex_cancellations()
+{
+    scenario sc;
+    sc.cancel = true;
+    sc.rounds = 20;
+    sc.max_hold_us = 300'000;
+    sc.disconnects_per_s = 0.5;
+    sc.break_on_request = 0.02;
+    return sc;
+}
+
 }  // namespace
 
 TEST_CASE("zkcoro::mutex on the simulated ZooKeeper: one holder at a time, tokens rise, nothing left")
@@ -853,12 +867,7 @@ TEST_CASE("zkcoro::mutex reentered by its holder on the simulated ZooKeeper with
 TEST_CASE("zkcoro::mutex on the simulated ZooKeeper with faults and cancellations: a cancelled acquisition leaves nothing, "
           "stalls nobody")
 {
-    scenario sc;
-    sc.cancel = true;
-    sc.rounds = 20;
-    sc.max_hold_us = 300'000;
-    sc.disconnects_per_s = 0.5;
-    sc.break_on_request = 0.02;
+    auto sc = mutex_cancellations();
     const char* env = "ZKCORO_SIM_CANCEL_SEEDS";
     // Seeds 1-10, 1-3 under the sanitizers (about 0.25 s and 5 s of wall time a seed).
     const auto sum = sweep("sim_protocol cancellations with faults", env, zksim::seeds_of(env, zksim::first_seeds(10, 3)), sc);
@@ -928,13 +937,8 @@ TEST_CASE("negative control: a request whose reply never comes is caught by the 
 TEST_CASE("known bug: a guard that outlives the task that acquired it lends its hold to the next task at that address" *
           doctest::skip())
 {
-    scenario sc;
-    sc.cancel = true;
+    auto sc = mutex_cancellations();
     sc.children_in_every_task = true;
-    sc.rounds = 20;
-    sc.max_hold_us = 300'000;
-    sc.disconnects_per_s = 0.5;
-    sc.break_on_request = 0.02;
     const char* env = "ZKCORO_SIM_CHILDREN_SEEDS";
     const auto sum = sweep("sim_protocol cancellations, children in every task", env,
                            zksim::seeds_of(env, zksim::first_seeds()), sc);
@@ -954,13 +958,8 @@ TEST_CASE("known bug: a guard that outlives the task that acquired it lends its 
 TEST_CASE("known bug: a cancellation met while the walk waits for the connection is reported as timed out or a lost session" *
           doctest::skip())
 {
-    scenario sc;
-    sc.cancel = true;
+    auto sc = mutex_cancellations();
     sc.strict_cancel = true;
-    sc.rounds = 20;
-    sc.max_hold_us = 300'000;
-    sc.disconnects_per_s = 0.5;
-    sc.break_on_request = 0.02;
     const char* env = "ZKCORO_SIM_CANCEL_SEEDS";
     const auto sum = sweep("sim_protocol cancellations, strict", env, zksim::seeds_of(env, zksim::first_seeds()), sc);
     CHECK(sum.broke == 0);
