@@ -5,10 +5,13 @@
 //   1. an id is non-zero;
 //   2. one co_spawn'd task sees one id at every depth of nested coroutines;
 //   3. ... and after hops between the threads of a pool;
-//   4. two tasks alive at the same time see different ids, also on one thread.
+//   4. two tasks alive at the same time see different ids, also on one thread;
+//   5. a task started after another ended gets another id (Asio gives it the ended one's frames);
+//   6. every task's end is seen (its record goes), also when its coroutine throws.
 // Exit 0 when all hold; otherwise it prints which one failed and exits 1.
 #define ZKCORO_ASIO_HOOK_PROBE 1
 #include <zkcoro/this_task.hpp>
+#include <zkcoro/detail/task_ids.ipp>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -20,6 +23,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -62,6 +66,35 @@ asio::awaitable<void> task(owner_id* out, std::atomic<int>* done)
     done->fetch_add(1);
 }
 
+asio::awaitable<owner_id> short_task(bool fail_after)
+{
+    const owner_id id = co_await nested(2);
+    if (fail_after)
+        throw std::runtime_error("ends with an exception");
+    co_return id;
+}
+
+// Tasks one after another, each ended before the next starts: all ids differ, and no record is
+// left once each has ended.
+void sequential_tasks()
+{
+    asio::io_context ioc(1);
+    std::vector<owner_id> seen;
+    for (int i = 0; i < 8; ++i) {
+        asio::co_spawn(ioc, short_task(i % 2 == 1), [&](std::exception_ptr, owner_id id) { seen.push_back(id); });
+        ioc.run_for(std::chrono::seconds(5));
+        ioc.restart();
+        if (zkcoro::this_task::detail::live_tasks() != 0)
+            fail("a task ended and its id's record is still there");
+    }
+    for (std::size_t a = 0; a < seen.size(); ++a)
+        for (std::size_t b = a + 1; b < seen.size(); ++b)
+            if (seen[a] == seen[b] && seen[a] != 0)
+                fail("a task started after another ended got the same id");
+    if (seen.size() != 8)
+        fail("the sequential tasks did not all finish");
+}
+
 }  // namespace
 
 int main()
@@ -81,6 +114,9 @@ int main()
         for (int b = a + 1; b < tasks; ++b)
             if (ids[static_cast<std::size_t>(a)] == ids[static_cast<std::size_t>(b)])
                 fail("two live tasks share an id");
+    if (zkcoro::this_task::detail::live_tasks() != 0)
+        fail("the tasks ended and records of their ids are still there");
+    sequential_tasks();
     if (failures.load() != 0)
         return 1;
     std::printf("ok: Asio %d.%d.%d\n", BOOST_ASIO_VERSION / 100000, BOOST_ASIO_VERSION / 100 % 1000,

@@ -42,6 +42,15 @@ long server_watches()
     return pos == std::string::npos ? -1 : std::stol(text.substr(pos + 14));
 }
 
+// A task of its own (co_spawn'd by the caller): writes its id, then acquires (wait) or tries.
+awaitable<std::optional<guard>> in_child(mutex& m, owner_id* id, bool wait)
+{
+    *id = co_await this_task::id();
+    if (wait)
+        co_return co_await m.acquire();
+    co_return co_await m.try_acquire();
+}
+
 }  // namespace
 
 // One holder at a time, Curator's node name, and nothing left after release.
@@ -146,6 +155,37 @@ TEST_CASE("reentrancy is per task")
         CHECK((co_await children_of(c, path)).size() == 1);
         co_await g2.release();
         CHECK(m.hold_count(me) == 0);
+        CHECK((co_await children_of(c, path)).empty());
+    });
+}
+
+// A guard kept after the task that acquired it ended (a child's guard its parent keeps) is no
+// hold of any later task: later tasks get other ids and wait for it like anyone else. Found by the
+// simulation: task ids were frame addresses, Asio gives a new task the frames of the one that just
+// ended, and the new task was granted the held lock as a reentrant acquisition.
+TEST_CASE("a guard kept after its task ended lends no hold to a later task")
+{
+    run_with_clients({.name = "ended"}, [&](fixture& f) -> awaitable<void> {
+        auto& c = f.client();
+        auto& path = f.path;
+        mutex m(c, path);
+        auto ex = co_await asio::this_coro::executor;
+        owner_id child = 0;
+        auto kept = co_await asio::co_spawn(ex, in_child(m, &child, true), asio::use_awaitable);
+        REQUIRE(kept.has_value());
+        CHECK(m.hold_count(child) == 1);
+        CHECK(m.hold_count(co_await this_task::id()) == 0);
+        int same_id = 0, granted = 0;
+        for (int i = 0; i < 6; ++i) {
+            owner_id later = 0;
+            auto g = co_await asio::co_spawn(ex, in_child(m, &later, false), asio::use_awaitable);
+            same_id += later == child ? 1 : 0;
+            granted += g.has_value() ? 1 : 0;
+        }
+        CHECK(same_id == 0);
+        CHECK(granted == 0);
+        CHECK((co_await children_of(c, path)).size() == 1);
+        co_await kept->release();
         CHECK((co_await children_of(c, path)).empty());
     });
 }

@@ -67,7 +67,8 @@ struct scenario {
     std::chrono::milliseconds acquire_timeout{60'000};
     // Tasks cancel most of their acquisitions at drawn moments (cancel_task), with drawn deadlines.
     bool cancel = false;
-    // Every task, not only the last of each lock object, acquires in child tasks too (the known bug).
+    // Every task, not only the last of each lock object, acquires in child tasks too (the case of
+    // the guards that outlive their tasks).
     bool children_in_every_task = false;
     // A cancellation reported as a time-out or another error breaks the seed (the known bug; also
     // with ZKCORO_SIM_STRICT=1).
@@ -488,9 +489,8 @@ asio::awaitable<child_result> cancellable_acquire(zkcoro::mutex& m, std::chrono:
 // cancellation reported as a time-out or another error is counted (cancel_misreported).
 //
 // Only one task of each lock object (`children`) uses the ways that acquire in a task of their own
-// (co_spawn, ||), whose guard outlives that task: the library takes a task's id for its frame's
-// address, which the next task may reuse while the guard is held, and then grants that task the
-// hold as a reentrant acquisition (the known bug at the end of this file).
+// (co_spawn, ||), whose guard outlives that task; the case of such guards (near the end of this
+// file) has every task use them.
 asio::awaitable<void> cancel_task(zkcoro::mutex& m, observed& o, int process, std::uint64_t seed, int rounds,
                                   int max_hold_us, bool shared, bool children)
 {
@@ -721,7 +721,7 @@ zksim::sweep_totals sweep(const char* name, const char* env, const std::vector<s
                         control);
 }
 
-// The mutex's cancellation cases (the checked one and the two known bugs'): 3 processes x 2
+// The mutex's cancellation cases (the checked one, the outliving guards' and the known bug's): 3 processes x 2
 // tasks, 20 rounds of holds up to 300 ms, under the fault model's breaks; cancel picks the way
 // and the moment of each cancellation.
 scenario mutex_cancellations()
@@ -925,17 +925,16 @@ TEST_CASE("negative control: a request whose reply never comes is caught by the 
 }
 
 // Found by the cancellation case when every task used the co_spawn and || ways (seeds 3, 5, 8,
-// 12, 14 and 18 of 1-20): a guard acquired in a task that has ended (a child of ||, a co_spawn'd
-// child whose guard the parent keeps) still counts as that task's hold. The library takes a task's
-// id for the address of its first frame (this_task.hpp, read_id: thread->entry_point()); Asio's
-// frame allocator hands the next task that address, and the lock grants that task the held node
-// and token as a reentrant acquisition: two holders in one process. Seed 3, at 15.130010 s: p2's
-// task bcd held node 41 (token 6208) through a child, task bcc's child waited behind it in memory;
-// bcd's release handed the node to bcc's child (token 6209), which ended; bcd's next child,
-// spawned at once at the same address, was granted node 41 with token 6209 too. Skipped (run it
-// with --no-skip) until the library tells tasks apart by something a new task cannot inherit.
-TEST_CASE("known bug: a guard that outlives the task that acquired it lends its hold to the next task at that address" *
-          doctest::skip())
+// 12, 14 and 18 of 1-20 failed before the fix): a guard acquired in a task that has ended (a child
+// of ||, a co_spawn'd child whose guard the parent keeps) still counted as that task's hold, and
+// task ids were frame addresses (thread->entry_point()), which Asio's frame allocator hands to the
+// next task: the lock granted that task the held node and token as a reentrant acquisition, two
+// holders in one process. Seed 3, at 15.130010 s: p2's task bcd held node 41 (token 6208) through
+// a child, task bcc's child waited behind it in memory; bcd's release handed the node to bcc's
+// child (token 6209), which ended; bcd's next child, spawned at once at the same address, was
+// granted node 41 with token 6209 too. Task ids now come from a counter, and a task's record goes
+// when it ends (this_task.hpp): no id is given twice.
+TEST_CASE("a guard that outlives the task that acquired it lends its hold to no later task")
 {
     auto sc = mutex_cancellations();
     sc.children_in_every_task = true;
