@@ -154,7 +154,10 @@ private:
             auto ec = co_await ensure_path(zk_, spec_.path, &created_parents_);
             if (is_session_lost(ec))
                 co_return co_await session_lost(ec);
-            if (ec && !is_retriable(ec))
+            // ZNONODE: a parent made here went before its child was made (another acquisition
+            // that gave up removes the parents it made while they are empty): enter again, which
+            // makes them again (found by the simulation, ZKCORO_SIM_CANCEL_SEEDS=24).
+            if (ec && !is_retriable(ec) && ec != zk_errc::no_node)
                 co_return finish(give_up(ec));
             co_return step::again;
         }
@@ -193,6 +196,13 @@ private:
             // (The awaited value in a variable of its own, not under `!` in the condition: g++ 12
             // miscompiles a co_await there, issue 32.)
             const bool connected = co_await wait_connected(zk_, deadline_);
+            if (!connected) {
+                // A cancellation ends the wait too: say so, not a time-out or a lost session
+                // (found by the simulation, tests/sim/test_sim_protocol.cpp).
+                const bool stop = co_await cancelled();
+                if (stop)
+                    co_return finish(give_up(asio::error::operation_aborted));
+            }
             if (!connected)
                 co_return finish(give_up(clock::now() >= deadline_                 ? error_code{}
                                          : zk_.state() == session_state::closed ? make_error_code(client_errc::closed)
@@ -375,6 +385,9 @@ private:
     awaitable<step> reconnected()
     {
         const bool connected = co_await wait_connected(zk_, deadline_);  // (see recover_create)
+        const bool stop = co_await cancelled();
+        if (stop)
+            co_return finish(give_up(asio::error::operation_aborted));
         if (!connected)
             co_return finish(give_up(error_code{}));
         co_return step::again;

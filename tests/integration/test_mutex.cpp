@@ -599,6 +599,52 @@ TEST_CASE("connection loss during create: no orphan, no double entry")
     }, 120s);
 }
 
+// A cancellation that reaches the walk while it waits for its connection (the create's reply was
+// lost, the server cannot be reached) completes with operation_aborted: not ZSESSIONEXPIRED, not a
+// time-out (found by the simulation: the walk read the end of the wait as a lost session). The
+// node the create made goes once the client is back.
+TEST_CASE("a cancellation while the walk waits for its connection is reported as a cancellation")
+{
+    tcp_proxy proxy("127.0.0.1", shared_server().port());
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        client c(ioc.get_executor(), test_config(proxy.address(), 10000ms));
+        client observer(ioc.get_executor(), test_config());
+        co_await c.async_connect();
+        co_await observer.async_connect();
+        auto path = unique_path("cancel-offline");
+        co_await observer.async_create(path, "", create_mode::persistent);
+        mutex m(c, path);
+        proxy.mute_replies();  // the create goes up, its reply is dropped
+        asio::cancellation_signal cancel;
+        std::optional<guard> g;
+        error_code ec;
+        bool done = false;
+        m.async_acquire(60, 20s, asio::bind_cancellation_slot(cancel.slot(), [&](error_code e, std::optional<guard> r) {
+            ec = e;
+            g = std::move(r);
+            done = true;
+        }));
+        REQUIRE_MESSAGE(co_await eventually([&]() -> awaitable<bool> { co_return (co_await children_of(observer, path)).size() == 1; }),
+                        "the create never reached the server");
+        proxy.set_refuse(true);
+        proxy.cut();
+        // The client fails the create (connection loss) before it reports the state change: the
+        // walk is then waiting for the connection.
+        CHECK(co_await wait_for_state(c, session_state::suspended, 5000ms));
+        CHECK_FALSE(done);
+        cancel.emit(asio::cancellation_type::terminal);
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return done; }, 5000ms));
+        CHECK_MESSAGE(ec == asio::error::operation_aborted, "completed with: " << ec.message());
+        CHECK_FALSE(g.has_value());
+        CHECK(m.metrics().timeouts == 0);
+        proxy.set_refuse(false);
+        CHECK(co_await wait_for_state(c, session_state::connected, 10000ms));
+        CHECK_MESSAGE(co_await eventually([&]() -> awaitable<bool> { co_return (co_await children_of(observer, path)).empty(); }, 8000ms),
+                      "the node the create made is still there");
+    }, 60s);
+}
+
 // Expiry while holding: the lost signal fires (every policy, expired included).
 TEST_CASE("session expiry loses the lock")
 {
