@@ -4,11 +4,13 @@
 #include <zkcoro/this_task.hpp>
 
 #include <boost/asio.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 
 #include <doctest/doctest.h>
 
 #include <mutex>
 #include <set>
+#include <stdexcept>
 #include <thread>
 
 namespace asio = boost::asio;
@@ -78,4 +80,53 @@ TEST_CASE("task ids: two tasks on one thread differ")
     CHECK(a != 0);
     CHECK(b != 0);
     CHECK(a != b);
+}
+
+namespace {
+asio::awaitable<owner_id> short_task(bool throw_after)
+{
+    const owner_id id = co_await nested(2);
+    if (throw_after)
+        throw std::runtime_error("ends with an exception");
+    co_return id;
+}
+}  // namespace
+
+// Tasks one after another on one thread, each ended before the next starts (Asio hands each the
+// frames of the one before): every id differs, has the top bit set, and every end is seen (the
+// task's record goes), also when the task throws, or is one side of || that lost.
+TEST_CASE("task ids: a task started after another ended gets another id; every end is seen")
+{
+    asio::io_context ioc(1);
+    const auto before = zkcoro::this_task::detail::live_tasks();
+    std::set<owner_id> ids;
+    int finished = 0;
+    for (int i = 0; i < 10; ++i) {
+        asio::co_spawn(ioc, short_task(i % 3 == 2), [&](std::exception_ptr e, owner_id id) {
+            ++finished;
+            if (!e)
+                ids.insert(id);
+        });
+        ioc.run_for(std::chrono::seconds(5));
+        ioc.restart();
+        CHECK(zkcoro::this_task::detail::live_tasks() == before);
+    }
+    CHECK(finished == 10);
+    CHECK(ids.size() == 7);
+    for (auto id : ids)
+        CHECK((id >> (sizeof(owner_id) * 8 - 1)) == 1);
+
+    // || runs each side as a task of its own: the losing side's end is seen too.
+    using namespace asio::experimental::awaitable_operators;
+    owner_id outer = 0, inner = 0;
+    asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
+        outer = co_await zkcoro::this_task::id();
+        asio::steady_timer never(co_await asio::this_coro::executor, std::chrono::hours(1));
+        co_await (nested(1) || never.async_wait(asio::use_awaitable));
+        inner = co_await zkcoro::this_task::id();
+    }, asio::detached);
+    ioc.run_for(std::chrono::seconds(5));
+    CHECK(outer != 0);
+    CHECK(inner == outer);
+    CHECK(zkcoro::this_task::detail::live_tasks() == before);
 }
