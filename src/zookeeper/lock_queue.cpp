@@ -154,9 +154,8 @@ private:
             auto ec = co_await ensure_path(zk_, spec_.path, &created_parents_);
             if (is_session_lost(ec))
                 co_return co_await session_lost(ec);
-            // ZNONODE: a parent made here went before its child was made (another acquisition
-            // that gave up removes the parents it made while they are empty): enter again, which
-            // makes them again (found by the simulation, ZKCORO_SIM_CANCEL_SEEDS=24).
+            // ZNONODE: a parent made here went before its child (a give-up elsewhere removes the
+            // empty parents it made): enter again, which makes them again.
             if (ec && !is_retriable(ec) && ec != zk_errc::no_node)
                 co_return finish(give_up(ec));
             co_return step::again;
@@ -171,11 +170,9 @@ private:
         node_stat_ = cr.stat;
         if (spec_.on_created)
             spec_.on_created(node_);
-        // The node is made, but the listing beside it may have failed (its reply lost with the
-        // connection): then list again (step::again goes to list() for a node we have) rather than
-        // judge the queue by an empty listing, which does not show our node: that read as "our
-        // node vanished", and a second node went in behind the first, which nobody deleted
-        // (found by the simulation, tests/sim/test_sim_protocol.cpp).
+        // The node is made, but the listing beside it may have failed (its reply lost): list
+        // again (step::again goes to list()), not judge by an empty listing without our node,
+        // which read as "vanished" and put a second node behind the first (found by tests/sim).
         have_children_ = !ch_ec;
         children_ = std::move(ch.children);
         children_watch_ = std::move(ch.watch);
@@ -184,9 +181,8 @@ private:
 
     // The create failed in a way that leaves it unknown whether it happened: once connected, find
     // it by its protected name (or go round and create anew). A look-up that itself meets a lost
-    // connection looks again: creating anew then would leave a node the create did make, ahead of
-    // the new one in the queue, and the acquisition would wait behind its own node for as long as
-    // the session lives (found by the simulation, tests/sim/test_sim_protocol.cpp).
+    // connection looks again: creating anew would leave a node the create did make ahead of the
+    // new one, and the acquisition would wait behind its own node (found by tests/sim).
     awaitable<step> recover_create()
     {
         error_code ec;
@@ -196,13 +192,9 @@ private:
             // (The awaited value in a variable of its own, not under `!` in the condition: g++ 12
             // miscompiles a co_await there, issue 32.)
             const bool connected = co_await wait_connected(zk_, deadline_);
-            if (!connected) {
-                // A cancellation ends the wait too: say so, not a time-out or a lost session
-                // (found by the simulation, tests/sim/test_sim_protocol.cpp).
-                const bool stop = co_await cancelled();
-                if (stop)
-                    co_return finish(give_up(asio::error::operation_aborted));
-            }
+            const bool stop = co_await cancelled();  // which ends the wait too: no time-out, no loss
+            if (stop)
+                co_return finish(give_up(asio::error::operation_aborted));
             if (!connected)
                 co_return finish(give_up(clock::now() >= deadline_                 ? error_code{}
                                          : zk_.state() == session_state::closed ? make_error_code(client_errc::closed)
