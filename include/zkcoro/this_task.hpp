@@ -135,20 +135,17 @@ owner_id task_of(boost::asio::detail::awaitable_frame_base<Executor>* top,
     }
     if (const owner_id id = known_task(first))
         return id;
+    boost::asio::detail::awaitable_frame_base<Executor>* end = nullptr;
     try {
         auto a = end_frame<Executor>();
-        auto* end = boost::asio::detail::awaitable_frame<frame_peek, Executor>::release(a);
-        owner_id id = 0;
-        try {
-            id = new_task(end, &destroy_frame<Executor>);
-        } catch (...) {
-            end->destroy();
-            return 0;
-        }
+        end = boost::asio::detail::awaitable_frame<frame_peek, Executor>::release(a);
+        const owner_id id = new_task(end, &destroy_frame<Executor>);
         access::caller_of(end) = entry;
         access::caller_of(first) = end;
         return id;
     } catch (...) {
+        if (end != nullptr)
+            end->destroy();
         return 0;
     }
 }
