@@ -70,8 +70,8 @@ struct scenario {
     // Every task, not only the last of each lock object, acquires in child tasks too (the case of
     // the guards that outlive their tasks).
     bool children_in_every_task = false;
-    // A cancellation reported as a time-out or another error breaks the seed (the known bug; also
-    // with ZKCORO_SIM_STRICT=1).
+    // A cancellation reported as a time-out or another error breaks the seed (also with
+    // ZKCORO_SIM_STRICT=1).
     bool strict_cancel = false;
     // Any failed acquisition breaks the seed, also under the fault model's breaks (where the lock
     // should survive every fault it meets: a lost session is started over, never reported).
@@ -724,9 +724,9 @@ zksim::sweep_totals sweep(const char* name, const char* env, const std::vector<s
                         control);
 }
 
-// The mutex's cancellation cases (the checked one, the outliving guards' and the known bug's): 3 processes x 2
-// tasks, 20 rounds of holds up to 300 ms, under the fault model's breaks; cancel picks the way
-// and the moment of each cancellation.
+// The mutex's cancellation cases (the checked one, the outliving guards' and the strict one): 3
+// processes x 2 tasks, 20 rounds of holds up to 300 ms, under the fault model's breaks; cancel
+// picks the way and the moment of each cancellation.
 scenario mutex_cancellations()
 {
     scenario sc;
