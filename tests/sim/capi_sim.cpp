@@ -7,8 +7,11 @@
 
 #include <zookeeper/zookeeper.h>
 
+#include <boost/asio/post.hpp>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/timerfd.h>
@@ -424,24 +427,74 @@ std::size_t sim_handles()
     return S().handles.size();
 }
 
+namespace {
+
+// run_until's question to Asio: how long until its next timer? Asio keeps its timers to itself,
+// but without a timerfd its reactor passes the wait until the next one to epoll_wait (in whole
+// milliseconds, rounded down, at least 1) when the io_context is run with nothing ready. So
+// run_until runs the io_context once with `probe` set, and the program's epoll_wait (below)
+// answers that call: it notes the wait, posts a handler that does nothing so that run_one
+// returns, and waits for nothing. Only the simulation's thread, and only during that call.
+struct asio_probe {
+    boost::asio::io_context* ioc = nullptr;
+    long wait_ms = -1;  // what epoll_wait was asked to wait; -1: it was not asked
+    long noops = 0;     // the handlers posted to end a probe that have run
+};
+thread_local asio_probe* probe = nullptr;
+
+}  // namespace
+
+// An epoll_wait of the probing io_context: a real one that does not wait first (fds made ready by
+// the simulation are reported as ever); when nothing is ready, the probe's answer.
+int probe_epoll_wait(int epfd, struct epoll_event* events, int max, int timeout)
+{
+    auto* p = probe;
+    if (p == nullptr || timeout == 0)
+        return ::epoll_pwait(epfd, events, max, timeout, nullptr);
+    probe = nullptr;  // one answer per probe
+    const int got = ::epoll_pwait(epfd, events, max, 0, nullptr);
+    if (got != 0)
+        return got;
+    p->wait_ms = timeout < 0 ? 5 * 60 * 1000 : timeout;
+    boost::asio::post(*p->ioc, [p] { ++p->noops; });
+    return 0;
+}
+
 bool run_until(boost::asio::io_context& ioc, const std::function<bool()>& done, std::chrono::milliseconds max_virtual)
 {
     auto& s = S();
     const auto limit = s.now_ns.load() + std::chrono::nanoseconds(max_virtual).count();
+    asio_probe p{&ioc};
     while (!done()) {
         if (s.now_ns.load() > limit)
             return false;
         if (ioc.stopped())
             ioc.restart();
-        if (const auto n = ioc.poll(); n > 0) {
-            s.counts.steps += static_cast<long>(n);
+        const auto noops = p.noops;
+        if (const auto real = static_cast<long>(ioc.poll()) - (p.noops - noops); real > 0) {
+            s.counts.steps += real;
             continue;
         }
         if (step())
             continue;
-        auto next = s.now_ns.load() + 1'000'000;
+        // Nothing ready: the clock moves to the next thing due, the simulation's or Asio's, and
+        // done() is asked again before anything runs at that moment (the checkers see the state
+        // that lasted until then).
+        p.wait_ms = -1;
+        probe = &p;
+        const auto before = p.noops;
+        const auto n = static_cast<long>(ioc.run_one());
+        probe = nullptr;
+        if (const auto real = n - (p.noops - before); real > 0) {  // posted by the closer's thread
+            s.counts.steps += real;
+            continue;
+        }
+        // Asio's wait is in whole milliseconds, rounded down: a timer due in 5.7 ms takes two moves
+        // (5, then 1). No work left at all (no probe): 1 ms.
+        auto next = s.now_ns.load() + (p.wait_ms < 0 ? 1 : p.wait_ms) * 1'000'000;
         if (!s.due.empty())
             next = std::min(next, s.due.begin()->first.first);
+        next = std::min(next, limit + 1);
         s.now_ns = std::max(next, s.now_ns.load() + 1);
         s.world->set_now(s.now_ns.load() / 1'000'000);
     }
@@ -469,6 +522,12 @@ ssize_t getrandom(void* buf, size_t len, unsigned int) noexcept
     for (size_t i = 0; i < len; ++i)
         p[i] = static_cast<unsigned char>(zksim::S().rng());
     return static_cast<ssize_t>(len);
+}
+
+// Asio's reactor waits here (run_until's probe: above).
+int epoll_wait(int epfd, struct epoll_event* events, int max, int timeout)
+{
+    return zksim::probe_epoll_wait(epfd, events, max, timeout);
 }
 
 int timerfd_create(clockid_t, int) noexcept

@@ -6,7 +6,8 @@
 // registry, the client, the backends, the engine) against zk_world instead of a server. The
 // program also defines std::chrono::steady_clock::now() (the simulated clock: every timer,
 // deadline and ping of ours and Asio's reads it) and a timerfd_create() that fails (Asio then
-// checks its timers against that clock on every poll instead of waiting on a kernel timer).
+// checks its timers against that clock on every poll instead of waiting on a kernel timer) and an
+// epoll_wait that never blocks (run_until asks it when Asio's next timer is due).
 //
 // One thread runs everything: the test's io_context and sim_step(), in turns (run_until). The
 // handle closer's thread only hands its zookeeper_close() over; the closing happens in the next
@@ -70,8 +71,9 @@ std::size_t sim_handles();
 
 // Runs `ioc` and the simulated server in turns until `done()` or `max_virtual` of simulated time
 // has passed: each turn polls the io_context; when nothing was ready, the server delivers what is
-// due, or the clock moves to the next thing due (at most 1 ms at once, for Asio's timers, which
-// the simulation cannot see). Returns whether done() held.
+// due, or the clock moves to the next thing due, the server's or Asio's next timer (which the
+// io_context tells the program's epoll_wait: capi_sim.cpp), and done() is asked before anything
+// runs at the new time. Returns whether done() held.
 bool run_until(boost::asio::io_context& ioc, const std::function<bool()>& done,
                std::chrono::milliseconds max_virtual);
 
