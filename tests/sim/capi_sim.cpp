@@ -381,6 +381,8 @@ void sim_reset(std::uint64_t seed)
     if (!s.handles.empty())
         throw std::logic_error("capi_sim: sim_reset with handles open");
     s.world = std::make_unique<zk_world>(seed);
+    s.now_ns = sim_epoch_ns;
+    s.world->set_now(sim_epoch_ns / 1'000'000);
     s.rng.seed(seed);
     s.due.clear();
     s.seq = 0;

@@ -26,7 +26,10 @@
 
 namespace zksim {
 
-// Starts a new simulated world (no handles may be open).
+// Where the simulated clock starts (1000 s), at every sim_reset.
+inline constexpr std::int64_t sim_epoch_ns = 1'000'000'000'000;
+// Starts a new simulated world (no handles may be open), the clock back at its start: a seed's
+// run does not depend on the seeds before it.
 void sim_reset(std::uint64_t seed);
 zk_world& sim_world();
 std::chrono::steady_clock::time_point sim_now();

@@ -50,7 +50,7 @@ namespace zksim {
 
 struct sim_state {
     std::unique_ptr<zk_world> world = std::make_unique<zk_world>();
-    std::atomic<std::int64_t> now_ns{1'000'000'000'000};
+    std::atomic<std::int64_t> now_ns{sim_epoch_ns};
     std::mt19937_64 rng{1};
     std::int64_t lat_min_us = 100, lat_max_us = 400;
     std::uint64_t seq = 0;

@@ -93,6 +93,7 @@ std::string sim_processes::connect()
 bool sim_processes::close(const std::function<bool()>& also)
 {
     std::size_t closed = 0;
+    close_began_ = elapsed();
     for (auto& c : clients)
         c->async_close([&](zkcoro::error_code) { ++closed; });
     return run_until(ioc, [&] { return closed == clients.size() && sim_handles() == 0 && also(); }, 60s);
@@ -136,7 +137,6 @@ sweep_totals sweep(const char* name, const char* env, const std::vector<std::uin
     for (auto seed : seeds) {
         if (budget_s > 0 && since(w0) >= budget_s)
             break;
-        const auto t0 = sim_now();
         std::string why;
         std::thread t([&] { why = one(seed, sum); });
         t.join();
@@ -148,7 +148,7 @@ sweep_totals sweep(const char* name, const char* env, const std::vector<std::uin
         sum.faults.not_applied += f.not_applied;
         sum.faults.lies += f.lies;
         sum.faults.steps += f.steps;
-        sum.simulated_s += std::chrono::duration<double>(sim_now() - t0).count();
+        sum.simulated_s += static_cast<double>(sim_now().time_since_epoch().count() - sim_epoch_ns) / 1e9;
         if (!why.empty()) {
             if (++sum.broke == 1 && control)
                 fmt::print("{}: caught: {} (replay: {}={})\n", name, why.substr(0, why.find('\n')), env, seed);

@@ -81,6 +81,9 @@ public:
     bool close(const std::function<bool()>& also);
     // Simulated time since the start.
     std::chrono::nanoseconds elapsed() const { return sim_now() - t0_; }
+    // Simulated time from the start to the last close() call: what a digest takes. (When the close
+    // ends is not a seed's alone: the library's closer thread posts its completion.)
+    std::chrono::nanoseconds close_began() const { return close_began_; }
     double now_s() const;
     // A line of the trace (with the simulated time); the last 60 are kept.
     void note(int process, const std::string& what);
@@ -93,6 +96,7 @@ public:
 
 private:
     std::chrono::steady_clock::time_point t0_;
+    std::chrono::nanoseconds close_began_{};
     std::deque<std::string> trace_;
     bool trace_all_ = false;
 };

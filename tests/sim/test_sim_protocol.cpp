@@ -666,7 +666,7 @@ std::string run_seed(std::uint64_t seed, const scenario& sc, zksim::sweep_totals
         sum.most("s from a cancellation to its end at most", secs(o.longest_cancel));
     }
     sum.most("s past a deadline (or cancellation) at most", secs(o.longest_past));
-    sum.mix(static_cast<std::uint64_t>(procs.elapsed().count()));
+    sum.mix(static_cast<std::uint64_t>(procs.close_began().count()));
     sum.mix(static_cast<std::uint64_t>(zksim::sim_world().last_zxid()));
     sum.mix(static_cast<std::uint64_t>(o.last_token));
     std::string why;
