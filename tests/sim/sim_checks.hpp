@@ -1,6 +1,6 @@
 // The checkers and the run's frame that the recipes' scenarios share (test_sim_recipes.cpp,
 // test_sim_leaders.cpp): the holders' tally (at most N not told they lost it, tokens rising),
-// the counts, a hold of a drawn length, the end of a run (no orphans while the sessions live,
+// the counts, a hold of a drawn length, the cancellation cases' drawn cancellations, the end of a run (no orphans while the sessions live,
 // nothing left after they close), and what a seed adds to the sweep's totals.
 #ifndef ZKCORO_TESTS_SIM_SIM_CHECKS_HPP
 #define ZKCORO_TESTS_SIM_SIM_CHECKS_HPP
@@ -10,6 +10,8 @@
 #include <zkcoro/zkcoro.hpp>
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/deferred.hpp>
 #include <boost/asio/detached.hpp>
@@ -182,10 +184,84 @@ inline void add(zksim::sweep_totals& sum, const counts& c, const tally& t, zksim
         sum.counts["failed: " + what] += n;
     sum.counts["lost"] += t.losses;
     sum.counts["granted already lost"] += t.granted_lost;
-    sum.mix(static_cast<std::uint64_t>(procs.elapsed().count()));
+    sum.mix(static_cast<std::uint64_t>(procs.close_began().count()));
     sum.mix(static_cast<std::uint64_t>(zksim::sim_world().last_zxid()));
 }
 
+
+// A recipe's cancellation case (test_sim_recipes.cpp): 2 of 3 acquisitions get a signal bound to
+// the co_await of their async_acquire, emitted (terminal or partial, drawn) within 1.5 ms (the
+// first round trips in flight) or within 800 ms (queued), unless the acquisition ended first.
+struct bound_cancel {
+    asio::cancellation_signal sig;
+    bool fired = false;
+    bool ended = false;
+};
+
+struct cancel_counts {
+    int cancelled = 0;    // ended with operation_aborted after a cancellation
+    int raced = 0;        // granted although cancelled (the grant came first)
+    int misreported = 0;  // cancelled, reported as a time-out or another error
+    std::string wrong;    // the first acquisition that broke a promise of cancellation
+};
+
+// 0: no cancellation for this acquisition; 1: an early one; 2: a late one.
+inline int draw_cancel(std::mt19937_64& rng)
+{
+    return std::uniform_int_distribution<int>(0, 2)(rng);
+}
+
+// Arms `trigger` for a drawn cancellation of kind `pick` (1 or 2) of the acquisition bound to
+// the returned signal; the caller sets `ended` and cancels `trigger` once the acquisition ends.
+inline std::shared_ptr<bound_cancel> arm_cancel(std::mt19937_64& rng, int pick, asio::steady_timer& trigger)
+{
+    auto bc = std::make_shared<bound_cancel>();
+    const auto type = std::uniform_int_distribution<int>(0, 1)(rng) == 0 ? asio::cancellation_type::terminal
+                                                                        : asio::cancellation_type::partial;
+    trigger.expires_after(std::chrono::microseconds(std::uniform_int_distribution<int>(1, pick == 1 ? 1500 : 800'000)(rng)));
+    trigger.async_wait([bc, type](zkcoro::error_code e) {
+        if (e || bc->ended)
+            return;
+        bc->fired = true;
+        bc->sig.emit(type);
+    });
+    return bc;
+}
+
+// Judges an acquisition that may have been cancelled (`ec`, and whether it `granted`): counts
+// it in `cc` and notes the first broken promise (operation_aborted without a cancellation, or
+// with a grant). Returns true when it ended as cancelled (nothing granted, nothing to count).
+inline bool judge_cancel(cancel_counts& cc, const bound_cancel& bc, zkcoro::error_code ec, bool granted, double now_s)
+{
+    if (ec && granted && cc.wrong.empty())
+        cc.wrong = fmt::format("an acquisition returned both {} and a grant at {:.6f} s", ec.message(), now_s);
+    if (ec == asio::error::operation_aborted) {
+        if (!bc.fired && cc.wrong.empty())
+            cc.wrong = fmt::format("an acquisition ended with operation_aborted at {:.6f} s, never cancelled", now_s);
+        ++cc.cancelled;
+        return true;
+    }
+    if (bc.fired && !granted)
+        ++cc.misreported;
+    else if (bc.fired)
+        ++cc.raced;
+    return false;
+}
+
+// What a cancellation case adds to the totals; under ZKCORO_SIM_STRICT a misreported
+// cancellation breaks the seed.
+inline std::string cancel_verdict(const cancel_counts& cc, zksim::sweep_totals& sum)
+{
+    sum.counts["cancelled"] += cc.cancelled;
+    sum.counts["granted although cancelled"] += cc.raced;
+    sum.counts["cancellations reported as timed out or failed"] += cc.misreported;
+    std::string why;
+    if (!cc.wrong.empty())
+        why += " " + cc.wrong + ";";
+    if (cc.misreported > 0 && std::getenv("ZKCORO_SIM_STRICT"))
+        why += fmt::format(" {} cancellations reported as timed out or failed;", cc.misreported);
+    return why;
+}
 
 // A negative control: `run(seed, f, totals)` with `f`'s lies, on the default seeds (or env's);
 // a seed counts as caught (broke) when what it reports contains `caught`, the checker's words.
