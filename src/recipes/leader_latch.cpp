@@ -151,6 +151,9 @@ using await_result = std::tuple<error_code, std::optional<leadership>>;
 asio::awaitable<await_result> await_term(std::shared_ptr<latch_state> s, std::chrono::steady_clock::time_point deadline)
 {
     co_await asio::this_coro::throw_if_cancelled(false);
+    // The state co_spawn gives lets terminal cancellation through only: a partial one (documented
+    // as taken) would be ignored, and the wait reported as timed out at its deadline.
+    co_await asio::this_coro::reset_cancellation_state(asio::enable_partial_cancellation());
     for (;;) {
         if (s->lock->path_error)
             co_return await_result{s->lock->path_error, std::nullopt};

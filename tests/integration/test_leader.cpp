@@ -275,6 +275,47 @@ TEST_CASE("leader_latch: close while queued")
     });
 }
 
+// A cancelled wait for leadership ends at once with operation_aborted, partial cancellation as
+// well as terminal (both documented), and the latch stays in the election: it leads once the
+// leader goes. (The simulation found partial cancellation ignored: the wait ran to its deadline
+// and reported a time-out.)
+TEST_CASE("leader_latch: a cancelled wait ends with operation_aborted; the latch stays in the election")
+{
+    run_with_clients({.name = "latch-cancel", .clients = 2}, [&](fixture& f) -> awaitable<void> {
+        auto [a, b] = f.clients<2>();
+        leader_latch la(a, f.path, with_id("leader"));
+        leader_latch lb(b, f.path, with_id("waiter"));
+        auto ta = co_await la.await_leadership(5s);
+        REQUIRE(ta.has_value());
+        lb.start();
+        REQUIRE(co_await eventually([&]() -> awaitable<bool> {
+            co_return (co_await la.async_participants(asio::use_awaitable)).size() == 2;
+        }));
+        for (auto type : {asio::cancellation_type::partial, asio::cancellation_type::terminal}) {
+            CAPTURE(static_cast<int>(type));
+            asio::cancellation_signal sig;
+            bool done = false;
+            error_code got;
+            bool led = false;
+            lb.async_await_leadership(30s, asio::bind_cancellation_slot(sig.slot(), [&](error_code ec, std::optional<leadership> l) {
+                                          got = ec;
+                                          led = l.has_value();
+                                          done = true;
+                                      }));
+            sig.emit(type);
+            // Bounded: the wait's own deadline is 30 s; a cancellation taken ends it at once.
+            CHECK(co_await eventually([&]() -> awaitable<bool> { co_return done; }));
+            CHECK(got == asio::error::operation_aborted);
+            CHECK_FALSE(led);
+        }
+        CHECK((co_await la.async_participants(asio::use_awaitable)).size() == 2);
+        co_await la.async_close(asio::use_awaitable);
+        auto tb = co_await lb.await_leadership(5s);
+        CHECK(tb.has_value());
+        co_await lb.async_close(asio::use_awaitable);
+    });
+}
+
 // Issue 38 on a leader latch: candidate B waits behind leader A, C behind B; B's node is deleted,
 // then A closes. C leads; B must not think it leads beside C: it joins again behind C.
 TEST_CASE("leader_latch: a candidate whose node was deleted does not lead when the leader goes")
