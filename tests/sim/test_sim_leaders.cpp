@@ -14,9 +14,12 @@ using namespace zksim;
 // tokens rise; and once the faults stop, a latch in each process: one leads within 30 s, and when
 // it closes another leads within 10 s (a waiter hears of its predecessor's deletion).
 
+// The cancellation case (cancels): 2 of 3 waits for leadership get a drawn cancellation
+// (sim_checks.hpp); a cancelled wait leaves the latch in the election until it is closed.
 asio::awaitable<void> latch_task(zkcoro::client& cl, int p, tally& t, counts& c, zksim::sim_processes& procs,
-                                 std::uint64_t seed)
+                                 std::uint64_t seed, cancel_counts* cancels)
 {
+    auto ex = co_await asio::this_coro::executor;
     std::mt19937_64 rng(seed);
     for (int i = 0; i < 6; ++i) {
         zkcoro::leader_latch_options o;
@@ -24,10 +27,27 @@ asio::awaitable<void> latch_task(zkcoro::client& cl, int p, tally& t, counts& c,
         zkcoro::leader_latch latch(cl, "/sim/leader", o);
         latch.start();
         std::optional<zkcoro::leadership> l;
-        try {
-            l = co_await latch.await_leadership(10s);
-        } catch (const boost::system::system_error& e) {
-            c.fail(e);
+        const int pick = cancels ? draw_cancel(rng) : 0;
+        if (pick == 0) {
+            try {
+                l = co_await latch.await_leadership(10s);
+            } catch (const boost::system::system_error& e) {
+                c.fail(e);
+            }
+        } else {
+            asio::steady_timer trigger(ex);
+            auto bc = arm_cancel(rng, pick, trigger);
+            auto [ec, r] = co_await latch.async_await_leadership(10s, asio::bind_cancellation_slot(bc->sig.slot(), use_tuple));
+            bc->ended = true;
+            trigger.cancel();
+            if (judge_cancel(*cancels, *bc, ec, r.has_value(), procs.now_s())) {
+                co_await latch.async_close(use_tuple);
+                continue;
+            }
+            if (ec)
+                c.fail(boost::system::system_error(ec));
+            else
+                l = std::move(r);
         }
         if (l) {
             ++c.granted;
@@ -51,7 +71,7 @@ int leaders(const std::vector<std::unique_ptr<zkcoro::leader_latch>>& latches)
     return n;
 }
 
-std::string run_latch(std::uint64_t seed, const faults& f, zksim::sweep_totals& sum)
+std::string run_latch(std::uint64_t seed, const faults& f, zksim::sweep_totals& sum, bool cancel = false)
 {
     zksim::sim_processes procs(seed, 3, f.disconnects_per_s, f.break_on_request);
     zksim::sim_lie(f.lies);
@@ -59,8 +79,11 @@ std::string run_latch(std::uint64_t seed, const faults& f, zksim::sweep_totals& 
         return why;
     tally t;
     counts c;
+    cancel_counts cancels;
     for (int p = 0; p < 3; ++p)
-        asio::co_spawn(procs.ioc, latch_task(*procs.clients[static_cast<std::size_t>(p)], p, t, c, procs, seed * 1000 + p),
+        asio::co_spawn(procs.ioc,
+                       latch_task(*procs.clients[static_cast<std::size_t>(p)], p, t, c, procs, seed * 1000 + p,
+                                  cancel ? &cancels : nullptr),
                        asio::detached);
     std::string why;
     if (!zksim::run_until(procs.ioc, [&] { return c.done == 3; }, 600s))
@@ -99,6 +122,8 @@ std::string run_latch(std::uint64_t seed, const faults& f, zksim::sweep_totals& 
     why += end_of_run(procs, {"/sim/leader"}, [] { return true; });
     latches.clear();
     add(sum, c, t, procs);
+    if (cancel)
+        why += cancel_verdict(cancels, sum);
     return verdict(procs, why);
 }
 
@@ -114,9 +139,47 @@ asio::awaitable<void> lead_term(zkcoro::guard& g, tally* t, zksim::sim_processes
     t->leave(in);
 }
 
-asio::awaitable<void> selector_task(zkcoro::client& cl, tally& t, counts& c, zksim::sim_processes& procs, std::uint64_t seed)
+// The cancellation case (cancels): 2 of 3 terms' run_as_leader get a drawn cancellation (the
+// co_spawn of it bound to the signal): while queued, or while leading (lead is cancelled too);
+// either way the participant leaves the selection.
+asio::awaitable<void> cancelled_selection(zkcoro::client& cl, tally& t, counts& c, zksim::sim_processes& procs,
+                                          std::uint64_t seed, std::mt19937_64& rng, int pick, cancel_counts& cancels)
 {
+    auto ex = co_await asio::this_coro::executor;
+    asio::steady_timer trigger(ex);
+    auto bc = arm_cancel(rng, pick, trigger);
+    auto [e] = co_await asio::co_spawn(ex, zkcoro::run_as_leader(cl, "/sim/select", [&t, &procs, seed](zkcoro::guard& g) {
+                                           return lead_term(g, &t, &procs, seed);
+                                       }),
+                                       asio::bind_cancellation_slot(bc->sig.slot(), use_tuple));
+    bc->ended = true;
+    trigger.cancel();
+    zkcoro::error_code ec;
+    if (e) {
+        try {
+            std::rethrow_exception(e);
+        } catch (const boost::system::system_error& x) {
+            ec = x.code();
+        }
+    }
+    if (judge_cancel(cancels, *bc, ec, !ec, procs.now_s()))
+        co_return;
+    if (ec)
+        c.fail(boost::system::system_error(ec));
+    else
+        ++c.granted;
+}
+
+asio::awaitable<void> selector_task(zkcoro::client& cl, tally& t, counts& c, zksim::sim_processes& procs, std::uint64_t seed,
+                                    cancel_counts* cancels)
+{
+    std::mt19937_64 rng(seed);
     for (std::uint64_t i = 0; i < 5; ++i) {
+        const int pick = cancels ? draw_cancel(rng) : 0;
+        if (pick != 0) {
+            co_await cancelled_selection(cl, t, c, procs, seed * 100 + i, rng, pick, *cancels);
+            continue;
+        }
         // Written as users write it, inside the co_await with the default options: g++ 12.2
         // destroyed those options twice ('free(): invalid pointer', GCC bug 100611 of
         // docs/building.md) until run_as_leader's 3-argument form stopped being a default argument.
@@ -132,7 +195,7 @@ asio::awaitable<void> selector_task(zkcoro::client& cl, tally& t, counts& c, zks
     ++c.done;
 }
 
-std::string run_selector(std::uint64_t seed, const faults& f, zksim::sweep_totals& sum)
+std::string run_selector(std::uint64_t seed, const faults& f, zksim::sweep_totals& sum, bool cancel = false)
 {
     zksim::sim_processes procs(seed, 3, f.disconnects_per_s, f.break_on_request);
     zksim::sim_lie(f.lies);
@@ -140,9 +203,12 @@ std::string run_selector(std::uint64_t seed, const faults& f, zksim::sweep_total
         return why;
     tally t;
     counts c;
+    cancel_counts cancels;
     for (std::size_t p = 0; p < 3; ++p)
         for (std::uint64_t k = 0; k < 2; ++k)
-            asio::co_spawn(procs.ioc, selector_task(*procs.clients[p], t, c, procs, seed * 1000 + p * 10 + k), asio::detached);
+            asio::co_spawn(procs.ioc,
+                           selector_task(*procs.clients[p], t, c, procs, seed * 1000 + p * 10 + k, cancel ? &cancels : nullptr),
+                           asio::detached);
     std::string why;
     if (!zksim::run_until(procs.ioc, [&] { return c.done == 6; }, 600s))
         why += fmt::format(" only {} of 6 tasks done within 600 s;", c.done);
@@ -150,7 +216,20 @@ std::string run_selector(std::uint64_t seed, const faults& f, zksim::sweep_total
     why += strict(c);
     why += end_of_run(procs, {"/sim/select"}, [&] { return c.done == 6; });
     add(sum, c, t, procs);
+    if (cancel)
+        why += cancel_verdict(cancels, sum);
     return verdict(procs, why);
+}
+
+// The controls' runs (without cancellations).
+std::string latch_run(std::uint64_t seed, const faults& f, zksim::sweep_totals& sum)
+{
+    return run_latch(seed, f, sum);
+}
+
+std::string selector_run(std::uint64_t seed, const faults& f, zksim::sweep_totals& sum)
+{
+    return run_selector(seed, f, sum);
 }
 
 }  // namespace
@@ -179,26 +258,47 @@ TEST_CASE("zkcoro::run_as_leader on the simulated ZooKeeper with faults: one lea
     CHECK(sum["failed"] == 0);  // run_as_leader waits as long as it takes: across sessions too
 }
 
+TEST_CASE("zkcoro::leader_latch on the simulated ZooKeeper with faults and cancellations: one leader, nothing left")
+{
+    // 2 of 3 waits for leadership cancelled (early or late, terminal or partial); checked besides
+    // the latch's case: operation_aborted only when cancelled, never with a term.
+    const char* env = "ZKCORO_SIM_LATCH_CANCEL_SEEDS";
+    const auto sum = zksim::sweep("sim leader latch cancellations with faults", env, zksim::seeds_of(env, zksim::first_seeds()),
+                                  [](std::uint64_t seed, zksim::sweep_totals& s) { return run_latch(seed, {}, s, true); });
+    CHECK(sum.broke == 0);
+    CHECK(sum["cancelled"] > 0);
+}
+
+TEST_CASE("zkcoro::run_as_leader on the simulated ZooKeeper with faults and cancellations: one leader, nothing left")
+{
+    // 2 of 3 terms' run_as_leader cancelled, queued or leading; checked besides the selector's
+    // case: operation_aborted only when cancelled; a cancelled leader's term ends (the tally).
+    const char* env = "ZKCORO_SIM_SELECT_CANCEL_SEEDS";
+    const auto sum = zksim::sweep("sim leader selector cancellations with faults", env, zksim::seeds_of(env, zksim::first_seeds()),
+                                  [](std::uint64_t seed, zksim::sweep_totals& s) { return run_selector(seed, {}, s, true); });
+    CHECK(sum.broke == 0);
+    CHECK(sum["cancelled"] > 0);
+}
 
 // Negative controls: the simulated server lies (sim_lie), with no other fault; each checker above
 // must catch what follows on the default seeds.
 TEST_CASE("negative control: a listing that hides the leader is caught with two leaders")
 {
     const auto sum = zksim::control("sim leader latch control (a listing hides the leader)", "ZKCORO_SIM_LATCH_CONTROL_SEEDS",
-                                    run_latch, {0, 0, zksim::lie_hide_predecessor}, "leaders:");
+                                    latch_run, {0, 0, zksim::lie_hide_predecessor}, "leaders:");
     CHECK(sum.broke > 0);
 }
 
 TEST_CASE("negative control: a predecessor's deletion that is never told is caught as leadership not passed on")
 {
     const auto sum = zksim::control("sim leader latch control (deletions not told)", "ZKCORO_SIM_LATCH_CONTROL_SEEDS",
-                                    run_latch, {0, 0, zksim::lie_drop_deleted_events}, "leadership not passed on");
+                                    latch_run, {0, 0, zksim::lie_drop_deleted_events}, "leadership not passed on");
     CHECK(sum.broke > 0);
 }
 
 TEST_CASE("negative control: a listing that hides the selected leader is caught with two leaders")
 {
     const auto sum = zksim::control("sim leader selector control (a listing hides the leader)", "ZKCORO_SIM_SELECT_CONTROL_SEEDS",
-                                    run_selector, {0, 0, zksim::lie_hide_predecessor}, "leaders:");
+                                    selector_run, {0, 0, zksim::lie_hide_predecessor}, "leaders:");
     CHECK(sum.broke > 0);
 }
