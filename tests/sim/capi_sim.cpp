@@ -462,11 +462,13 @@ int probe_epoll_wait(int epfd, struct epoll_event* events, int max, int timeout)
     return 0;
 }
 
-bool run_until(boost::asio::io_context& ioc, const std::function<bool()>& done, std::chrono::milliseconds max_virtual)
+bool run_until(boost::asio::io_context& ioc, const std::function<bool()>& done, std::chrono::milliseconds max_virtual,
+               const std::function<bool()>& elsewhere)
 {
     auto& s = S();
     const auto limit = s.now_ns.load() + std::chrono::nanoseconds(max_virtual).count();
     asio_probe p{&ioc};
+    int waits = 0;  // real-time waits for `elsewhere`, 1 ms each
     while (!done()) {
         if (s.now_ns.load() > limit)
             return false;
@@ -479,6 +481,12 @@ bool run_until(boost::asio::io_context& ioc, const std::function<bool()>& done, 
         }
         if (step())
             continue;
+        if (elsewhere && elsewhere()) {
+            if (++waits > 10'000)
+                return false;
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            continue;
+        }
         // Nothing ready: the clock moves to the next thing due, the simulation's or Asio's, and
         // done() is asked again before anything runs at that moment (the checkers see the state
         // that lasted until then).

@@ -77,8 +77,12 @@ std::size_t sim_handles();
 // due, or the clock moves to the next thing due, the server's or Asio's next timer (which the
 // io_context tells the program's epoll_wait: capi_sim.cpp), and done() is asked before anything
 // runs at the new time. Returns whether done() held.
+// `elsewhere`, when given, is true while what done() waits for is in another thread's hands (the
+// library's handle closer, which posts a close's completion after the simulation has closed the
+// handle): the clock does not move then, and the loop waits for it in real time (at most 10 s),
+// so that the completion comes at the same simulated moment in every run.
 bool run_until(boost::asio::io_context& ioc, const std::function<bool()>& done,
-               std::chrono::milliseconds max_virtual);
+               std::chrono::milliseconds max_virtual, const std::function<bool()>& elsewhere = {});
 
 }  // namespace zksim
 
