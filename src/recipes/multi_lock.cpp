@@ -105,22 +105,39 @@ asio::awaitable<std::optional<multi_guard>> multi_lock::acquire(clock::duration 
 
 namespace {
 
+// Releases `held`, last taken first.
+asio::awaitable<void> roll_back(std::vector<guard>& held)
+{
+    while (!held.empty()) {
+        co_await held.back().async_release(asio::as_tuple(asio::use_awaitable));
+        held.pop_back();
+    }
+}
+
 asio::awaitable<multi_outcome> acquire_all(std::vector<lock_ref> members, owner_id owner, clock::time_point deadline)
 {
     co_await asio::this_coro::throw_if_cancelled(false);
     co_await asio::this_coro::reset_cancellation_state(asio::enable_partial_cancellation());
     std::vector<guard> held;
-    for (auto& member : members) {
-        auto [ec, g] = co_await member.async_acquire(owner, detail::remaining(deadline), asio::as_tuple(asio::use_awaitable));
-        if (ec || !g) {
-            // Roll back, last taken first.
-            while (!held.empty()) {
-                co_await held.back().async_release(asio::as_tuple(asio::use_awaitable));
-                held.pop_back();
+    for (;;) {
+        for (auto& member : members) {
+            auto [ec, g] = co_await member.async_acquire(owner, detail::remaining(deadline), asio::as_tuple(asio::use_awaitable));
+            if (ec || !g) {
+                co_await roll_back(held);
+                co_return multi_outcome{ec, std::nullopt};
             }
-            co_return multi_outcome{ec, std::nullopt};
+            held.push_back(std::move(*g));
         }
-        held.push_back(std::move(*g));
+        // A member taken first may have been lost while a later one was awaited (its session
+        // expired, or could have: the lost policy): the set is not held. Give it all back and
+        // take it again in the same order (never one member out of order: two multi-locks could
+        // deadlock), within the same deadline.
+        if (std::none_of(held.begin(), held.end(), [](const guard& g) { return g.lost(); }))
+            break;
+        co_await roll_back(held);
+        const bool stop = co_await detail::cancelled();  // (met during the roll-back)
+        if (stop)
+            co_return multi_outcome{make_error_code(asio::error::operation_aborted), std::nullopt};
     }
     multi_outcome r;
     std::get<1>(r).emplace(std::move(held), owner);
