@@ -122,7 +122,9 @@ private:
 
 /// Takes a set of locks all or nothing within ONE deadline for the whole set. Locks are taken
 /// sorted by path (so that two multi-locks over overlapping sets cannot deadlock), and on
-/// failure, timeout or cancellation the ones already taken are released in reverse order.
+/// failure, timeout or cancellation the ones already taken are released in reverse order. A
+/// member lost before the set is complete is never returned: the set is given back and taken
+/// again, in order, within the deadline.
 ///
 /// \par Thread safety
 /// Distinct objects: safe. Shared objects: safe.
