@@ -31,6 +31,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -246,6 +247,22 @@ inline bool judge_cancel(cancel_counts& cc, const bound_cancel& bc, zkcoro::erro
     else if (bc.fired)
         ++cc.raced;
     return false;
+}
+
+// Runs `op(token)` (an async_acquire given its completion token) with a drawn cancellation of kind
+// `pick` bound to it, and judges the outcome (judge_cancel). Returns whether it ended as cancelled,
+// its error and its result.
+template <class R, class Op>
+asio::awaitable<std::tuple<bool, zkcoro::error_code, R>> cancelled_op(std::mt19937_64& rng, int pick, cancel_counts& cc,
+                                                                      zksim::sim_processes& procs, Op op)
+{
+    asio::steady_timer trigger(co_await asio::this_coro::executor);
+    auto bc = arm_cancel(rng, pick, trigger);
+    auto [ec, r] = co_await op(asio::bind_cancellation_slot(bc->sig.slot(), use_tuple));
+    bc->ended = true;
+    trigger.cancel();
+    const bool cancelled = judge_cancel(cc, *bc, ec, r.has_value(), procs.now_s());
+    co_return std::tuple<bool, zkcoro::error_code, R>(cancelled, ec, std::move(r));
 }
 
 // What a cancellation case adds to the totals; under ZKCORO_SIM_STRICT a misreported

@@ -19,7 +19,6 @@ using namespace zksim;
 asio::awaitable<void> latch_task(zkcoro::client& cl, int p, tally& t, counts& c, zksim::sim_processes& procs,
                                  std::uint64_t seed, cancel_counts* cancels)
 {
-    auto ex = co_await asio::this_coro::executor;
     std::mt19937_64 rng(seed);
     for (int i = 0; i < 6; ++i) {
         zkcoro::leader_latch_options o;
@@ -35,12 +34,9 @@ asio::awaitable<void> latch_task(zkcoro::client& cl, int p, tally& t, counts& c,
                 c.fail(e);
             }
         } else {
-            asio::steady_timer trigger(ex);
-            auto bc = arm_cancel(rng, pick, trigger);
-            auto [ec, r] = co_await latch.async_await_leadership(10s, asio::bind_cancellation_slot(bc->sig.slot(), use_tuple));
-            bc->ended = true;
-            trigger.cancel();
-            if (judge_cancel(*cancels, *bc, ec, r.has_value(), procs.now_s())) {
+            auto [cancelled, ec, r] = co_await cancelled_op<std::optional<zkcoro::leadership>>(
+                rng, pick, *cancels, procs, [&](auto token) { return latch.async_await_leadership(10s, std::move(token)); });
+            if (cancelled) {
                 co_await latch.async_close(use_tuple);
                 continue;
             }

@@ -23,7 +23,6 @@ asio::awaitable<void> semaphore_task(zkcoro::semaphore& s, tally& t, counts& c, 
                                      std::uint64_t seed, int leases_every_third, std::chrono::milliseconds deadline,
                                      cancel_counts* cancels)
 {
-    auto ex = co_await asio::this_coro::executor;
     std::mt19937_64 rng(seed);
     for (int i = 0; i < 8; ++i) {
         const int n = i % 3 == 0 ? leases_every_third : 1;
@@ -37,12 +36,9 @@ asio::awaitable<void> semaphore_task(zkcoro::semaphore& s, tally& t, counts& c, 
                 continue;
             }
         } else {
-            asio::steady_timer trigger(ex);
-            auto bc = arm_cancel(rng, pick, trigger);
-            auto [ec, r] = co_await s.async_acquire(n, deadline, asio::bind_cancellation_slot(bc->sig.slot(), use_tuple));
-            bc->ended = true;
-            trigger.cancel();
-            if (judge_cancel(*cancels, *bc, ec, r.has_value(), procs.now_s()))
+            auto [cancelled, ec, r] = co_await cancelled_op<std::optional<std::vector<zkcoro::guard>>>(
+                rng, pick, *cancels, procs, [&](auto token) { return s.async_acquire(n, deadline, std::move(token)); });
+            if (cancelled)
                 continue;
             if (ec) {
                 c.fail(boost::system::system_error(ec));
@@ -232,7 +228,6 @@ struct multi_check {
 asio::awaitable<void> multi_task(zkcoro::multi_lock& ml, std::vector<std::string> paths, multi_check& mc, counts& c,
                                  zksim::sim_processes& procs, std::uint64_t seed, cancel_counts* cancels)
 {
-    auto ex = co_await asio::this_coro::executor;
     zkcoro::owner_id me = 0;  // (asked only in the cancellation case: the other runs stay as they were)
     if (cancels)
         me = co_await zkcoro::this_task::id<asio::any_io_executor>();
@@ -248,12 +243,9 @@ asio::awaitable<void> multi_task(zkcoro::multi_lock& ml, std::vector<std::string
                 continue;
             }
         } else {
-            asio::steady_timer trigger(ex);
-            auto bc = arm_cancel(rng, pick, trigger);
-            auto [ec, r] = co_await ml.async_acquire(me, 3s, asio::bind_cancellation_slot(bc->sig.slot(), use_tuple));
-            bc->ended = true;
-            trigger.cancel();
-            if (judge_cancel(*cancels, *bc, ec, r.has_value(), procs.now_s()))
+            auto [cancelled, ec, r] = co_await cancelled_op<std::optional<zkcoro::multi_guard>>(
+                rng, pick, *cancels, procs, [&](auto token) { return ml.async_acquire(me, 3s, std::move(token)); });
+            if (cancelled)
                 continue;
             if (ec) {
                 c.fail(boost::system::system_error(ec));
