@@ -25,6 +25,18 @@ awaitable<std::string> data_of(client& c, const std::string& path)
     co_return ec ? "<" + ec.message() + ">" : d.data;
 }
 
+// `la` leads and `lb` queues behind it (both listed as participants): la's term.
+awaitable<leadership> lead_with_waiter(leader_latch& la, leader_latch& lb)
+{
+    auto ta = co_await la.await_leadership(5s);
+    REQUIRE(ta.has_value());
+    lb.start();
+    REQUIRE(co_await eventually([&]() -> awaitable<bool> {
+        co_return (co_await la.async_participants(asio::use_awaitable)).size() == 2;
+    }));
+    co_return std::move(*ta);
+}
+
 }  // namespace
 
 // The first latch leads; the second waits (a timeout is an empty result); the participants are
@@ -246,12 +258,7 @@ TEST_CASE("leader_latch: close while queued")
         auto [a, b] = f.clients<2>();
         leader_latch la(a, f.path, with_id("leader"));
         leader_latch lb(b, f.path, with_id("waiter"));
-        auto ta = co_await la.await_leadership(5s);
-        REQUIRE(ta.has_value());
-        lb.start();
-        REQUIRE(co_await eventually([&]() -> awaitable<bool> {
-            co_return (co_await la.async_participants(asio::use_awaitable)).size() == 2;
-        }));
+        auto ta = co_await lead_with_waiter(la, lb);
         bool waiter_done = false;
         error_code waiter_ec;
         lb.async_await_leadership(std::chrono::steady_clock::duration::max(),
@@ -270,7 +277,7 @@ TEST_CASE("leader_latch: close while queued")
         REQUIRE(parts.size() == 1);
         CHECK(parts[0].data == "leader");
         CHECK(la.is_leader());
-        CHECK_FALSE(ta->lost());
+        CHECK_FALSE(ta.lost());
         co_await la.async_close(asio::use_awaitable);
     });
 }
@@ -285,12 +292,7 @@ TEST_CASE("leader_latch: a cancelled wait ends with operation_aborted; the latch
         auto [a, b] = f.clients<2>();
         leader_latch la(a, f.path, with_id("leader"));
         leader_latch lb(b, f.path, with_id("waiter"));
-        auto ta = co_await la.await_leadership(5s);
-        REQUIRE(ta.has_value());
-        lb.start();
-        REQUIRE(co_await eventually([&]() -> awaitable<bool> {
-            co_return (co_await la.async_participants(asio::use_awaitable)).size() == 2;
-        }));
+        auto ta = co_await lead_with_waiter(la, lb);
         for (auto type : {asio::cancellation_type::partial, asio::cancellation_type::terminal}) {
             CAPTURE(static_cast<int>(type));
             asio::cancellation_signal sig;
