@@ -672,7 +672,10 @@ std::string run_seed(std::uint64_t seed, const scenario& sc, zksim::sweep_totals
     std::string why;
     if (o.overlaps > 0)
         why += fmt::format(" {} overlaps (the first: {});", o.overlaps, o.first_overlap);
-    if (o.acquired == 0)
+    // (With 400 ms deadlines a seed whose sessions are away most of the time may acquire nothing:
+    // seeds 2294, 3692 and 4269 of a soak, every acquisition timed out while the connections broke
+    // again and again. That case asks it of the sweep instead.)
+    if (o.acquired == 0 && sc.acquire_timeout >= 2s)
         why += " nothing acquired;";
     if (!orphans.empty())
         why += " nodes left under the lock with every task done and the sessions alive:" + orphans + ";";
@@ -816,6 +819,7 @@ TEST_CASE("zkcoro::mutex on the simulated ZooKeeper with faults and short deadli
                                   zksim::seeds_of("ZKCORO_SIM_DEADLINE_SEEDS", zksim::first_seeds()), sc);
     CHECK(sum.broke == 0);
     CHECK(sum["timed out"] > 0);  // the case is about them
+    CHECK((sum["acquisitions"] > 0 || sum.seeds_run < 5));  // (a seed replayed alone may acquire nothing)
 }
 
 TEST_CASE("negative control: a listing that hides the lister's own node is caught as one acquisition on two nodes")
