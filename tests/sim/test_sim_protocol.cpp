@@ -527,6 +527,9 @@ asio::awaitable<void> cancel_task(zkcoro::mutex& m, observed& o, int process, st
         auto r = co_await cancellable_acquire(m, timeout, c);
         c->done = true;
         c->trigger.cancel();
+        // A cancellation that came after the deadline had passed (the walk still waiting to learn
+        // whether a create was made, within B) leaves the time-out as the answer.
+        const bool after_deadline = c->fired && o.pending.at(id).cancelled >= o.pending.at(id).deadline;
         end_attempt(o, id);
         const auto way_key = fmt::format("cancelled: {}, {}", way_names[static_cast<std::size_t>(how)],
                                          moment_names[static_cast<std::size_t>(when)]);
@@ -550,7 +553,7 @@ asio::awaitable<void> cancel_task(zkcoro::mutex& m, observed& o, int process, st
         }
         if (!r.g) {
             ++o.timeouts;
-            if (c->fired && ++o.cancel_timed_out == 1 && o.cancel_misreported.empty())
+            if (c->fired && !after_deadline && ++o.cancel_timed_out == 1 && o.cancel_misreported.empty())
                 o.cancel_misreported = fmt::format("p{} cancelled ({}) ended as timed out at {:.6f} s", process, way_key,
                                                    procs_now(o));
             continue;
