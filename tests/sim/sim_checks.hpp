@@ -1,7 +1,8 @@
 // The checkers and the run's frame that the recipes' scenarios share (test_sim_recipes.cpp,
 // test_sim_leaders.cpp): the holders' tally (at most N not told they lost it, tokens rising),
-// the counts, a hold of a drawn length, the cancellation cases' drawn cancellations, the end of a run (no orphans while the sessions live,
-// nothing left after they close), and what a seed adds to the sweep's totals.
+// the counts, a hold of a drawn length, the cancellation cases' drawn cancellations, the end of a
+// run (no orphans while the sessions live, nothing left after they close), and what a seed adds
+// to the sweep's totals.
 #ifndef ZKCORO_TESTS_SIM_SIM_CHECKS_HPP
 #define ZKCORO_TESTS_SIM_SIM_CHECKS_HPP
 
@@ -31,8 +32,8 @@
 #include <memory>
 #include <optional>
 #include <random>
-#include <tuple>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace asio = boost::asio;

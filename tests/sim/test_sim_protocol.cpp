@@ -529,7 +529,8 @@ asio::awaitable<void> cancel_task(zkcoro::mutex& m, observed& o, int process, st
         c->trigger.cancel();
         // A cancellation that came after the deadline had passed (the walk still waiting to learn
         // whether a create was made, within B) leaves the time-out as the answer.
-        const bool after_deadline = c->fired && o.pending.at(id).cancelled >= o.pending.at(id).deadline;
+        const auto& attempt = o.pending.at(id);
+        const bool after_deadline = c->fired && attempt.cancelled >= attempt.deadline;
         end_attempt(o, id);
         const auto way_key = fmt::format("cancelled: {}, {}", way_names[static_cast<std::size_t>(how)],
                                          moment_names[static_cast<std::size_t>(when)]);
