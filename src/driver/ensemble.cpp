@@ -28,6 +28,8 @@
 #include "driver/client_impl.hpp"
 #include "driver/ensemble.hpp"
 
+#include "async/random_seed.hpp"
+
 #include <zkcoro/error.hpp>
 
 #include <boost/asio/ip/address.hpp>
@@ -368,7 +370,7 @@ void client_impl::on_ensemble_resolved(std::vector<std::string> addresses, std::
     const bool stays = std::find(servers_pending_.begin(), servers_pending_.end(), here) != servers_pending_.end();
     bool move = !stays;
     if (stays && servers_pending_.size() > old_count && old_count > 0) {
-        static thread_local std::minstd_rand rng{std::random_device{}()};
+        static thread_local std::minstd_rand rng{random_seed()};
         std::uniform_real_distribution<double> u(0.0, 1.0);
         move = u(rng) < 1.0 - static_cast<double>(old_count) / static_cast<double>(servers_pending_.size());
     }

@@ -3,6 +3,8 @@
 
 #include "redis/redis_impl.hpp"
 
+#include "async/random_seed.hpp"
+
 #include <boost/uuid/random_generator.hpp>
 #include <boost/uuid/uuid_io.hpp>
 
@@ -110,7 +112,7 @@ bool publishing_holder(std::string_view v)
 
 std::chrono::milliseconds next_poll(std::chrono::milliseconds& backoff)
 {
-    static thread_local std::minstd_rand rng{std::random_device{}()};
+    static thread_local std::minstd_rand rng{random_seed()};
     backoff = std::clamp(backoff * 2, std::chrono::milliseconds{5}, std::chrono::milliseconds{50});
     std::uniform_int_distribution<long> d(backoff.count() * 3 / 4, backoff.count() * 5 / 4);
     return std::chrono::milliseconds{d(rng)};
@@ -118,7 +120,7 @@ std::chrono::milliseconds next_poll(std::chrono::milliseconds& backoff)
 
 std::chrono::milliseconds next_retry(std::chrono::milliseconds& backoff)
 {
-    static thread_local std::minstd_rand rng{std::random_device{}()};
+    static thread_local std::minstd_rand rng{random_seed()};
     backoff = std::clamp(backoff * 2, std::chrono::milliseconds{50}, std::chrono::milliseconds{1000});
     std::uniform_int_distribution<long> d(backoff.count() / 2, backoff.count());
     return std::chrono::milliseconds{d(rng)};
