@@ -364,7 +364,7 @@ bool step()
 {
     take_closes();
     auto& s = S();
-    bool any = false;
+    bool any = s.poll_hook && s.poll_hook();
     while (!s.due.empty() && s.due.begin()->first.first <= s.now_ns.load()) {
         auto f = std::move(s.due.begin()->second);
         s.due.erase(s.due.begin());

@@ -62,11 +62,19 @@ struct sim_state {
     double break_on_request = 0;   // per request sent (sim_faults)
     unsigned lies = 0;  // sim_lie
     sim_counts counts;
+    // Asked at every step before the due events run (the simulated Redis, redis_sim.hpp: it reads
+    // what the clients wrote to their sockets); true when it did something. None by default.
+    std::function<bool()> poll_hook;
 };
 
 sim_state& S();
 void trace(zhandle_t* zh, const std::string& what);
 bool alive(zhandle_t* zh);
+// An event of the simulation at simulated time `t` (ns; after those due before, and after the
+// ones already set for `t`).
+void at(std::int64_t t, std::function<void()> f);
+// One way's latency, drawn from sim_latency's range (ns).
+std::int64_t latency_ns();
 // To the server, in the order sent (applied on arrival unless the connection broke first).
 void up(zhandle_t* zh, std::function<void()> apply);
 // To the client, in the order sent, if the connection it travels on is still the handle's.

@@ -1,0 +1,102 @@
+// The simulated Redis's data (issue 34, item 2): string keys with millisecond TTLs on the
+// simulated clock, the lock's three Lua scripts as C++ models of exactly what their Lua does (by
+// SHA through EVALSHA, NOSCRIPT until loaded by EVAL or SCRIPT LOAD), publish/subscribe, WAIT, and
+// the few commands the client's handshake sends. A deterministic function of the commands and the
+// clock: the network, the connections and the faults are redis_sim's. Checked against a real
+// redis-server by integration_redis_world (test_redis_world_vs_server.cpp).
+#ifndef ZKCORO_TESTS_SIM_REDIS_WORLD_HPP
+#define ZKCORO_TESTS_SIM_REDIS_WORLD_HPP
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace zksim {
+
+// One RESP2 reply.
+struct resp {
+    enum class kind { nil, status, error, integer, bulk, array };
+    kind type = kind::nil;
+    std::int64_t integer = 0;
+    std::string str;  // status, error, bulk
+    std::vector<resp> elements;
+
+    static resp nil() { return {}; }
+    static resp status(std::string s) { return {kind::status, 0, std::move(s), {}}; }
+    static resp error(std::string s) { return {kind::error, 0, std::move(s), {}}; }
+    static resp number(std::int64_t n) { return {kind::integer, n, {}, {}}; }
+    static resp bulk(std::string s) { return {kind::bulk, 0, std::move(s), {}}; }
+    static resp array(std::vector<resp> e) { return {kind::array, 0, {}, std::move(e)}; }
+    // Its bytes on the wire.
+    std::string encode() const;
+    // Readable: 1, "text", +OK, -ERR ..., (nil), [a, b].
+    std::string show() const;
+    bool operator==(const resp&) const = default;
+};
+
+class redis_world {
+public:
+    // The server's clock (TIME), in microseconds since the Unix epoch; keys expire on it.
+    void set_now_us(std::int64_t us) { now_us_ = us; }
+    std::int64_t now_us() const { return now_us_; }
+
+    // Runs one command from connection `conn`: its replies (one, or one per channel of a
+    // (UN)SUBSCRIBE). Messages published go to take_published().
+    std::vector<resp> exec(int conn, const std::vector<std::string>& args);
+    // What PUBLISH sent since the last call: (subscribed connection, the message push), in order.
+    std::vector<std::pair<int, resp>> take_published();
+    // The connection is gone: its subscriptions with it.
+    void drop_connection(int conn);
+    bool subscribed(int conn) const;
+
+    // The keys that are there now (expired ones gone), with their values.
+    std::map<std::string, std::string> live_keys();
+    std::optional<std::string> get(const std::string& key);
+    // Every write so far, numbered: a replica's view is the data after its first n writes.
+    std::int64_t writes() const { return static_cast<std::int64_t>(log_.size()); }
+    // A failover to a replica that missed the writes after the first `n`: the data as it was then
+    // (scripts and subscriptions stay with the connections that have them; the script cache of
+    // a replica is its own: emptied).
+    void roll_back_to(std::int64_t n);
+
+    // Modelled replicas, for WAIT's answer (0: none).
+    int replicas = 0;
+    // Negative control (test only): the acquire script grants even when another value holds
+    // the key (a take without the owner check).
+    bool broken_acquire = false;
+    long commands = 0;
+
+private:
+    struct entry {
+        std::string value;
+        std::int64_t expires_ms = -1;  // -1: no TTL
+    };
+    // An entry that is there (not expired), or null.
+    entry* find(const std::string& key);
+    void set(const std::string& key, std::string value, std::int64_t expires_ms);
+    void del(const std::string& key);
+    std::int64_t now_ms() const { return now_us_ / 1000; }
+    std::int64_t pttl(const std::string& key);
+    resp run_script(const std::string& text, const std::vector<std::string>& keys, const std::vector<std::string>& argv);
+    resp publish(const std::string& channel, const std::string& message);
+
+    std::int64_t now_us_ = 1'700'000'000'000'000;
+    std::map<std::string, entry> keys_;
+    std::set<std::string> scripts_;  // SHAs loaded
+    std::map<std::string, std::set<int>> channels_;
+    std::map<int, std::set<std::string>> subs_of_;
+    std::vector<std::pair<int, resp>> published_;
+    // Every write, in order: (key, the entry after it; nullopt: deleted), for roll_back_to.
+    std::vector<std::pair<std::string, std::optional<entry>>> log_;
+};
+
+// The SHA1 of a script, in hex (as EVALSHA names it).
+std::string sha1_hex(const std::string& text);
+
+}  // namespace zksim
+
+#endif
