@@ -1,0 +1,236 @@
+// The simulated Redis's data (redis_world: the lock's scripts as C++ models, strings with TTLs)
+// against a real redis-server (started on a free loopback port): the same seeded command
+// sequences on both, every reply compared. The commands: the three lock scripts by EVALSHA (first
+// NOSCRIPT on both, then loaded by SCRIPT LOAD, later by EVAL) with values of three owners, TTLs
+// and channels; the fencing counter set to good and bad values (letters, empty, negative, 2^53,
+// 17 digits, leading zeros) or deleted; a foreign holder's SET NX PX (redis-py's Lock); GET, PTTL,
+// PEXPIRE, EXISTS, DEL; PUBLISH with a subscriber listening.
+//
+// The clocks differ: before each command the model's clock is set to the server's TIME, so that a
+// fencing token from the clock (max(counter + 1, TIME in microseconds)) must lie within 2 s after
+// the model's, and a PTTL within 2 s of it (the clocks round their milliseconds apart); then the
+// model takes the server's counter, so that the next comparisons are exact. TTLs are long (30 to
+// 120 s): nothing expires on the server during a run (expiry on the model's clock is the
+// simulation's to check).
+#include "redis_world.hpp"
+
+#include "redis/lock_scripts.hpp"
+
+#include <redis_server.hpp>
+
+#include <hiredis/hiredis.h>
+
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+using zksim::resp;
+
+namespace {
+
+resp of(const redisReply* r)
+{
+    switch (r->type) {
+    case REDIS_REPLY_STATUS: return resp::status(std::string(r->str, r->len));
+    case REDIS_REPLY_ERROR: return resp::error(std::string(r->str, r->len));
+    case REDIS_REPLY_INTEGER: return resp::number(r->integer);
+    case REDIS_REPLY_STRING: return resp::bulk(std::string(r->str, r->len));
+    case REDIS_REPLY_ARRAY: {
+        std::vector<resp> e;
+        for (std::size_t i = 0; i < r->elements; ++i)
+            e.push_back(of(r->element[i]));
+        return resp::array(std::move(e));
+    }
+    default: return resp::nil();
+    }
+}
+
+struct connection {
+    explicit connection(std::uint16_t port)
+    {
+        timeval tv{5, 0};
+        c = redisConnectWithTimeout("127.0.0.1", port, tv);
+        REQUIRE_MESSAGE((c && !c->err), "cannot connect to the redis-server on port " << port);
+        redisSetTimeout(c, tv);
+    }
+    ~connection() { redisFree(c); }
+    resp run(const std::vector<std::string>& args)
+    {
+        std::vector<const char*> argv;
+        std::vector<std::size_t> lens;
+        for (auto& a : args) {
+            argv.push_back(a.data());
+            lens.push_back(a.size());
+        }
+        auto* r = static_cast<redisReply*>(redisCommandArgv(c, static_cast<int>(args.size()), argv.data(), lens.data()));
+        REQUIRE_MESSAGE(r != nullptr, "no reply from the redis-server to " << args[0]);
+        auto out = of(r);
+        freeReplyObject(r);
+        return out;
+    }
+    resp next()  // a push on a subscribed connection
+    {
+        void* r = nullptr;
+        REQUIRE_MESSAGE(redisGetReply(c, &r) == REDIS_OK, "no message on the subscribed connection within 5 s");
+        auto out = of(static_cast<redisReply*>(r));
+        freeReplyObject(r);
+        return out;
+    }
+    redisContext* c = nullptr;
+};
+
+std::int64_t server_time_us(connection& c)
+{
+    auto t = c.run({"TIME"});
+    return std::stoll(t.elements.at(0).str) * 1'000'000 + std::stoll(t.elements.at(1).str);
+}
+
+// The real reply against the model's: equal, but a clock's token within 2 s after the model's,
+// and a PTTL within 2 s of it (`clock_token`: the model's token came from its clock).
+bool matches(const resp& real, const resp& model, bool clock_token, const std::string& what)
+{
+    if (what == "acquire" && clock_token && real.type == resp::kind::array && model.type == resp::kind::array &&
+        real.elements.size() == 2 && model.elements.size() == 2 && real.elements[0] == model.elements[0] &&
+        model.elements[0].integer == 1) {
+        const auto d = real.elements[1].integer - model.elements[1].integer;
+        return d >= 0 && d < 2'000'000;
+    }
+    auto near_pttl = [](const resp& a, const resp& b) {
+        return a.type == resp::kind::integer && b.type == resp::kind::integer &&
+               (a.integer == b.integer || (a.integer >= 0 && b.integer >= 0 && std::abs(b.integer - a.integer) < 2000));
+    };
+    if (what == "pttl")
+        return near_pttl(real, model);
+    if (what == "acquire" && real.type == resp::kind::array && model.type == resp::kind::array &&
+        real.elements.size() == 3 && model.elements.size() == 3)
+        return real.elements[0] == model.elements[0] && near_pttl(real.elements[1], model.elements[1]) &&
+               real.elements[2] == model.elements[2];
+    return real == model;
+}
+
+}  // namespace
+
+TEST_CASE("redis_world against a real redis-server: the lock scripts' models, strings, TTLs, fencing counters")
+{
+    zktest::redis_server server;
+    connection real(server.port());
+    connection listener(server.port());
+    zksim::redis_world model;
+    using namespace zkcoro::detail;
+    const lua_script* scripts[] = {&acquire_script(), &release_script(), &renew_script()};
+    const std::string key = "d:lock", fence = key + ":fencing", channel = key + ":released";
+    // A subscriber on both: the release's PUBLISH must reach it on both.
+    const int model_listener = 99;
+    CHECK(listener.run({"SUBSCRIBE", channel}) == model.exec(model_listener, {"SUBSCRIBE", channel}).at(0));
+    const char* seeds_env = std::getenv("ZKCORO_SIM_REDIS_DIFF_SEEDS");
+    const int seeds = seeds_env ? std::atoi(seeds_env) : 5;
+    const int ops = 600;
+    std::map<std::string, long> counts;
+    for (int seed = 1; seed <= seeds; ++seed) {
+        std::mt19937_64 rng(static_cast<std::uint64_t>(seed));
+        auto pick = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
+        // A fresh start: no keys, no scripts (NOSCRIPT first).
+        real.run({"DEL", key, fence});
+        real.run({"SCRIPT", "FLUSH"});
+        model.exec(1, {"DEL", key, fence});
+        model.exec(1, {"SCRIPT", "FLUSH"});
+        const std::string values[] = {"a:1:1", "b:2:7", "c:3:9", "684e9a8e-3849-4409-8010-001b6563dc99:5:22"};
+        const std::string counters[] = {"5", "9007199254740990", "1700000000000000", "0000000000000001", "abc", "12a",
+                                        "", "-5", "9007199254740992", "00000000000000001", "99999999999999999", "1.5"};
+        for (int i = 0; i < ops; ++i) {
+            std::vector<std::string> args;
+            std::string what;
+            const int op = pick(20);
+            const auto ttl = std::to_string(30'000 + 1000 * pick(90));
+            const auto& v = values[pick(4)];
+            auto eval = [&](const lua_script& s, std::vector<std::string> rest, int nkeys) {
+                std::vector<std::string> a;
+                if (pick(10) == 0)
+                    a = {"EVAL", s.text, std::to_string(nkeys)};
+                else
+                    a = {"EVALSHA", s.sha, std::to_string(nkeys)};
+                a.insert(a.end(), rest.begin(), rest.end());
+                return a;
+            };
+            if (op < 6) {
+                what = "acquire";
+                args = eval(acquire_script(), {key, fence, v, ttl}, 2);
+            } else if (op < 9) {
+                what = "release";
+                args = eval(release_script(), {key, v, channel}, 1);
+            } else if (op < 11) {
+                what = "renew";
+                args = eval(renew_script(), {key, v, ttl}, 1);
+            } else if (op == 11) {
+                what = "set counter";
+                args = {"SET", fence, counters[pick(3) == 0 ? 4 + pick(8) : pick(4)]};  // a bad one 1 in 3
+            } else if (op == 12 || (op == 19 && pick(2) == 0)) {
+                what = "del counter";
+                args = {"DEL", fence};
+            } else if (op == 13) {
+                what = "foreign holder";
+                args = {"SET", key, "redis-py-token", "NX", "PX", ttl};
+            } else if (op == 14) {
+                what = "pttl";
+                args = {"PTTL", key};
+            } else if (op == 15) {
+                what = "get";
+                args = {"GET", pick(2) ? key : fence};
+            } else if (op == 16) {
+                what = "pexpire";
+                args = {"PEXPIRE", key, ttl};
+            } else if (op == 17) {
+                what = "del";
+                args = {"DEL", key};
+            } else if (op == 18) {
+                what = "script load";
+                args = {"SCRIPT", "LOAD", scripts[pick(3)]->text};
+            } else {
+                what = "exists";
+                args = {"EXISTS", key, fence};
+            }
+            model.set_now_us(server_time_us(real));
+            const auto before = model.get(fence);
+            const auto m = model.exec(1, args).at(0);
+            const auto r = real.run(args);
+            // The model's token came from its clock (not from the counter + 1)?
+            bool clock_token = true;
+            if (before && m.type == resp::kind::array && m.elements.size() == 2)
+                clock_token = m.elements[1].integer != std::strtoll(before->c_str(), nullptr, 10) + 1;
+            std::string shape;
+            if (m.type == resp::kind::error)
+                shape = m.str.substr(0, m.str.find(' '));  // NOSCRIPT, ZKFENCING, ERR
+            else if (what == "acquire")
+                shape = m.elements.at(0).integer == 1 ? "granted" : "held";
+            else if (m.type == resp::kind::integer)
+                shape = std::to_string(std::clamp<std::int64_t>(m.integer, -2, 2));
+            else
+                shape = m.type == resp::kind::nil ? "nil" : "ok";
+            ++counts[what + " " + shape];
+            REQUIRE_MESSAGE(matches(r, m, clock_token, what),
+                            "seed " << seed << " op " << i << " (" << what << "): " << fmt::format("{}", fmt::join(args, " ")).substr(0, 160)
+                                    << "\n  server: " << r.show() << "\n  model:  " << m.show());
+            // The model takes the server's counter (a clock's token differs by the microseconds
+            // between the two TIMEs).
+            auto counter = real.run({"GET", fence});
+            if (counter.type == resp::kind::bulk)
+                model.exec(1, {"SET", fence, counter.str});
+            // A release that deleted published to the listener on both.
+            for (auto& [conn, push] : model.take_published()) {
+                CHECK(conn == model_listener);
+                CHECK(listener.next() == push);
+            }
+        }
+    }
+    std::string summary;
+    for (auto& [what, n] : counts)
+        summary += fmt::format("{} {}, ", what, n);
+    MESSAGE("redis_world vs redis-server: " << seeds << " seeds x " << ops << " commands, every reply the same: " << summary);
+}
