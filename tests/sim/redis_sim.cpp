@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -37,6 +38,8 @@ struct redis_sim::conn {
     };
     std::deque<request> inbox;  // read from the socket, in order; applied once arrived
     std::uint64_t next_request = 0;
+    std::int64_t last_write = 0;     // how many writes the data had after this connection's last one
+    std::int64_t blocked_until = 0;  // a WAIT holds the connection until then (ns)
     ~conn()
     {
         if (reader)
@@ -101,6 +104,7 @@ redis_sim::redis_sim(std::uint16_t p, redis_faults f) : faults(f), port(p)
     if (listen_fd_ < 0 || ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
         ::listen(listen_fd_, 128) != 0)
         throw std::runtime_error(fmt::format("redis_sim: cannot listen on {}: {}", path_, std::strerror(errno)));
+    world.replicas = faults.replicas;
     servers()[port] = this;
     S().poll_hook = poll_all;
     sync_clock();
@@ -244,7 +248,8 @@ void redis_sim::read_from(const std::shared_ptr<conn>& c)
 
 void redis_sim::drain(const std::shared_ptr<conn>& c)
 {
-    while (c->open && !c->inbox.empty() && c->inbox.front().arrived && now() >= paused_until_) {
+    while (c->open && !c->inbox.empty() && c->inbox.front().arrived && now() >= paused_until_ &&
+           now() >= c->blocked_until) {
         auto args = std::move(c->inbox.front().args);
         c->inbox.pop_front();
         apply(c, args);
@@ -259,7 +264,12 @@ void redis_sim::apply(const std::shared_ptr<conn>& c, const std::vector<std::str
 {
     sync_clock();
     ++counts.steps;
+    if (wait_command(c, args))
+        return;
+    const auto writes = world.writes();
     auto replies = world.exec(c->id, args);
+    if (world.writes() != writes)
+        replicate(c);
     std::string bytes;
     for (auto& r : replies)
         bytes += r.encode();
@@ -306,7 +316,10 @@ void redis_sim::drop(const std::shared_ptr<conn>& c)
     for (auto& q : inbox) {
         if (coin(0.5)) {
             ++counts.applied_unanswered;
+            const auto writes = world.writes();
             world.exec(c->id, q.args);
+            if (world.writes() != writes)
+                replicate(c);
             for (auto& [to, push] : world.take_published())
                 for (auto& other : conns_)
                     if (other->id == to && other->open && !other->client_gone)
@@ -371,21 +384,79 @@ void redis_sim::schedule_pause()
 
 void redis_sim::schedule_failover()
 {
-    if (faults.failovers_per_s <= 0 || quiet_)
+    if (faults.failovers_per_s <= 0 || world.replicas <= 0 || quiet_)
         return;
     std::exponential_distribution<double> d(faults.failovers_per_s);
     const auto after = static_cast<std::int64_t>(d(rng()) * 1e9) + 1;
     at(now() + after, [this, a = alive_] {
         if (!*a || quiet_)
             return;
-        ++counts.failovers;
-        const auto lost = std::uniform_int_distribution<int>(0, faults.max_lost_writes)(rng());
-        const auto keep = std::max<std::int64_t>(0, world.writes() - lost);
-        counts.lost_writes += world.writes() - keep;
-        drop_all();
-        world.roll_back_to(keep);
+        failover();
         schedule_failover();
     });
+}
+
+void redis_sim::failover()
+{
+    ++counts.failovers;
+    drop_all();
+    // The replica has the writes replicated by now (a prefix: they reach it in order).
+    const auto t = now();
+    const auto keep = static_cast<std::int64_t>(
+        std::upper_bound(replicated_at_.begin(), replicated_at_.end(), t) - replicated_at_.begin());
+    counts.lost_writes += world.writes() - keep;
+    world.roll_back_to(keep);
+    replicated_at_.resize(static_cast<std::size_t>(keep));
+}
+
+// The replica receives the writes the last command made, in order, each after a drawn lag.
+void redis_sim::replicate(const std::shared_ptr<conn>& c)
+{
+    c->last_write = world.writes();
+    if (world.replicas <= 0)
+        return;
+    while (static_cast<std::int64_t>(replicated_at_.size()) < world.writes()) {
+        auto t = now() + latency_ns();
+        if (faults.replica_lag_ms > 0)
+            t += draw_ms(0, faults.replica_lag_ms);
+        if (!replicated_at_.empty())
+            t = std::max(t, replicated_at_.back());
+        replicated_at_.push_back(t);
+    }
+}
+
+// WAIT numreplicas timeout: answered when the replica has this connection's last write (1), or at
+// the timeout (0); the connection runs nothing else until then (Redis blocks the client). With no
+// replica modelled: 0 at once.
+bool redis_sim::wait_command(const std::shared_ptr<conn>& c, const std::vector<std::string>& args)
+{
+    if (args.size() != 3 || (args[0] != "WAIT" && args[0] != "wait") || world.replicas <= 0)
+        return false;
+    ++world.commands;
+    const auto timeout_ms = std::strtoll(args[2].c_str(), nullptr, 10);
+    const auto w = std::min<std::int64_t>(c->last_write, static_cast<std::int64_t>(replicated_at_.size()));
+    const auto has = w == 0 ? now() : replicated_at_[static_cast<std::size_t>(w - 1)];
+    std::int64_t when = std::max(now(), has);
+    int acked = 1;
+    if (timeout_ms > 0 && when > now() + timeout_ms * 1'000'000) {
+        when = now() + timeout_ms * 1'000'000;
+        acked = 0;
+    }
+    if (when <= now()) {
+        if (!c->client_gone)
+            send_down(c, resp::number(acked).encode());
+        return true;
+    }
+    c->blocked_until = when;
+    at(when, [this, wc = std::weak_ptr<conn>(c), a = alive_, acked] {
+        auto cc = wc.lock();
+        if (!*a || !cc || !cc->open)
+            return;
+        if (!cc->client_gone)
+            send_down(cc, resp::number(acked).encode());
+        drain(cc);
+    });
+    return true;
 }
 
 }  // namespace zksim

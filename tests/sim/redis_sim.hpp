@@ -13,7 +13,8 @@
 // Faults (redis_faults): the server closes a connection (what was on the wire applied or not, a
 // coin each; replies on their way lost), an accepted connection closed at once (a failed
 // connect), replies delayed, the server paused (nothing applied or answered for a while; keys
-// expire meanwhile), and a failover to a replica that lost the last N writes.
+// expire meanwhile), and a failover to the replica, which lost the writes it had not received yet
+// (the replica has each write after a drawn lag; WAIT answers from when it has them).
 #ifndef ZKCORO_TESTS_SIM_REDIS_SIM_HPP
 #define ZKCORO_TESTS_SIM_REDIS_SIM_HPP
 
@@ -34,8 +35,12 @@ struct redis_faults {
     std::int64_t max_delay_ms = 0;
     double pauses_per_s = 0;      // the server stops applying and answering, up to max_pause_ms
     std::int64_t max_pause_ms = 0;
-    double failovers_per_s = 0;   // a replica that missed the last 0..max_lost_writes writes takes over
-    int max_lost_writes = 0;
+    // The replica (world.replicas > 0) has each write within a drawn lag of 0..replica_lag_ms after
+    // the master applied it (in order); WAIT answers from that. A failover promotes it: the writes
+    // it did not have yet are lost, every connection is closed, the script cache is empty.
+    int replicas = 0;  // world.replicas: 0 (none) or 1
+    std::int64_t replica_lag_ms = 0;
+    double failovers_per_s = 0;
 };
 
 struct redis_counts {
@@ -68,6 +73,8 @@ public:
     // The model's clock set to the simulated one (done before every command it applies; call it
     // before reading world's keys from outside).
     void sync_clock();
+    // A failover now (a fault; needs world.replicas > 0).
+    void failover();
 
     redis_world world;
     redis_faults faults;
@@ -88,6 +95,8 @@ private:
     void schedule_drop(const std::shared_ptr<conn>& c);
     void schedule_pause();
     void schedule_failover();
+    void replicate(const std::shared_ptr<conn>& c);
+    bool wait_command(const std::shared_ptr<conn>& c, const std::vector<std::string>& args);
 
     std::string path_;
     int listen_fd_ = -1;
@@ -95,6 +104,7 @@ private:
     std::int64_t paused_until_ = 0;
     bool quiet_ = false;
     std::vector<std::shared_ptr<conn>> conns_;
+    std::vector<std::int64_t> replicated_at_;  // when the replica has each write (ns)
     std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
