@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -75,6 +76,26 @@ std::int64_t draw_ms(std::int64_t lo, std::int64_t hi)
 
 std::int64_t now() { return S().now_ns.load(); }
 
+// ZKCORO_SIM_REDIS_TRACE=1: each command as the server applies it, with its reply, and each fault.
+void trace(int conn, const std::string& what)
+{
+    static const bool on = std::getenv("ZKCORO_SIM_REDIS_TRACE") != nullptr;
+    if (on)
+        std::fprintf(stderr, "%12.6f redis c%d: %s\n", static_cast<double>(now() - sim_epoch_ns) / 1e9, conn,
+                     what.substr(0, 300).c_str());
+}
+
+std::string shown(const std::vector<std::string>& args)
+{
+    std::string out;
+    for (auto& a : args) {
+        auto one = a.size() > 64 ? a.substr(0, 40) + "..." : a;  // a script's text
+        std::replace(one.begin(), one.end(), '\n', ' ');
+        out += (out.empty() ? "" : " ") + one;
+    }
+    return out;
+}
+
 // The scheduler's question at every step: the servers read what their clients wrote.
 bool poll_all()
 {
@@ -110,6 +131,7 @@ redis_sim::redis_sim(std::uint16_t p, redis_faults f) : faults(f), port(p)
     sync_clock();
     schedule_pause();
     schedule_failover();
+    schedule_script_flush();
 }
 
 redis_sim::~redis_sim()
@@ -172,6 +194,7 @@ void redis_sim::accept_new()
         if (fd < 0)
             return;
         if (coin(faults.refuse_connect)) {
+            trace(next_conn_, "connection refused (closed at once)");
             ++counts.refused;
             ::close(fd);
             continue;
@@ -270,6 +293,7 @@ void redis_sim::apply(const std::shared_ptr<conn>& c, const std::vector<std::str
     auto replies = world.exec(c->id, args);
     if (world.writes() != writes)
         replicate(c);
+    trace(c->id, shown(args) + " -> " + (replies.size() == 1 ? replies[0].show() : resp::array(replies).show()));
     std::string bytes;
     for (auto& r : replies)
         bytes += r.encode();
@@ -316,6 +340,7 @@ void redis_sim::drop(const std::shared_ptr<conn>& c)
     for (auto& q : inbox) {
         if (coin(0.5)) {
             ++counts.applied_unanswered;
+            trace(c->id, "on the wire at the close, applied (reply lost): " + shown(q.args));
             const auto writes = world.writes();
             world.exec(c->id, q.args);
             if (world.writes() != writes)
@@ -325,11 +350,13 @@ void redis_sim::drop(const std::shared_ptr<conn>& c)
                     if (other->id == to && other->open && !other->client_gone)
                         send_down(other, push.encode());
         } else {
+            trace(c->id, "on the wire at the close, not applied: " + shown(q.args));
             ++counts.not_applied;
         }
     }
     c->open = false;
     world.drop_connection(c->id);
+    trace(c->id, "closed by the server");
     at(now() + latency_ns(), [w = std::weak_ptr<conn>(c)] {
         auto cc = w.lock();
         if (cc && cc->fd >= 0) {
@@ -371,6 +398,7 @@ void redis_sim::schedule_pause()
             return;
         ++counts.pauses;
         paused_until_ = std::max(paused_until_, now() + draw_ms(1, faults.max_pause_ms));
+        trace(0, fmt::format("paused until {:.6f} s", static_cast<double>(paused_until_ - sim_epoch_ns) / 1e9));
         at(paused_until_, [this, a] {
             if (!*a)
                 return;
@@ -396,6 +424,22 @@ void redis_sim::schedule_failover()
     });
 }
 
+void redis_sim::schedule_script_flush()
+{
+    if (faults.script_flushes_per_s <= 0 || quiet_)
+        return;
+    std::exponential_distribution<double> d(faults.script_flushes_per_s);
+    const auto after = static_cast<std::int64_t>(d(rng()) * 1e9) + 1;
+    at(now() + after, [this, a = alive_] {
+        if (!*a || quiet_)
+            return;
+        ++counts.script_flushes;
+        world.exec(0, {"SCRIPT", "FLUSH"});
+        trace(0, "SCRIPT FLUSH (a fault)");
+        schedule_script_flush();
+    });
+}
+
 void redis_sim::failover()
 {
     ++counts.failovers;
@@ -405,6 +449,7 @@ void redis_sim::failover()
     const auto keep = static_cast<std::int64_t>(
         std::upper_bound(replicated_at_.begin(), replicated_at_.end(), t) - replicated_at_.begin());
     counts.lost_writes += world.writes() - keep;
+    trace(0, fmt::format("failover: the replica had {} of {} writes", keep, world.writes()));
     world.roll_back_to(keep);
     replicated_at_.resize(static_cast<std::size_t>(keep));
 }
@@ -442,6 +487,7 @@ bool redis_sim::wait_command(const std::shared_ptr<conn>& c, const std::vector<s
         when = now() + timeout_ms * 1'000'000;
         acked = 0;
     }
+    trace(c->id, fmt::format("{} -> {} at {:.6f} s", shown(args), acked, static_cast<double>(when - sim_epoch_ns) / 1e9));
     if (when <= now()) {
         if (!c->client_gone)
             send_down(c, resp::number(acked).encode());

@@ -12,7 +12,7 @@
 //
 // Faults (redis_faults): the server closes a connection (what was on the wire applied or not, a
 // coin each; replies on their way lost), an accepted connection closed at once (a failed
-// connect), replies delayed, the server paused (nothing applied or answered for a while; keys
+// connect), the script cache flushed, replies delayed, the server paused (nothing applied or answered for a while; keys
 // expire meanwhile), and a failover to the replica, which lost the writes it had not received yet
 // (the replica has each write after a drawn lag; WAIT answers from when it has them).
 #ifndef ZKCORO_TESTS_SIM_REDIS_SIM_HPP
@@ -38,6 +38,7 @@ struct redis_faults {
     // The replica (world.replicas > 0) has each write within a drawn lag of 0..replica_lag_ms after
     // the master applied it (in order); WAIT answers from that. A failover promotes it: the writes
     // it did not have yet are lost, every connection is closed, the script cache is empty.
+    double script_flushes_per_s = 0;  // SCRIPT FLUSH (an operator's): the next EVALSHA meets NOSCRIPT
     int replicas = 0;  // world.replicas: 0 (none) or 1
     std::int64_t replica_lag_ms = 0;
     double failovers_per_s = 0;
@@ -52,6 +53,7 @@ struct redis_counts {
     long delayed = 0;             // replies delayed
     long pauses = 0;
     long failovers = 0;
+    long script_flushes = 0;
     long lost_writes = 0;         // writes the failovers lost
     long steps = 0;               // requests applied + replies and pushes delivered
 };
@@ -95,6 +97,7 @@ private:
     void schedule_drop(const std::shared_ptr<conn>& c);
     void schedule_pause();
     void schedule_failover();
+    void schedule_script_flush();
     void replicate(const std::shared_ptr<conn>& c);
     bool wait_command(const std::shared_ptr<conn>& c, const std::vector<std::string>& args);
 

@@ -274,6 +274,7 @@ std::string run_seed(std::uint64_t seed, const scenario& sc, zksim::sweep_totals
     sum.counts["redis requests not applied"] += server.counts.not_applied;
     sum.counts["redis replies delayed"] += server.counts.delayed;
     sum.counts["redis pauses"] += server.counts.pauses;
+    sum.counts["redis script flushes"] += server.counts.script_flushes;
     sum.counts["redis commands"] += server.world.commands;
     if (sc.replicas > 0) {
         sum.counts["redis failovers"] += server.counts.failovers;
@@ -331,6 +332,7 @@ scenario with_faults()
     sc.faults.refuse_connect = 0.1;
     sc.faults.delay_chance = 0.02;      // 1 reply in 50 late by up to 400 ms
     sc.faults.max_delay_ms = 400;
+    sc.faults.script_flushes_per_s = 0.05;  // the next EVALSHA of each connection meets NOSCRIPT
     sc.faults.pauses_per_s = 0.1;       // the server stops for up to 1.5 s (2.5 TTLs) now and then
     sc.faults.max_pause_ms = 1500;
     return sc;
@@ -342,7 +344,7 @@ TEST_CASE("sim redis: processes on one redis mutex, no faults: every acquisition
 {
     scenario sc;
     sc.min_deadline_ms = sc.max_deadline_ms = 60'000;  // each acquisition waits its turn
-    const auto seeds = zksim::seeds_of("ZKCORO_SIM_REDIS_SEEDS", zksim::first_seeds(20, 5));
+    const auto seeds = zksim::seeds_of("ZKCORO_SIM_REDIS_SEEDS", zksim::first_seeds(10, 5));
     const auto sum = sweep("sim redis", "ZKCORO_SIM_REDIS_SEEDS", seeds, sc);
     CHECK(sum.broke == 0);
     CHECK(sum["acquisitions"] == static_cast<long>(sum.seeds_run) * sc.processes * sc.tasks * sc.rounds);
@@ -351,7 +353,7 @@ TEST_CASE("sim redis: processes on one redis mutex, no faults: every acquisition
 TEST_CASE("sim redis: processes on one redis mutex, with faults")
 {
     const auto sc = with_faults();
-    const auto seeds = zksim::seeds_of("ZKCORO_SIM_REDIS_FAULT_SEEDS", zksim::first_seeds(40, 8));
+    const auto seeds = zksim::seeds_of("ZKCORO_SIM_REDIS_FAULT_SEEDS", zksim::first_seeds(30, 8));
     const auto sum = sweep("sim redis with faults", "ZKCORO_SIM_REDIS_FAULT_SEEDS", seeds, sc);
     CHECK(sum.broke == 0);
     CHECK(sum["acquisitions"] > 0);
@@ -364,7 +366,7 @@ TEST_CASE("sim redis: failovers to a replica that missed the last writes, grants
     sc.replica_acks = 1;             // the default with Sentinel
     sc.faults.replica_lag_ms = 300;  // a write reaches the replica within 0.3 s: some are lost
     sc.faults.failovers_per_s = 0.2;
-    const auto seeds = zksim::seeds_of("ZKCORO_SIM_REDIS_FAILOVER_SEEDS", zksim::first_seeds(30, 6));
+    const auto seeds = zksim::seeds_of("ZKCORO_SIM_REDIS_FAILOVER_SEEDS", zksim::first_seeds(20, 6));
     const auto sum = sweep("sim redis with failovers, acknowledged", "ZKCORO_SIM_REDIS_FAILOVER_SEEDS", seeds, sc);
     CHECK(sum.broke == 0);
     CHECK(sum["acquisitions"] > 0);
@@ -379,7 +381,7 @@ TEST_CASE("sim redis: failovers without replica acknowledgement: tokens still ri
     sc.exclusion_promised = false;
     sc.faults.replica_lag_ms = 300;
     sc.faults.failovers_per_s = 0.2;
-    const auto seeds = zksim::seeds_of("ZKCORO_SIM_REDIS_UNACKED_SEEDS", zksim::first_seeds(30, 6));
+    const auto seeds = zksim::seeds_of("ZKCORO_SIM_REDIS_UNACKED_SEEDS", zksim::first_seeds(20, 6));
     const auto sum = sweep("sim redis with failovers, unacknowledged", "ZKCORO_SIM_REDIS_UNACKED_SEEDS", seeds, sc);
     CHECK(sum.broke == 0);
     CHECK(sum["acquisitions"] > 0);
