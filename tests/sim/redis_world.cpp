@@ -236,7 +236,7 @@ resp redis_world::run_script(const std::string& text, const std::vector<std::str
         if (keys.size() < 1 || argv.size() < 2)
             return resp::error("ERR the release script's model needs 1 key and 2 arguments");
         auto held = get(keys[0]);
-        if (held && *held == argv[0]) {
+        if (held && *held == argv[0] && !broken_release) {
             del(keys[0]);
             publish(argv[1], "released");
             return resp::number(1);

@@ -68,6 +68,9 @@ public:
     // Negative control (test only): the acquire script grants even when another value holds
     // the key (a take without the owner check).
     bool broken_acquire = false;
+    // Negative control (test only): the release script deletes nothing and answers 0 (as if the
+    // key were not ours); the key stays until its TTL, nobody is told.
+    bool broken_release = false;
     long commands = 0;
 
 private:

@@ -16,7 +16,11 @@
 
 #include <zkcoro/redis.hpp>
 #include <zkcoro/redis_mutex.hpp>
+#include <zkcoro/this_task.hpp>
 
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -58,13 +62,20 @@ struct scenario {
     int max_hold_ms = 900;  // some holds outlast the TTL: renewed
     int min_deadline_ms = 1000, max_deadline_ms = 5000;
     zksim::redis_faults faults;
-    bool broken_acquire = false;  // the negative control
+    bool broken_acquire = false;  // the negative controls
+    bool broken_release = false;
     // A replica (failovers need one), and the clients' redis_options::replica_acks.
     int replicas = 0;
     int replica_acks = 0;
     // Whether one holder at a time is promised: not across a failover without replica
     // acknowledgement (docs/redis.md), where the overlaps are counted instead.
     bool exclusion_promised = true;
+    // 2 acquisitions in 3 cancelled (a signal bound to the co_await of async_acquire, terminal or
+    // partial) at a drawn moment: within 1.5 ms (the first attempt in flight) or 800 ms (waiting).
+    bool cancel = false;
+    // W: with no faults, a lock free (no guard out) with acquisitions under way is granted within
+    // this (0: not checked).
+    std::chrono::milliseconds quiet_grant{0};
 };
 
 struct observed {
@@ -79,6 +90,11 @@ struct observed {
     int token_drops = 0;
     std::string first_overlap, first_drop, last_holder, late, early_failure;
     bool closing = false;  // the clients are being closed: their acquisitions fail
+    int held = 0;          // guards returned and not released yet (lost ones too)
+    std::int64_t free_since = -1;  // no guard out and acquisitions under way since (ns)
+    std::string stalled;           // the first free lock not granted within W
+    int cancelled = 0, raced = 0, cancel_misreported = 0;
+    std::string aborted_uncancelled;
     std::map<std::string, int> failures;
     std::int64_t longest_past = 0;  // ns past a deadline, the longest
     struct attempt {
@@ -113,6 +129,28 @@ struct observed {
 
 long step_now() { return zksim::sim_stats().steps; }
 
+constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+
+// One acquisition's cancellation: fires once at its moment, unless the acquisition ended first.
+struct canceller : std::enable_shared_from_this<canceller> {
+    explicit canceller(const asio::any_io_executor& ex) : timer(ex) {}
+    asio::cancellation_signal sig;
+    asio::steady_timer timer;
+    bool partial = false;
+    bool fired = false;
+    bool done = false;
+    void fire_after(std::chrono::microseconds d)
+    {
+        timer.expires_after(d);
+        timer.async_wait([self = shared_from_this()](zkcoro::error_code ec) {
+            if (ec || self->done)
+                return;
+            self->fired = true;
+            self->sig.emit(self->partial ? asio::cancellation_type::partial : asio::cancellation_type::terminal);
+        });
+    }
+};
+
 asio::awaitable<void> hold(observed& o, int process, zkcoro::guard& g, std::mt19937_64& rng, int max_hold_ms)
 {
     auto ex = co_await asio::this_coro::executor;
@@ -128,6 +166,7 @@ asio::awaitable<void> hold(observed& o, int process, zkcoro::guard& g, std::mt19
     o.last_token = std::max(o.last_token, g.fencing_token());
     o.last_holder = who;
     ++o.inside;
+    ++o.held;
     auto counted = std::make_shared<bool>(true);
     g.async_wait_lost([&o, counted, process](zkcoro::error_code ec) {
         if (ec == zkcoro::client_errc::lock_lost && *counted) {
@@ -143,6 +182,7 @@ asio::awaitable<void> hold(observed& o, int process, zkcoro::guard& g, std::mt19
         *counted = false;
         --o.inside;
     }
+    --o.held;
     try {
         co_await g.release();
     } catch (const boost::system::system_error&) {
@@ -160,10 +200,40 @@ asio::awaitable<void> task(zkcoro::redis_mutex& m, observed& o, int process, std
         o.pending[id] = {process, o.now_ns(), o.now_ns() + std::chrono::nanoseconds(timeout).count()};
         std::optional<zkcoro::guard> g;
         std::string failure;
-        try {
-            g = co_await m.acquire(timeout);
-        } catch (const boost::system::system_error& e) {
-            failure = e.code().message();
+        bool fired = false;
+        if (sc.cancel && std::uniform_int_distribution<int>(0, 2)(rng) > 0) {
+            auto c = std::make_shared<canceller>(co_await asio::this_coro::executor);
+            c->partial = std::uniform_int_distribution<int>(0, 1)(rng) == 1;
+            const bool in_flight = std::uniform_int_distribution<int>(0, 1)(rng) == 0;
+            c->fire_after(std::chrono::microseconds(std::uniform_int_distribution<int>(0, in_flight ? 1500 : 800'000)(rng)));
+            const auto me = co_await zkcoro::this_task::id<asio::any_io_executor>();
+            auto [ec, got] = co_await m.async_acquire(me, timeout, asio::bind_cancellation_slot(c->sig.slot(), use_tuple));
+            c->done = true;
+            c->timer.cancel();
+            fired = c->fired;
+            g = std::move(got);
+            if (ec == asio::error::operation_aborted) {
+                if (fired)
+                    ++o.cancelled;
+                else if (o.aborted_uncancelled.empty())
+                    o.aborted_uncancelled = fmt::format("an acquisition of p{} ended with operation_aborted at {:.6f} s "
+                                                        "(step {}), not cancelled",
+                                                        process, o.now_s(), step_now());
+                o.pending.erase(id);
+                continue;
+            }
+            if (ec)
+                failure = ec.message();
+            if (fired && g)
+                ++o.raced;
+            if (fired && !g)
+                ++o.cancel_misreported;  // cancelled, reported as timed out or failed
+        } else {
+            try {
+                g = co_await m.acquire(timeout);
+            } catch (const boost::system::system_error& e) {
+                failure = e.code().message();
+            }
         }
         const auto a = o.pending[id];
         o.pending.erase(id);
@@ -199,6 +269,7 @@ std::string run_seed(std::uint64_t seed, const scenario& sc, zksim::sweep_totals
     with_replica.replicas = sc.replicas;
     zksim::redis_sim server(sim_port, with_replica);
     server.world.broken_acquire = sc.broken_acquire;
+    server.world.broken_release = sc.broken_release;
     asio::io_context ioc;
     std::vector<std::unique_ptr<zkcoro::redis_client>> clients;
     std::vector<std::unique_ptr<zkcoro::redis_mutex>> mutexes;
@@ -234,7 +305,20 @@ std::string run_seed(std::uint64_t seed, const scenario& sc, zksim::sweep_totals
                                      "deadline + R ({} ms), at step {}",
                                      a.process, static_cast<double>(a.began) / 1e9, o.now_s(),
                                      redis_liveness_bound.count(), step_now());
-        return o.tasks_done == all || (o.overlaps > 0 && sc.exclusion_promised) || !o.late.empty();
+        if (sc.quiet_grant.count() > 0) {
+            if (o.held > 0 || o.pending.empty()) {
+                o.free_since = -1;
+            } else if (o.free_since < 0) {
+                o.free_since = o.now_ns();
+            } else if (o.now_ns() - o.free_since > std::chrono::nanoseconds(sc.quiet_grant).count() && o.stalled.empty()) {
+                o.stalled = fmt::format("the lock free with {} acquisitions under way from {:.6f} s to {:.6f} s, nobody "
+                                        "granted (bound W {} ms) at step {}",
+                                        o.pending.size(), static_cast<double>(o.free_since) / 1e9, o.now_s(),
+                                        sc.quiet_grant.count(), step_now());
+            }
+        }
+        return o.tasks_done == all || (o.overlaps > 0 && sc.exclusion_promised) || !o.late.empty() ||
+               !o.stalled.empty();
     }, 600s) && o.tasks_done == all;
     // The end: the faults stop, the clients close; once a TTL has passed (a release that a dropped
     // connection swallowed leaves the key until then), no key of ours may be left but the fencing
@@ -283,6 +367,11 @@ std::string run_seed(std::uint64_t seed, const scenario& sc, zksim::sweep_totals
     if (!sc.exclusion_promised)
         sum.counts["grants while another held (not promised here)"] += o.overlaps;
     sum.most("s past a deadline at most", static_cast<double>(o.longest_past) / 1e9);
+    if (sc.cancel) {
+        sum.counts["cancelled"] += o.cancelled;
+        sum.counts["granted although cancelled"] += o.raced;
+        sum.counts["cancellations reported as timed out or failed"] += o.cancel_misreported;
+    }
     sum.mix(static_cast<std::uint64_t>(close_began));
     sum.mix(static_cast<std::uint64_t>(server.world.commands));
     sum.mix(static_cast<std::uint64_t>(o.last_token));
@@ -292,11 +381,15 @@ std::string run_seed(std::uint64_t seed, const scenario& sc, zksim::sweep_totals
         why += " one holder: " + o.first_overlap + ";";
     if (!o.early_failure.empty())
         why += " " + o.early_failure + ";";
+    if (!o.stalled.empty())
+        why += " liveness: " + o.stalled + ";";
+    if (!o.aborted_uncancelled.empty())
+        why += " " + o.aborted_uncancelled + ";";
     if (o.token_drops > 0)
         why += fmt::format(" {} fencing tokens not above the last (the first: {});", o.token_drops, o.first_drop);
     if (!o.late.empty())
         why += " liveness: " + o.late + ";";
-    if (!finished && o.overlaps == 0 && o.late.empty())
+    if (!finished && o.overlaps == 0 && o.late.empty() && o.stalled.empty())
         why += fmt::format(" only {} of {} tasks done within 600 s of simulated time;", o.tasks_done, all);
     if (!closed)
         why += fmt::format(" the clients did not close within 30 s ({} connections open);", server.open_connections());
@@ -304,7 +397,7 @@ std::string run_seed(std::uint64_t seed, const scenario& sc, zksim::sweep_totals
         why += " keys left once the clients closed and a TTL passed:" + left + ";";
     const bool faults = sc.faults.drops_per_s > 0 || sc.faults.drop_on_request > 0 || sc.faults.refuse_connect > 0 ||
                         sc.faults.pauses_per_s > 0 || sc.faults.delay_chance > 0 || sc.faults.failovers_per_s > 0;
-    if (!faults && (o.failed > 0 || o.timeouts > 0 || o.losses > 0))
+    if (!faults && !sc.cancel && (o.failed > 0 || o.timeouts > 0 || o.losses > 0))
         why += fmt::format(" without faults: {} failed, {} timed out, {} lost;", o.failed, o.timeouts, o.losses);
     if (o.acquired == 0)
         why += " nothing acquired;";
@@ -340,10 +433,11 @@ scenario with_faults()
 
 }  // namespace
 
-TEST_CASE("sim redis: processes on one redis mutex, no faults: every acquisition succeeds, one holder, nothing left")
+TEST_CASE("sim redis: processes on one redis mutex, no faults: every acquisition succeeds, one holder, W 200 ms, nothing left")
 {
     scenario sc;
     sc.min_deadline_ms = sc.max_deadline_ms = 60'000;  // each acquisition waits its turn
+    sc.quiet_grant = std::chrono::milliseconds(200);
     const auto seeds = zksim::seeds_of("ZKCORO_SIM_REDIS_SEEDS", zksim::first_seeds(10, 5));
     const auto sum = sweep("sim redis", "ZKCORO_SIM_REDIS_SEEDS", seeds, sc);
     CHECK(sum.broke == 0);
@@ -357,6 +451,28 @@ TEST_CASE("sim redis: processes on one redis mutex, with faults")
     const auto sum = sweep("sim redis with faults", "ZKCORO_SIM_REDIS_FAULT_SEEDS", seeds, sc);
     CHECK(sum.broke == 0);
     CHECK(sum["acquisitions"] > 0);
+}
+
+TEST_CASE("sim redis: cancellations without faults: a cancelled acquisition leaves the lock free (W 200 ms)")
+{
+    scenario sc;
+    sc.cancel = true;
+    sc.min_deadline_ms = sc.max_deadline_ms = 60'000;
+    sc.quiet_grant = std::chrono::milliseconds(200);  // a third of the TTL: a key left behind would wait for it
+    const auto seeds = zksim::seeds_of("ZKCORO_SIM_REDIS_CANCEL_SEEDS", zksim::first_seeds(10, 4));
+    const auto sum = sweep("sim redis cancellations", "ZKCORO_SIM_REDIS_CANCEL_SEEDS", seeds, sc);
+    CHECK(sum.broke == 0);
+    CHECK(sum["cancelled"] > 0);
+}
+
+TEST_CASE("sim redis: cancellations with faults")
+{
+    auto sc = with_faults();
+    sc.cancel = true;
+    const auto seeds = zksim::seeds_of("ZKCORO_SIM_REDIS_FAULT_CANCEL_SEEDS", zksim::first_seeds(10, 4));
+    const auto sum = sweep("sim redis cancellations with faults", "ZKCORO_SIM_REDIS_FAULT_CANCEL_SEEDS", seeds, sc);
+    CHECK(sum.broke == 0);
+    CHECK(sum["cancelled"] > 0);
 }
 
 TEST_CASE("sim redis: failovers to a replica that missed the last writes, grants and renewals acknowledged by WAIT")
@@ -393,5 +509,16 @@ TEST_CASE("sim redis negative control: an acquire script without the owner check
     sc.broken_acquire = true;
     const auto seeds = zksim::seeds_of("ZKCORO_SIM_REDIS_CONTROL_SEEDS", zksim::first_seeds(5, 3));
     const auto sum = sweep("sim redis control (no owner check)", "ZKCORO_SIM_REDIS_CONTROL_SEEDS", seeds, sc, true);
+    CHECK(sum.broke == static_cast<int>(sum.seeds_run));
+}
+
+TEST_CASE("sim redis negative control: a release that deletes nothing is caught by W")
+{
+    scenario sc;
+    sc.broken_release = true;
+    sc.min_deadline_ms = sc.max_deadline_ms = 60'000;
+    sc.quiet_grant = std::chrono::milliseconds(200);
+    const auto seeds = zksim::seeds_of("ZKCORO_SIM_REDIS_CONTROL_SEEDS", zksim::first_seeds(5, 3));
+    const auto sum = sweep("sim redis control (a release that deletes nothing)", "ZKCORO_SIM_REDIS_CONTROL_SEEDS", seeds, sc, true);
     CHECK(sum.broke == static_cast<int>(sum.seeds_run));
 }
