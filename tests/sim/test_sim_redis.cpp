@@ -424,7 +424,7 @@ scenario with_faults()
     sc.faults.drop_on_request = 0.01;   // 1 request in 100 meets a close on the wire
     sc.faults.refuse_connect = 0.1;
     sc.faults.delay_chance = 0.02;      // 1 reply in 50 late by up to 400 ms
-    sc.faults.max_delay_ms = 400;
+    sc.faults.max_delay_ms = 400;       // below the guard's loss deadline (TTL 600 ms - margin 120 ms)
     sc.faults.script_flushes_per_s = 0.05;  // the next EVALSHA of each connection meets NOSCRIPT
     sc.faults.pauses_per_s = 0.1;       // the server stops for up to 1.5 s (2.5 TTLs) now and then
     sc.faults.max_pause_ms = 1500;
@@ -473,6 +473,25 @@ TEST_CASE("sim redis: cancellations with faults")
     const auto sum = sweep("sim redis cancellations with faults", "ZKCORO_SIM_REDIS_FAULT_CANCEL_SEEDS", seeds, sc);
     CHECK(sum.broke == 0);
     CHECK(sum["cancelled"] > 0);
+}
+
+// A library bug this simulation found (open: the fix belongs in src/redis/lock.cpp, which another
+// change is editing): a grant whose reply comes after the guard's own loss deadline (sent + TTL -
+// safety margin) is handed to the caller as held; the renewal's timer tells the guard it is lost
+// only after the caller has run (the grant completes the caller inline, from the reply's
+// callback). Meanwhile the key has expired on the server and another process holds the lock with
+// a higher token. Seed 30 at 10.929979 s: p3's acquire applied at 10.108738 s (token
+// 1700000010108739), its reply delayed 821 ms; the key expired at 10.7087 s, p2 was granted at
+// 10.710088 s; p3's guard came back at 10.929979 s, not lost, while p2 held. With replies delayed
+// up to 1.5 s (above the 480 ms loss deadline): 14 of seeds 1-300 (30, 55, 68, 119, 156, ...).
+// Marked should_fail until the fix: then this case passes, doctest reports it, and the mark goes.
+TEST_CASE("sim redis: a grant whose reply comes after its loss deadline (known bug, open)" * doctest::should_fail())
+{
+    auto sc = with_faults();
+    sc.faults.max_delay_ms = 1500;
+    const auto seeds = zksim::seeds_of("ZKCORO_SIM_REDIS_LATE_SEEDS", {30, 55, 68, 119, 156});
+    const auto sum = sweep("sim redis with late replies (known bug)", "ZKCORO_SIM_REDIS_LATE_SEEDS", seeds, sc);
+    CHECK(sum.broke == 0);
 }
 
 TEST_CASE("sim redis: failovers to a replica that missed the last writes, grants and renewals acknowledged by WAIT")
