@@ -72,6 +72,10 @@ public:
     // key were not ours); the key stays until its TTL, nobody is told.
     bool broken_release = false;
     long commands = 0;
+    // Every grant of the acquire script gets a token above every earlier grant's, across
+    // failovers (roll_back_to keeps these): the first that does not, or "".
+    std::string token_drop;
+    std::int64_t last_grant_token = 0;
 
 private:
     struct entry {

@@ -366,6 +366,8 @@ std::string run_seed(std::uint64_t seed, const scenario& sc, zksim::sweep_totals
     }
     if (!sc.exclusion_promised)
         sum.counts["grants while another held (not promised here)"] += o.overlaps;
+    if (!sc.exclusion_promised)
+        sum.counts["guards' tokens below the last (a stale holder's, not promised here)"] += o.token_drops;
     sum.most("s past a deadline at most", static_cast<double>(o.longest_past) / 1e9);
     if (sc.cancel) {
         sum.counts["cancelled"] += o.cancelled;
@@ -385,8 +387,14 @@ std::string run_seed(std::uint64_t seed, const scenario& sc, zksim::sweep_totals
         why += " liveness: " + o.stalled + ";";
     if (!o.aborted_uncancelled.empty())
         why += " " + o.aborted_uncancelled + ";";
-    if (o.token_drops > 0)
+    // A guard's token below an earlier guard's: only with two holders, which a failover without
+    // replica acknowledgement allows (the stale holder's process hands its lost key on in
+    // memory, with its old token); a fenced resource refuses it, as it refuses the stale holder.
+    if (o.token_drops > 0 && sc.exclusion_promised)
         why += fmt::format(" {} fencing tokens not above the last (the first: {});", o.token_drops, o.first_drop);
+    // The server's grants: each token above every earlier grant's, across failovers too.
+    if (!server.world.token_drop.empty())
+        why += " server: " + server.world.token_drop + ";";
     if (!o.late.empty())
         why += " liveness: " + o.late + ";";
     if (!finished && o.overlaps == 0 && o.late.empty() && o.stalled.empty())
