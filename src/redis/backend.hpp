@@ -92,7 +92,7 @@ public:
             self->compare_and_delete(ns, ns->node, ns->value, until, [s, ns, op = std::move(op), self](
                                                                          error_code ec, std::string_view text) {
                 if (!ec)
-                    return void(op->complete({}));
+                    return void(op->complete_here({}));  // from the reply's callback
                 s->count_release_failure();
                 self->rc->log(log_level::error,
                               fmt::format("redis lock {}: release failed: {}{}{}; the key expires within its TTL",

@@ -1,9 +1,9 @@
-// One Redis connection on hiredis' asynchronous API, its socket driven by Asio.
+// One Redis connection on hiredis' asynchronous API, its socket read by Asio.
 #include "redis/link.hpp"
 #include "redis/resp.hpp"
 
 #include <boost/asio/post.hpp>
-#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/ip/tcp.hpp>
 
 #include <fmt/format.h>
 
@@ -11,20 +11,79 @@
 #include <hiredis/hiredis.h>
 
 #include <algorithm>
+#include <array>
 #include <optional>
 #include <string_view>
 
+#include <sys/socket.h>
+
+#if ZKCORO_HIREDIS_PROCESS_CALLBACKS
+// Runs the callbacks of the replies in a context's reader: the second half of
+// redisAsyncHandleRead, which libhiredis exports (0.14 to 1.2) but no header declares. The build
+// checks that the library has it (meson.build: hiredis_process_callbacks).
+extern "C" void redisProcessCallbacks(redisAsyncContext* ac);
+#endif
+
 namespace zkcoro::detail {
 
-// The socket of one hiredis context as an Asio descriptor. hiredis owns (and closes) the file
+// The socket of one hiredis context as an Asio socket. hiredis owns (and closes) the file
 // descriptor: ours is released, never closed. Pending waits keep the attachment alive after the
 // context is gone; they find `ac` null and do nothing.
 struct redis_link::attachment : std::enable_shared_from_this<attachment> {
-    attachment(const redis_strand& s, redisAsyncContext* c) : sd(s, c->c.fd), ac(c) {}
-
-    void wait(asio::posix::stream_descriptor::wait_type type)
+    attachment(const redis_strand& s, redisAsyncContext* c) : sd(s), ac(c)
     {
-        bool read = type == asio::posix::stream_descriptor::wait_read;
+        // A TCP socket rather than a plain descriptor: Asio knows a read of a stream socket that
+        // did not fill the buffer emptied it, and does not try the next one before the reactor
+        // says there is more (a read that would fail with EAGAIN). The family only names the
+        // socket to Asio; hiredis made it.
+        int family = AF_INET;
+        socklen_t len = sizeof family;
+        if (::getsockopt(c->c.fd, SOL_SOCKET, SO_DOMAIN, &family, &len) != 0)
+            family = AF_INET;
+        sd.assign(family == AF_INET6 ? asio::ip::tcp::v6() : asio::ip::tcp::v4(), c->c.fd);
+    }
+
+#if ZKCORO_HIREDIS_PROCESS_CALLBACKS
+    // The replies are read here, into our buffer, and handed to hiredis' reader. Asio's read of a
+    // stream is speculative, and after a read that emptied the socket it neither tries again nor
+    // re-arms the descriptor: a command costs its write, the wait and this read. (Letting hiredis
+    // read means waiting for readability, a wait Asio re-arms with an epoll_ctl each time.)
+    void read()
+    {
+        if (read_pending || !ac)
+            return;
+        read_pending = true;
+        sd.async_read_some(asio::buffer(in), pooled([self = shared_from_this()](error_code ec, std::size_t n) {
+            self->read_pending = false;
+            if (ec == asio::error::operation_aborted || !self->ac || !self->want_read)
+                return;
+            {
+                // What the replies' callbacks send is written once the read is done.
+                scope s(self);
+                if (!ec && n > 0 && (self->ac->c.flags & REDIS_CONNECTED)) {
+                    // A reader that refuses the bytes has its error set; the callbacks' run
+                    // meets it and ends the context with it.
+                    // With one reply awaited, its caller may go on inline (op_state.hpp).
+                    const auto& replies = self->ac->replies;
+                    inline_completions one(replies.head != nullptr && replies.head == replies.tail);
+                    redisReaderFeed(self->ac->c.reader, self->in.data(), n);
+                    redisProcessCallbacks(self->ac);
+                } else {
+                    // The end of the stream or an error: hiredis reads the socket itself, meets
+                    // the same, and ends the context with its own error.
+                    redisAsyncHandleRead(self->ac);
+                }
+            }
+            // The context may be gone now (cleanup cleared ac); else read on if still wanted.
+            if (self->ac && self->want_read)
+                self->read();
+        }));
+    }
+#endif
+
+    void wait(asio::socket_base::wait_type type)
+    {
+        bool read = type == asio::socket_base::wait_read;
         bool& pending = read ? read_pending : write_pending;
         if (pending || !ac)
             return;
@@ -54,7 +113,7 @@ struct redis_link::attachment : std::enable_shared_from_this<attachment> {
             return;
         redisAsyncHandleWrite(ac);
         if (ac && want_write)
-            wait(asio::posix::stream_descriptor::wait_write);
+            wait(asio::socket_base::wait_write);
     }
 
     // While a scope is open (a send, the read of replies), commands only queue their output; the
@@ -77,7 +136,11 @@ struct redis_link::attachment : std::enable_shared_from_this<attachment> {
     static void add_read(void* p)
     {
         of(p)->want_read = true;
-        of(p)->wait(asio::posix::stream_descriptor::wait_read);
+#if ZKCORO_HIREDIS_PROCESS_CALLBACKS
+        of(p)->read();
+#else
+        of(p)->wait(asio::socket_base::wait_read);
+#endif
     }
     static void del_read(void* p) { of(p)->want_read = false; }
     // hiredis has output for the socket. On a connected context it is written without waiting for
@@ -91,7 +154,7 @@ struct redis_link::attachment : std::enable_shared_from_this<attachment> {
         auto* a = of(p);
         a->want_write = true;
         if (!a->ac || !(a->ac->c.flags & REDIS_CONNECTED))
-            return a->wait(asio::posix::stream_descriptor::wait_write);
+            return a->wait(asio::socket_base::wait_write);
         if (a->scopes > 0 || a->write_posted)
             return;
         a->write_posted = true;
@@ -115,16 +178,19 @@ struct redis_link::attachment : std::enable_shared_from_this<attachment> {
         a->want_read = a->want_write = false;
         error_code ignored;
         a->sd.cancel(ignored);
-        a->sd.release();
+        a->sd.release(ignored);
     }
 
-    asio::posix::stream_descriptor sd;
+    asio::ip::tcp::socket sd;
     redisAsyncContext* ac;
     redis_link* link = nullptr;
     bool want_read = false, want_write = false;
     bool read_pending = false, write_pending = false;
     bool write_posted = false;  // add_write posted a write_now
     int scopes = 0;             // open scopes (see scope)
+#if ZKCORO_HIREDIS_PROCESS_CALLBACKS
+    std::array<char, 16384> in;  // what read() takes from the socket (hiredis' own read takes as much)
+#endif
 };
 
 namespace {

@@ -1,7 +1,8 @@
-// One Redis connection (internal): a hiredis asynchronous context whose socket events are Asio
-// descriptor waits on a strand, the handshake (AUTH, SELECT, PING), commands queued until
-// connected, and reconnection with backoff after a drop. The command connection and the
-// subscribe-mode connection of a redis_client are one link each.
+// One Redis connection (internal): a hiredis asynchronous context on a strand, whose socket Asio
+// reads (into the link's buffer, handed to hiredis' reader) and hiredis writes, the handshake
+// (AUTH, SELECT, PING), commands queued until connected, and reconnection with backoff after a
+// drop. The command connection and the subscribe-mode connection of a redis_client are one link
+// each.
 #ifndef ZKCORO_SRC_REDIS_LINK_HPP
 #define ZKCORO_SRC_REDIS_LINK_HPP
 

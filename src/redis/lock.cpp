@@ -106,7 +106,8 @@ struct redis_backend::first_attempt : std::enable_shared_from_this<first_attempt
         if (!ec && granted(r)) {
             st = stage::done;
             auto g = hold_key(task, b, value, r.elements[1].integer, sent);
-            return task.complete({}, std::optional<guard>(std::move(g)));
+            // From the reply's callback: the caller goes on in it (op_state::complete_here).
+            return task.complete({}, std::optional<guard>(std::move(g)), true);
         }
         st = stage::coroutine;
         const auto started = task.started();

@@ -177,6 +177,51 @@ TEST_CASE("a peer that does not speak Redis is named as such, not with hiredis' 
     }, 10s);
 }
 
+// Issue 33: the link reads the socket into a buffer of its own (16 KiB) and hands hiredis the
+// bytes. Replies larger than it, pipelined between small ones, arrive whole and each to its own
+// command: what a wrongly fed reader would cut, reorder or answer twice.
+TEST_CASE("replies larger than the link's read buffer, pipelined with small ones, arrive whole and in order")
+{
+    auto& srv = shared_redis();
+    asio::io_context ioc;
+    zktest::run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        zkcoro::redis_client rc(ex, srv.url());
+        const auto big_key = unique_key("big"), small_key = unique_key("small");
+        std::string big(200'000, '\0');
+        for (std::size_t i = 0; i < big.size(); ++i)
+            big[i] = static_cast<char>('a' + i % 23);
+        co_await rc.async_exec(cmd("SET", big_key, big), asio::use_awaitable);
+        co_await rc.async_exec(cmd("SET", small_key, "s"), asio::use_awaitable);
+        constexpr int tasks = 8, rounds = 4;
+        int whole = 0, ended = 0;
+        rt::event all_ended(ex);
+        for (int t = 0; t < tasks; ++t)
+            asio::co_spawn(ex, [&, t]() -> asio::awaitable<void> {
+                for (int r = 0; r < rounds; ++r) {
+                    // The tasks' commands go out together: big and small replies share reads.
+                    auto got = co_await rc.async_exec(cmd("GET", (t + r) % 2 ? big_key : small_key),
+                                                      asio::use_awaitable);
+                    const auto& want = (t + r) % 2 ? big : std::string("s");
+                    CHECK(got.type == zkcoro::redis_reply::kind::string);
+                    if (got.str == want)
+                        ++whole;
+                    else
+                        FAIL_CHECK("task " << t << " round " << r << ": a reply of " << got.str.size()
+                                           << " bytes where " << want.size() << " were stored");
+                }
+                if (++ended == tasks)
+                    all_ended.fire();
+            }, asio::detached);
+        const bool in_time = co_await all_ended.wait(20s);
+        CHECK_MESSAGE(in_time, ended << " of " << tasks << " tasks got all their replies within 20 s");
+        CHECK(whole == tasks * rounds);
+        auto echo = co_await rc.async_exec(cmd("ECHO", "after"), asio::use_awaitable);
+        CHECK(echo.str == "after");
+        co_await rc.async_exec(cmd("DEL", big_key, small_key), asio::use_awaitable);
+    }, 30s);
+}
+
 // Issue 39: a server that answers the handshake's PING with LOADING (loading its data after a
 // start) is waited for by a first connection with first_connect_wait, as a refused one is; it
 // fails with loading and the server's text at the end (was: error_reply at once). A fake server
