@@ -76,6 +76,8 @@ struct scenario {
     // W: with no faults, a lock free (no guard out) with acquisitions under way is granted within
     // this (0: not checked).
     std::chrono::milliseconds quiet_grant{0};
+    // Each holder acquires again while holding (reentrancy) and releases that guard first.
+    bool reentrant = false;
 };
 
 struct observed {
@@ -95,6 +97,8 @@ struct observed {
     std::string stalled;           // the first free lock not granted within W
     int cancelled = 0, raced = 0, cancel_misreported = 0;
     std::string aborted_uncancelled;
+    std::string reentry;  // the first reentrant acquisition that broke
+    const zksim::redis_sim* server = nullptr;
     std::map<std::string, int> failures;
     std::int64_t longest_past = 0;  // ns past a deadline, the longest
     struct attempt {
@@ -151,7 +155,34 @@ struct canceller : std::enable_shared_from_this<canceller> {
     }
 };
 
-asio::awaitable<void> hold(observed& o, int process, zkcoro::guard& g, std::mt19937_64& rng, int max_hold_ms)
+// The holder acquires again (reentrancy): the second guard shares the first's grant (its token),
+// and its release leaves the key ours while the first holds. Reports what broke, or "".
+asio::awaitable<std::string> reenter(zkcoro::redis_mutex& m, zkcoro::guard& g, const zksim::redis_sim& server)
+{
+    if (g.lost())
+        co_return std::string();
+    std::optional<zkcoro::guard> again;
+    try {
+        again = co_await m.acquire(std::chrono::milliseconds(1000));
+    } catch (const boost::system::system_error& e) {
+        co_return fmt::format("a reentrant acquisition failed: {}", e.code().message());
+    }
+    if (!again || again->fencing_token() != g.fencing_token())
+        co_return fmt::format("a reentrant acquisition of the holder of token {} got {}", g.fencing_token(),
+                              again ? std::to_string(again->fencing_token()) : std::string("nothing"));
+    try {
+        co_await again->release();
+    } catch (const boost::system::system_error&) {
+    }
+    auto& w = const_cast<zksim::redis_world&>(server.world);
+    if (!g.lost() && !w.get(lock_key))
+        co_return fmt::format("the release of a reentrant guard (token {}) deleted the key while the first held it",
+                              g.fencing_token());
+    co_return std::string();
+}
+
+asio::awaitable<void> hold(observed& o, int process, zkcoro::guard& g, std::mt19937_64& rng, int max_hold_ms,
+                           zkcoro::redis_mutex* reentrant_on = nullptr, const zksim::redis_sim* server = nullptr)
 {
     auto ex = co_await asio::this_coro::executor;
     ++o.acquired;
@@ -176,6 +207,11 @@ asio::awaitable<void> hold(observed& o, int process, zkcoro::guard& g, std::mt19
             o.note(process, "told it lost the lock");
         }
     });
+    if (reentrant_on) {
+        auto broke = co_await reenter(*reentrant_on, g, *server);
+        if (!broke.empty() && o.reentry.empty())
+            o.reentry = fmt::format("p{} at {:.6f} s (step {}): {}", process, o.now_s(), step_now(), broke);
+    }
     asio::steady_timer t(ex, std::chrono::milliseconds(std::uniform_int_distribution<int>(0, max_hold_ms)(rng)));
     co_await t.async_wait(asio::use_awaitable);
     if (*counted) {
@@ -255,7 +291,7 @@ asio::awaitable<void> task(zkcoro::redis_mutex& m, observed& o, int process, std
             ++o.timeouts;
             continue;
         }
-        co_await hold(o, process, *g, rng, sc.max_hold_ms);
+        co_await hold(o, process, *g, rng, sc.max_hold_ms, sc.reentrant ? &m : nullptr, o.server);
     }
     ++o.tasks_done;
 }
@@ -268,6 +304,7 @@ std::string run_seed(std::uint64_t seed, const scenario& sc, zksim::sweep_totals
     auto with_replica = sc.faults;
     with_replica.replicas = sc.replicas;
     zksim::redis_sim server(sim_port, with_replica);
+    o.server = &server;
     server.world.broken_acquire = sc.broken_acquire;
     server.world.broken_release = sc.broken_release;
     asio::io_context ioc;
@@ -387,6 +424,8 @@ std::string run_seed(std::uint64_t seed, const scenario& sc, zksim::sweep_totals
         why += " liveness: " + o.stalled + ";";
     if (!o.aborted_uncancelled.empty())
         why += " " + o.aborted_uncancelled + ";";
+    if (!o.reentry.empty())
+        why += " reentrancy: " + o.reentry + ";";
     // A guard's token below an earlier guard's: only with two holders, which a failover without
     // replica acknowledgement allows (the stale holder's process hands its lost key on in
     // memory, with its old token); a fenced resource refuses it, as it refuses the stale holder.
@@ -481,6 +520,16 @@ TEST_CASE("sim redis: cancellations with faults")
     const auto sum = sweep("sim redis cancellations with faults", "ZKCORO_SIM_REDIS_FAULT_CANCEL_SEEDS", seeds, sc);
     CHECK(sum.broke == 0);
     CHECK(sum["cancelled"] > 0);
+}
+
+TEST_CASE("sim redis: reentered by its holder, with faults: one grant, one token, the key kept")
+{
+    auto sc = with_faults();
+    sc.reentrant = true;
+    const auto seeds = zksim::seeds_of("ZKCORO_SIM_REDIS_REENTRANT_SEEDS", zksim::first_seeds(10, 4));
+    const auto sum = sweep("sim redis reentrant with faults", "ZKCORO_SIM_REDIS_REENTRANT_SEEDS", seeds, sc);
+    CHECK(sum.broke == 0);
+    CHECK(sum["acquisitions"] > 0);
 }
 
 // A library bug this simulation found (open: the fix belongs in src/redis/lock.cpp, which another
