@@ -29,7 +29,8 @@ struct redis_mutex_options {
     std::chrono::milliseconds ttl{10000};
     /// The guard counts as lost when no renewal has been confirmed by the last confirmed one
     /// + ttl - margin (the key may have expired on the server). Zero: a fifth of the TTL. Must be
-    /// below a third of the TTL.
+    /// below a third of the TTL. A grant whose reply comes later than its request + ttl - margin
+    /// is not handed on (the next attempt follows at once): round trips that long never grant.
     std::chrono::milliseconds safety_margin{0};
     /// Tasks of this process waiting on this object share one key: a release hands the lock to
     /// the next of them in memory, FIFO, with no request to Redis, up to 63 times in a row.

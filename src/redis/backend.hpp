@@ -329,6 +329,14 @@ public:
         }
     }
 
+    // Until when a write of the key confirmed by a reply to a request sent at `sent` is ours for
+    // sure: the TTL ran from a moment after `sent`, less the safety margin (clock drift, the
+    // reply's way back). The renewal's bound, and a grant's: one that comes later is not handed on.
+    steady_clock::time_point held_until(steady_clock::time_point sent) const
+    {
+        return sent + opts.ttl - opts.safety_margin;
+    }
+
     // The first attempt's reply, when first_attempt made it (with the time it was sent).
     struct attempt_reply {
         error_code ec;

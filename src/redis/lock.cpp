@@ -103,7 +103,8 @@ struct redis_backend::first_attempt : std::enable_shared_from_this<first_attempt
     {
         if (st != stage::sending)
             return;  // cancelled: the take-back is on its way
-        if (!ec && granted(r)) {
+        // A grant that came too late to be sure of goes to take(), which tries again.
+        if (!ec && granted(r) && steady_clock::now() < b->held_until(sent)) {
             st = stage::done;
             auto g = hold_key(task, b, value, r.elements[1].integer, sent);
             // From the reply's callback: the caller goes on in it (op_state::complete_here).
@@ -234,8 +235,26 @@ awaitable<acquire_result> redis_backend::take(active_task task, std::shared_ptr<
             if (r.type != redis_reply::kind::array || r.elements.size() < 2 ||
                 r.elements[0].type != redis_reply::kind::integer || r.elements[1].type != redis_reply::kind::integer)
                 co_return fail(redis_errc::unexpected_reply);
-            if (granted(r))
-                co_return acquire_result{error_code{}, hold_key(task, b, value, r.elements[1].integer, sent)};
+            if (granted(r)) {
+                const auto now = steady_clock::now();
+                if (now < b->held_until(sent))
+                    co_return acquire_result{error_code{}, hold_key(task, b, value, r.elements[1].integer, sent)};
+                // The reply came after the hold's own loss bound: the key may have expired before
+                // it came and someone else may hold it now, with a higher token. Not handed on as
+                // held: the next attempt, at once, finds the key ours (granted again, its TTL from
+                // then on) or someone else's. At the deadline the key is taken back.
+                b->rc->log(log_level::warn,
+                           fmt::format("redis lock {}: granted, but the reply came {} ms after the request, later than "
+                                       "the TTL ({} ms) less the safety margin ({} ms): the key may have expired "
+                                       "meanwhile; trying again",
+                                       s->path, std::chrono::duration_cast<std::chrono::milliseconds>(now - sent).count(),
+                                       b->opts.ttl.count(), b->opts.safety_margin.count()));
+                if (now >= deadline) {
+                    b->take_back(s->path, value);
+                    co_return fail(transient);
+                }
+                continue;
+            }
             transient = {};  // held by someone else: a deadline now is a plain timeout
             retry = {};
             auto pttl = r.elements[1].integer;

@@ -59,7 +59,7 @@ public:
     }
 
 private:
-    steady_clock::time_point lost_at() const { return confirmed_ + b_.opts.ttl - b_.opts.safety_margin; }
+    steady_clock::time_point lost_at() const { return b_.held_until(confirmed_); }
     bool over() const { return stopped_ || ns_->ended(); }
 
     void arm(steady_clock::time_point at)

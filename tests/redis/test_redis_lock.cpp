@@ -13,6 +13,7 @@
 
 #include <fence_store.hpp>
 #include <redis_server.hpp>
+#include <tcp_proxy.hpp>
 
 #include <boost/asio.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
@@ -815,6 +816,53 @@ TEST_CASE("the server killed while a lock is held: without persistence the lease
         MESSAGE("lost " << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - killed).count()
                         << " ms after the kill (TTL 900 ms)");
         co_await g->release();  // a no-op on a lost guard
+    });
+}
+
+// The simulation found it (tests/sim/README.md, the Redis bugs): a grant whose reply came after
+// the hold's own loss bound (sent + TTL - safety margin) was handed to the caller as held, while
+// the key could have expired on the way and another process could hold it with a higher token.
+TEST_CASE("a grant whose reply comes later than the TTL less the safety margin is not handed on as held")
+{
+    auto& srv = shared_redis();
+    zktest::tcp_proxy proxy("127.0.0.1", srv.port());
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        zkcoro::redis_client rc(ex, "redis://" + proxy.address(), fast_reconnect());
+        co_await rc.async_exec(cmd("PING"));  // connected (and the handshake done) before any delay
+        const auto key = unique_key("late");
+        // TTL 600 ms, safety margin 120 ms (a fifth): a grant is sure until 480 ms after its request.
+        zkcoro::redis_mutex m(rc, key, short_ttl(600ms));
+
+        // 100 ms each way: the reply comes 200 ms after the request, in time.
+        proxy.set_delay(100ms);
+        auto g = co_await m.acquire(3s);
+        REQUIRE(g);
+        CHECK_FALSE(g->lost());
+        co_await g->release();
+
+        // 300 ms each way: every grant's reply comes 600 ms after its request. None is handed on;
+        // the acquisition ends at its deadline, and the key it set goes with it.
+        proxy.set_delay(300ms);
+        const auto t0 = std::chrono::steady_clock::now();
+        auto late = co_await m.acquire(2s);
+        const auto took = std::chrono::steady_clock::now() - t0;
+        const std::string state = late && late->lost() ? " (already lost)" : "";
+        CHECK_MESSAGE(!late, "a guard was handed on from a reply later than the hold's loss bound" << state);
+        CHECK(took >= 2s);
+        if (late)
+            co_await late->release();
+        proxy.set_delay(0ms);
+        const auto until = std::chrono::steady_clock::now() + 3s;
+        while (srv.command({"EXISTS", key}) != "0" && std::chrono::steady_clock::now() < until)
+            co_await pause(5ms);
+        CHECK_MESSAGE(srv.command({"EXISTS", key}) == "0", "the key of the late grants was not taken back within 3 s");
+
+        // Nothing is left in the way: the next acquisition is granted at once.
+        auto again = co_await m.acquire(1s);
+        REQUIRE(again);
+        co_await again->release();
     });
 }
 
