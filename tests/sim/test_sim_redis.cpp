@@ -532,22 +532,21 @@ TEST_CASE("sim redis: reentered by its holder, with faults: one grant, one token
     CHECK(sum["acquisitions"] > 0);
 }
 
-// A library bug this simulation found (open: the fix belongs in src/redis/lock.cpp, which another
-// change is editing): a grant whose reply comes after the guard's own loss deadline (sent + TTL -
-// safety margin) is handed to the caller as held; the renewal's timer tells the guard it is lost
-// only after the caller has run (the grant completes the caller inline, from the reply's
-// callback). Meanwhile the key has expired on the server and another process holds the lock with
-// a higher token. Seed 30 at 10.929979 s: p3's acquire applied at 10.108738 s (token
-// 1700000010108739), its reply delayed 821 ms; the key expired at 10.7087 s, p2 was granted at
-// 10.710088 s; p3's guard came back at 10.929979 s, not lost, while p2 held. With replies delayed
-// up to 1.5 s (above the 480 ms loss deadline): 14 of seeds 1-300 (30, 55, 68, 119, 156, ...).
-// Marked should_fail until the fix: then this case passes, doctest reports it, and the mark goes.
-TEST_CASE("sim redis: a grant whose reply comes after its loss deadline (known bug, open)" * doctest::should_fail())
+// A library bug this simulation found, fixed by 0ecfa38: a grant whose reply came after the
+// guard's own loss deadline (sent + TTL - safety margin) was handed to the caller as held; the
+// renewal's timer told the guard it was lost only after the caller had run. Meanwhile the key had
+// expired on the server and another process held the lock with a higher token. Seed 30 at
+// 10.929979 s: p3's acquire applied at 10.108738 s (token 1700000010108739), its reply delayed
+// 821 ms; the key expired at 10.7087 s, p2 was granted at 10.710088 s; p3's guard came back at
+// 10.929979 s, not lost, while p2 held. With replies delayed up to 1.5 s (above the 480 ms loss
+// deadline): 14 of seeds 1-300 (30, 55, 68, 119, 156, ...). Now such a grant is not handed on:
+// the acquisition tries again at once.
+TEST_CASE("sim redis: a grant whose reply comes after its loss deadline is not handed on")
 {
     auto sc = with_faults();
     sc.faults.max_delay_ms = 1500;
     const auto seeds = zksim::seeds_of("ZKCORO_SIM_REDIS_LATE_SEEDS", {30, 55, 68, 119, 156});
-    const auto sum = sweep("sim redis with late replies (known bug)", "ZKCORO_SIM_REDIS_LATE_SEEDS", seeds, sc);
+    const auto sum = sweep("sim redis with late replies", "ZKCORO_SIM_REDIS_LATE_SEEDS", seeds, sc);
     CHECK(sum.broke == 0);
 }
 
