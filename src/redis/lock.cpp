@@ -25,6 +25,7 @@
 #include <array>
 #include <list>
 #include <mutex>
+#include <utility>
 
 namespace zkcoro {
 
@@ -163,6 +164,7 @@ awaitable<acquire_result> redis_backend::take(active_task task, std::shared_ptr<
     // The last transient failure (see transient_acquire_error) since the key was last seen held
     // by someone else: what the acquisition fails with at its deadline.
     error_code transient;
+    bool late_seen = false;  // a grant came too late to be handed on (see below)
     struct unlist {
         redis_backend& b;
         waiter& w;
@@ -243,7 +245,8 @@ awaitable<acquire_result> redis_backend::take(active_task task, std::shared_ptr<
                 // it came and someone else may hold it now, with a higher token. Not handed on as
                 // held: the next attempt, at once, finds the key ours (granted again, its TTL from
                 // then on) or someone else's. At the deadline the key is taken back.
-                b->rc->log(log_level::warn,
+                // A warning the first time in an acquisition, debug lines after it.
+                b->rc->log(std::exchange(late_seen, true) ? log_level::debug : log_level::warn,
                            fmt::format("redis lock {}: granted, but the reply came {} ms after the request, later than "
                                        "the TTL ({} ms) less the safety margin ({} ms): the key may have expired "
                                        "meanwhile; trying again",

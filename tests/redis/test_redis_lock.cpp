@@ -829,7 +829,13 @@ TEST_CASE("a grant whose reply comes later than the TTL less the safety margin i
     asio::io_context ioc;
     run_bounded(ioc, [&]() -> asio::awaitable<void> {
         auto ex = co_await asio::this_coro::executor;
-        zkcoro::redis_client rc(ex, "redis://" + proxy.address(), fast_reconnect());
+        auto opts = fast_reconnect();
+        std::vector<std::pair<zkcoro::log_level, std::string>> lines;
+        opts.log = [&](zkcoro::log_level l, std::string_view text) {
+            if (text.find("granted, but the reply came") != std::string_view::npos)
+                lines.emplace_back(l, text);
+        };
+        zkcoro::redis_client rc(ex, "redis://" + proxy.address(), opts);
         co_await rc.async_exec(cmd("PING"));  // connected (and the handshake done) before any delay
         const auto key = unique_key("late");
         // TTL 600 ms, safety margin 120 ms (a fifth): a grant is sure until 480 ms after its request.
@@ -851,6 +857,11 @@ TEST_CASE("a grant whose reply comes later than the TTL less the safety margin i
         const std::string state = late && late->lost() ? " (already lost)" : "";
         CHECK_MESSAGE(!late, "a guard was handed on from a reply later than the hold's loss bound" << state);
         CHECK(took >= 2s);
+        // Said once as a warning, then as debug lines (a grant every 600 ms until the deadline).
+        REQUIRE(lines.size() >= 2);
+        CHECK(lines[0].first == zkcoro::log_level::warn);
+        CHECK(std::all_of(lines.begin() + 1, lines.end(), [](const auto& l) { return l.first == zkcoro::log_level::debug; }));
+        MESSAGE(lines[0].second);
         if (late)
             co_await late->release();
         proxy.set_delay(0ms);
