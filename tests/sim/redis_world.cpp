@@ -230,10 +230,11 @@ resp redis_world::run_script(const std::string& text, const std::vector<std::str
         if (!ttl || *ttl <= 0)
             return resp::error("ERR invalid expire time in 'set' command (the acquire script's model)");
         set(keys[0], argv[0], now_ms() + *ttl);
-        if (n <= last_grant_token && token_drop.empty())
-            token_drop = fmt::format("the grant to {} got token {} after a grant with token {}", argv[0], n,
-                                     last_grant_token);
-        last_grant_token = std::max(last_grant_token, n);
+        auto& last = last_grant_token[keys[1]];  // per fencing counter: each lock's own
+        if (n <= last && token_drop.empty())
+            token_drop = fmt::format("the grant of {} to {} got token {} after a grant with token {}", keys[0], argv[0],
+                                     n, last);
+        last = std::max(last, n);
         return resp::array({resp::number(1), resp::number(n)});
     }
     if (text == release_script().text) {

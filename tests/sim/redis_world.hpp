@@ -72,10 +72,11 @@ public:
     // key were not ours); the key stays until its TTL, nobody is told.
     bool broken_release = false;
     long commands = 0;
-    // Every grant of the acquire script gets a token above every earlier grant's, across
-    // failovers (roll_back_to keeps these): the first that does not, or "".
+    // Every grant of the acquire script gets a token above every earlier grant's of the same
+    // lock (fencing counter), across failovers (roll_back_to keeps these): the first that does
+    // not, or "". Two locks' tokens may be equal (TIME in microseconds).
     std::string token_drop;
-    std::int64_t last_grant_token = 0;
+    std::map<std::string, std::int64_t> last_grant_token;  // by fencing counter
 
 private:
     struct entry {
