@@ -16,6 +16,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/deferred.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/experimental/parallel_group.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -191,6 +192,35 @@ inline void add(zksim::sweep_totals& sum, const counts& c, const tally& t, zksim
 }
 
 
+// The quiet-grant bound W (sim_harness.hpp, quiet_grant_bound) for a recipe, asked after every
+// step: with every client connected (the server then holds no node of a session whose client is
+// away), nothing held (no grant returned and not yet given back, lost ones too) and acquisitions
+// under way, one of them must be granted within W. A seed that breaks it reports the step.
+struct quiet_grant_check {
+    int held = 0;     // grants returned and not yet given back
+    int waiting = 0;  // acquisitions under way
+    std::int64_t free_since = -1;  // ns since the start
+    std::string stalled;           // the first time it broke
+    void check(const zksim::sim_processes& procs)
+    {
+        bool quiet = true;
+        for (auto& c : procs.clients)
+            quiet = quiet && c->state() == zkcoro::session_state::connected;
+        const auto now = procs.elapsed().count();
+        if (!quiet || held > 0 || waiting == 0) {
+            free_since = -1;
+            return;
+        }
+        if (free_since < 0)
+            free_since = now;
+        else if (now - free_since > std::chrono::nanoseconds(zksim::quiet_grant_bound).count() && stalled.empty())
+            stalled = fmt::format("nothing held with {} acquisitions under way and every client connected from {:.6f} s to "
+                                  "{:.6f} s, nobody granted (bound W {} ms) at step {}",
+                                  waiting, static_cast<double>(free_since) / 1e9, static_cast<double>(now) / 1e9,
+                                  zksim::quiet_grant_bound.count(), zksim::sim_stats().steps);
+    }
+};
+
 // A recipe's cancellation case (test_sim_recipes.cpp): 2 of 3 acquisitions get a signal bound to
 // the co_await of their async_acquire, emitted (terminal or partial, drawn) within 1.5 ms (the
 // first round trips in flight) or within 800 ms (queued), unless the acquisition ended first.
@@ -198,6 +228,9 @@ struct bound_cancel {
     asio::cancellation_signal sig;
     bool fired = false;
     bool ended = false;
+    // The || way (cancelled_op with cancel_counts::use_or): the timer on the other side of the
+    // ||; firing cancels it, so that the || cancels the acquisition.
+    asio::steady_timer* race = nullptr;
 };
 
 struct cancel_counts {
@@ -205,6 +238,10 @@ struct cancel_counts {
     int raced = 0;        // granted although cancelled (the grant came first)
     int misreported = 0;  // cancelled, reported as a time-out or another error
     std::string wrong;    // the first acquisition that broke a promise of cancellation
+    // Half the drawn cancellations by `acquire || timer.async_wait` instead of a bound signal (a
+    // coin drawn for each; the cases without it draw nothing more: their runs are as they were).
+    bool use_or = false;
+    int by_or = 0;  // cancellations armed the || way
 };
 
 // 0: no cancellation for this acquisition; 1: an early one; 2: a late one.
@@ -225,7 +262,10 @@ inline std::shared_ptr<bound_cancel> arm_cancel(std::mt19937_64& rng, int pick, 
         if (e || bc->ended)
             return;
         bc->fired = true;
-        bc->sig.emit(type);
+        if (bc->race)
+            bc->race->cancel();
+        else
+            bc->sig.emit(type);
     });
     return bc;
 }
@@ -252,14 +292,37 @@ inline bool judge_cancel(cancel_counts& cc, const bound_cancel& bc, zkcoro::erro
 
 // Runs `op(token)` (an async_acquire given its completion token) with a drawn cancellation of kind
 // `pick` bound to it, and judges the outcome (judge_cancel). Returns whether it ended as cancelled,
-// its error and its result.
+// its error and its result. With cc.use_or, a coin decides for each: the signal bound to the
+// co_await, or `op(use_tuple) || race.async_wait(use_tuple)`, cancelled by cancelling the timer
+// (the || then cancels the acquisition, terminal, and waits for it; a grant that raced the timer
+// is dropped with the || 's losing side: its guards are destroyed, which gives them back).
 template <class R, class Op>
 asio::awaitable<std::tuple<bool, zkcoro::error_code, R>> cancelled_op(std::mt19937_64& rng, int pick, cancel_counts& cc,
                                                                       zksim::sim_processes& procs, Op op)
 {
-    asio::steady_timer trigger(co_await asio::this_coro::executor);
+    auto ex = co_await asio::this_coro::executor;
+    bool by_or = false;
+    if (cc.use_or)
+        by_or = std::uniform_int_distribution<int>(0, 1)(rng) == 0;
+    asio::steady_timer trigger(ex);
+    asio::steady_timer race(ex, std::chrono::steady_clock::time_point::max());
     auto bc = arm_cancel(rng, pick, trigger);
-    auto [ec, r] = co_await op(asio::bind_cancellation_slot(bc->sig.slot(), use_tuple));
+    zkcoro::error_code ec;
+    R r{};
+    if (by_or) {
+        using namespace asio::experimental::awaitable_operators;
+        bc->race = &race;
+        ++cc.by_or;
+        auto v = co_await (op(use_tuple) || race.async_wait(use_tuple));
+        if (v.index() == 0)
+            std::tie(ec, r) = std::move(std::get<0>(v));
+        else
+            ec = asio::error::operation_aborted;  // the timer won: the || cancelled the acquisition
+    } else {
+        auto [e, x] = co_await op(asio::bind_cancellation_slot(bc->sig.slot(), use_tuple));
+        ec = e;
+        r = std::move(x);
+    }
     bc->ended = true;
     trigger.cancel();
     const bool cancelled = judge_cancel(cc, *bc, ec, r.has_value(), procs.now_s());
@@ -273,6 +336,8 @@ inline std::string cancel_verdict(const cancel_counts& cc, zksim::sweep_totals& 
     sum.counts["cancelled"] += cc.cancelled;
     sum.counts["granted although cancelled"] += cc.raced;
     sum.counts["cancellations reported as timed out or failed"] += cc.misreported;
+    if (cc.use_or)
+        sum.counts["cancellations armed by ||"] += cc.by_or;
     std::string why;
     if (!cc.wrong.empty())
         why += " " + cc.wrong + ";";

@@ -67,7 +67,7 @@ int leaders(const std::vector<std::unique_ptr<zkcoro::leader_latch>>& latches)
     return n;
 }
 
-std::string run_latch(std::uint64_t seed, const faults& f, zksim::sweep_totals& sum, bool cancel = false)
+std::string run_latch(std::uint64_t seed, const faults& f, zksim::sweep_totals& sum, bool cancel = false, bool use_or = false)
 {
     zksim::sim_processes procs(seed, 3, f.disconnects_per_s, f.break_on_request);
     zksim::sim_lie(f.lies);
@@ -76,6 +76,7 @@ std::string run_latch(std::uint64_t seed, const faults& f, zksim::sweep_totals& 
     tally t;
     counts c;
     cancel_counts cancels;
+    cancels.use_or = use_or;
     for (int p = 0; p < 3; ++p)
         asio::co_spawn(procs.ioc,
                        latch_task(*procs.clients[static_cast<std::size_t>(p)], p, t, c, procs, seed * 1000 + p,
@@ -263,6 +264,18 @@ TEST_CASE("zkcoro::leader_latch on the simulated ZooKeeper with faults and cance
                                   [](std::uint64_t seed, zksim::sweep_totals& s) { return run_latch(seed, {}, s, true); });
     CHECK(sum.broke == 0);
     CHECK(sum["cancelled"] > 0);
+}
+
+TEST_CASE("zkcoro::leader_latch on the simulated ZooKeeper with faults and cancellations by a signal or ||: one leader")
+{
+    // As the latch's cancellation case, half the drawn cancellations of the wait by
+    // `async_await_leadership(...) || timer.async_wait(...)`. Seeds 1-5, 1-2 under the sanitizers.
+    const char* env = "ZKCORO_SIM_LATCH_OR_SEEDS";
+    const auto sum = zksim::sweep("sim leader latch cancellations by || with faults", env, zksim::seeds_of(env, zksim::first_seeds(5, 2)),
+                                  [](std::uint64_t seed, zksim::sweep_totals& s) { return run_latch(seed, {}, s, true, true); });
+    CHECK(sum.broke == 0);
+    CHECK(sum["cancelled"] > 0);
+    CHECK(sum["cancellations armed by ||"] > 0);
 }
 
 TEST_CASE("zkcoro::run_as_leader on the simulated ZooKeeper with faults and cancellations: one leader, nothing left")

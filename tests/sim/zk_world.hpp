@@ -195,6 +195,14 @@ public:
     std::optional<node_stat> stat_of(std::string_view path) const;
     /// A node's children's names, sorted (for checkers: no session, no watch, no zxid).
     std::vector<std::string> children_of(std::string_view path) const;
+    /// A node's data, or nothing when there is no node (for checkers, as children_of).
+    std::optional<std::string> data_of(std::string_view path) const
+    {
+        auto it = nodes_.find(std::string(path));
+        if (it == nodes_.end())
+            return std::nullopt;
+        return it->second.data;
+    }
     std::size_t node_count() const { return nodes_.size(); }
 
 private:
