@@ -722,7 +722,9 @@ std::string run_multi_seed(std::uint64_t seed, const multi_scenario& sc, zksim::
     if (!faults && !sc.cancel && (mo.c.failed > 0 || mo.c.timeouts > 0 || losses > 0))
         why += fmt::format(" without faults: {} failed, {} timed out, {} member guards lost;", mo.c.failed,
                            mo.c.timeouts, losses);
-    if (mo.c.granted == 0)
+    // (Not in the cancellation case: 2 acquisitions in 3 are cancelled there, and under the
+    // faults a seed may grant none of the rest: seeds 1075 and 1195 of a soak.)
+    if (mo.c.granted == 0 && !sc.cancel)
         why += " nothing acquired;";
     if (!why.empty())
         return fmt::format("seed {}:{}\n  the last lines:{}", seed, why, o.last_lines());
