@@ -27,7 +27,7 @@ namespace {
 using clock = std::chrono::steady_clock;
 }  // namespace
 
-// The semaphore's entry mutex: a plain mutex, held only while a lease node is queued.
+// The semaphore's entry mutex: a plain mutex, held only while an acquisition's lease nodes are queued.
 inline recipe_params entry_params()
 {
     recipe_params p;
@@ -78,20 +78,44 @@ struct semaphore_state {
 
 namespace {
 
-using lease_result = std::tuple<error_code, std::optional<guard>>;
 using leases_result = std::tuple<error_code, std::optional<std::vector<guard>>>;
 
-// One lease: take the entry mutex, queue a lease node until there is room, let the mutex go.
-asio::awaitable<lease_result> acquire_one(std::shared_ptr<semaphore_state> s, clock::time_point deadline)
+owner_id fresh_owner(semaphore_state& s)
 {
-    // A fresh owner per acquisition: the entry mutex must not be reentered by a second lease.
-    owner_id owner = (owner_id{1} << (sizeof(owner_id) * 8 - 1)) | s->next_owner++;
-    auto [ec, entry] = co_await s->locks.async_acquire(owner, remaining(deadline), use_tuple);
-    if (ec || !entry)
-        co_return lease_result{ec, std::nullopt};
-    auto [lec, lease] = co_await s->leases->async_acquire(owner, remaining(deadline), use_tuple);
-    co_await entry->async_release(use_tuple);
-    co_return lease_result{lec, std::move(lease)};
+    // A fresh owner per hold: the entry mutex must not be reentered, nor a lease shared.
+    return (owner_id{1} << (sizeof(owner_id) * 8 - 1)) | s.next_owner++;
+}
+
+// Gives back the leases of `got` that were lost (their session expired), so that none is
+// returned already lost (the simulation found 24 such leases in 998 acquisitions, 16 of seeds
+// 1-20: tests/sim/test_sim_recipes.cpp).
+asio::awaitable<void> drop_lost(std::vector<guard>& got)
+{
+    for (auto it = got.begin(); it != got.end();) {
+        if (!it->lost()) {
+            ++it;
+            continue;
+        }
+        co_await it->async_release(use_tuple);
+        it = got.erase(it);
+    }
+}
+
+// Leases until `got` has n, one after another, by one holder of the entry mutex: a lease node
+// queued until there is room for it. A lease lost meanwhile is given back and taken again.
+asio::awaitable<error_code> top_up(std::shared_ptr<semaphore_state> s, std::vector<guard>& got, int n,
+                                   clock::time_point deadline)
+{
+    while (static_cast<int>(got.size()) < n) {
+        auto [ec, lease] = co_await s->leases->async_acquire(fresh_owner(*s), remaining(deadline), use_tuple);
+        if (ec)
+            co_return ec;
+        if (!lease)
+            co_return error_code{};  // the deadline
+        got.push_back(std::move(*lease));
+        co_await drop_lost(got);
+    }
+    co_return error_code{};
 }
 
 asio::awaitable<leases_result> acquire_n(std::shared_ptr<semaphore_state> s, int n, clock::time_point deadline)
@@ -114,25 +138,25 @@ asio::awaitable<leases_result> acquire_n(std::shared_ptr<semaphore_state> s, int
         access::log(s->zk, log_level::warn, fmt::format("semaphore {}: asked for {} leases of {}", s->path, n, s->max_leases->load()));
         co_return leases_result{client_errc::invalid_argument, std::nullopt};
     }
+    // The entry mutex is held until all n leases are in: taken again for each lease (as Curator's
+    // InterProcessSemaphoreV2 does), two acquire(2) on 2 leases could each hold one lease, the
+    // one inside waiting for room that the other's lease takes, the other waiting to get in, until
+    // their deadlines (the simulation: every seed of tests/sim's W case with acquire(2)). A lease
+    // lost while the entry mutex was let go is taken again, under the mutex again. On failure or
+    // at the deadline the leases taken so far are released (their guards go).
     std::vector<guard> got;
-    while (static_cast<int>(got.size()) < n) {
-        auto [ec, lease] = co_await acquire_one(s, deadline);
-        if (ec || !lease)
-            co_return leases_result{ec, std::nullopt};  // the leases taken so far are released
-        got.push_back(std::move(*lease));
-        // All or nothing: a lease lost while the later ones were awaited (its session expired) is
-        // given back and taken again, so that none is returned already lost (the simulation found
-        // 24 such leases in 998 acquisitions, 16 of seeds 1-20: tests/sim/test_sim_recipes.cpp).
-        for (auto it = got.begin(); it != got.end();) {
-            if (!it->lost()) {
-                ++it;
-                continue;
-            }
-            co_await it->async_release(use_tuple);
-            it = got.erase(it);
-        }
+    for (;;) {
+        auto [ec, entry] = co_await s->locks.async_acquire(fresh_owner(*s), remaining(deadline), use_tuple);
+        if (ec || !entry)
+            co_return leases_result{ec, std::nullopt};
+        auto lec = co_await top_up(s, got, n, deadline);
+        co_await entry->async_release(use_tuple);
+        if (lec || static_cast<int>(got.size()) < n)
+            co_return leases_result{lec, std::nullopt};
+        co_await drop_lost(got);
+        if (static_cast<int>(got.size()) == n)
+            co_return leases_result{error_code{}, std::move(got)};
     }
-    co_return leases_result{error_code{}, std::move(got)};
 }
 
 }  // namespace

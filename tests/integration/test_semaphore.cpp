@@ -89,6 +89,40 @@ TEST_CASE("acquire n is all or nothing")
     });
 }
 
+// Two acquire(2) on 2 leases, in two sessions at once, are both served, one after the other. The
+// simulation found it (tests/sim, the semaphore's W case with acquire(2)): when each lease took the
+// entry mutex again, each acquisition could hold one lease, the one inside waiting for room that
+// the other's lease took, the other waiting to get in, until both deadlines passed.
+TEST_CASE("two acquire(2) on 2 leases at once are both served")
+{
+    run_with_clients({.name = "sem22", .clients = 2, .limit = 60s}, [&](fixture& f) -> awaitable<void> {
+        auto [a, b] = f.clients<2>();
+        auto& path = f.path;
+        semaphore sa(a, path, 2), sb(b, path, 2);
+        auto ex = co_await asio::this_coro::executor;
+        int served = 0, finished = 0, max_inside = 0, inside = 0;
+        auto take = [&](semaphore& s) -> awaitable<void> {
+            auto leases = co_await s.acquire(2, 8s);
+            if (leases) {
+                ++served;
+                max_inside = std::max(max_inside, inside += 2);
+                asio::steady_timer hold(ex, 50ms);
+                co_await hold.async_wait(asio::use_awaitable);
+                inside -= 2;
+                for (auto& g : *leases)
+                    co_await g.release();
+            }
+            ++finished;
+        };
+        asio::co_spawn(ex, take(sa), asio::detached);
+        asio::co_spawn(ex, take(sb), asio::detached);
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return finished == 2; }, 20000ms));
+        CHECK_MESSAGE(served == 2, served << " of 2 acquire(2) served within their 8 s deadline");
+        CHECK(max_inside <= 2);
+        CHECK(co_await eventually([&]() -> awaitable<bool> { co_return co_await lease_count(a, path) == 0; }));
+    });
+}
+
 // Max leases from a shared count node (4-byte big-endian, Curator's SharedCount).
 TEST_CASE("max leases from a shared count")
 {

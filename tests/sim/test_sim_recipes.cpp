@@ -587,8 +587,7 @@ TEST_CASE("zkcoro::semaphore without faults: a free lease with waiters is grante
 {
     // The quiet-grant bound W (sim_harness.hpp) on the semaphore: no lease held, acquisitions
     // under way, every client connected: one is granted within W (1 s). Every acquisition asks
-    // for one lease (two acquire(2) that each hold one lease of two block each other until a
-    // deadline: the should_fail case below). Seeds 1-6, 1-2 under the sanitizers.
+    // for one lease (acquire(2) in the case below). Seeds 1-6, 1-2 under the sanitizers.
     const char* env = "ZKCORO_SIM_SEM_W_SEEDS";
     const auto sum = zksim::sweep("sim semaphore W without faults", env, zksim::seeds_of(env, zksim::first_seeds(6, 2)),
                                   [](std::uint64_t seed, zksim::sweep_totals& s) {
@@ -602,15 +601,13 @@ TEST_CASE("zkcoro::semaphore without faults: a free lease with waiters is grante
     CHECK(sum["timed out"] == 0);
 }
 
-// A liveness bug (not fixed; README, "Bugs it found"): acquire(n) takes its leases one at a time,
-// each behind the entry lock (src/recipes/semaphore.cpp, acquire_n -> acquire_one), so two
-// acquire(2) that each hold one lease of two wait for each other: the one holding the entry lock
-// waits for room that the other's first lease takes, the other waits for the entry lock; until a
-// deadline (for ever without one). Every seed of 1-40 breaks W (seed 1: step 351, 0.235 s; three
-// lease nodes under a count of 2, nobody granted). Marked should_fail until acquire_n holds the
-// entry lock across its n leases.
-TEST_CASE("zkcoro::semaphore without faults, some acquisitions of 2 leases: a free lease with waiters is granted within W"
-          * doctest::should_fail())
+// A liveness bug this case found, fixed: acquire(n) took its leases one at a time, each behind the
+// entry lock (src/recipes/semaphore.cpp), so two acquire(2) that each held one lease of two waited
+// for each other: the one holding the entry lock for room that the other's first lease took, the
+// other for the entry lock; until a deadline (for ever without one). Every seed of 1-40 broke W
+// (seed 1: step 351, 0.235 s; three lease nodes under a count of 2, nobody granted). Now
+// acquire_n holds the entry lock across its n leases.
+TEST_CASE("zkcoro::semaphore without faults, some acquisitions of 2 leases: a free lease with waiters is granted within W")
 {
     const char* env = "ZKCORO_SIM_SEM_W2_SEEDS";
     const auto sum = zksim::sweep("sim semaphore W with acquire(2) without faults", env, zksim::seeds_of(env, zksim::first_seeds(3, 1)),
