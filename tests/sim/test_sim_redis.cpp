@@ -464,15 +464,16 @@ std::string run_seed(std::uint64_t seed, const scenario& sc, zksim::sweep_totals
     return {};
 }
 
-zksim::sweep_totals sweep(const char* name, const char* env, const std::vector<std::uint64_t>& seeds, const scenario& sc,
+// The seeds: `env`'s (zksim::seeds_of) or else `defaults`.
+zksim::sweep_totals sweep(const char* name, const char* env, std::vector<std::uint64_t> defaults, const scenario& sc,
                           bool control = false)
 {
     // The process's name in the lock's values is drawn once, at its first use, from getrandom
     // (the seed's, in the simulation): drawn here, before any seed, so that every seed's run is
     // the same alone or after others.
     (void)zkcoro::detail::process_name();
-    return zksim::sweep(name, env, seeds, [&](std::uint64_t seed, zksim::sweep_totals& sum) { return run_seed(seed, sc, sum); },
-                        control);
+    return zksim::sweep(name, env, zksim::seeds_of(env, std::move(defaults)),
+                        [&](std::uint64_t seed, zksim::sweep_totals& sum) { return run_seed(seed, sc, sum); }, control);
 }
 
 scenario with_faults()
@@ -731,11 +732,11 @@ std::string run_multi_seed(std::uint64_t seed, const multi_scenario& sc, zksim::
     return {};
 }
 
-zksim::sweep_totals multi_sweep(const char* name, const char* env, const std::vector<std::uint64_t>& seeds,
+zksim::sweep_totals multi_sweep(const char* name, const char* env, std::vector<std::uint64_t> defaults,
                                 const multi_scenario& sc)
 {
     (void)zkcoro::detail::process_name();  // drawn before any seed (see sweep above)
-    return zksim::sweep(name, env, seeds,
+    return zksim::sweep(name, env, zksim::seeds_of(env, std::move(defaults)),
                         [&](std::uint64_t seed, zksim::sweep_totals& sum) { return run_multi_seed(seed, sc, sum); });
 }
 
@@ -759,8 +760,7 @@ TEST_CASE("sim redis: processes on one redis mutex, no faults: every acquisition
     scenario sc;
     sc.min_deadline_ms = sc.max_deadline_ms = 60'000;  // each acquisition waits its turn
     sc.quiet_grant = std::chrono::milliseconds(200);
-    const auto seeds = zksim::seeds_of("ZKCORO_SIM_REDIS_SEEDS", zksim::first_seeds(10, 5));
-    const auto sum = sweep("sim redis", "ZKCORO_SIM_REDIS_SEEDS", seeds, sc);
+    const auto sum = sweep("sim redis", "ZKCORO_SIM_REDIS_SEEDS", zksim::first_seeds(10, 5), sc);
     CHECK(sum.broke == 0);
     CHECK(sum["acquisitions"] == static_cast<long>(sum.seeds_run) * sc.processes * sc.tasks * sc.rounds);
 }
@@ -768,8 +768,7 @@ TEST_CASE("sim redis: processes on one redis mutex, no faults: every acquisition
 TEST_CASE("sim redis: processes on one redis mutex, with faults")
 {
     const auto sc = with_faults();
-    const auto seeds = zksim::seeds_of("ZKCORO_SIM_REDIS_FAULT_SEEDS", zksim::first_seeds(30, 8));
-    const auto sum = sweep("sim redis with faults", "ZKCORO_SIM_REDIS_FAULT_SEEDS", seeds, sc);
+    const auto sum = sweep("sim redis with faults", "ZKCORO_SIM_REDIS_FAULT_SEEDS", zksim::first_seeds(30, 8), sc);
     CHECK(sum.broke == 0);
     CHECK(sum["acquisitions"] > 0);
 }
@@ -780,8 +779,7 @@ TEST_CASE("sim redis: cancellations without faults: a cancelled acquisition leav
     sc.cancel = true;
     sc.min_deadline_ms = sc.max_deadline_ms = 60'000;
     sc.quiet_grant = std::chrono::milliseconds(200);  // a third of the TTL: a key left behind would wait for it
-    const auto seeds = zksim::seeds_of("ZKCORO_SIM_REDIS_CANCEL_SEEDS", zksim::first_seeds(10, 4));
-    const auto sum = sweep("sim redis cancellations", "ZKCORO_SIM_REDIS_CANCEL_SEEDS", seeds, sc);
+    const auto sum = sweep("sim redis cancellations", "ZKCORO_SIM_REDIS_CANCEL_SEEDS", zksim::first_seeds(10, 4), sc);
     CHECK(sum.broke == 0);
     CHECK(sum["cancelled"] > 0);
 }
@@ -790,8 +788,7 @@ TEST_CASE("sim redis: cancellations with faults")
 {
     auto sc = with_faults();
     sc.cancel = true;
-    const auto seeds = zksim::seeds_of("ZKCORO_SIM_REDIS_FAULT_CANCEL_SEEDS", zksim::first_seeds(10, 4));
-    const auto sum = sweep("sim redis cancellations with faults", "ZKCORO_SIM_REDIS_FAULT_CANCEL_SEEDS", seeds, sc);
+    const auto sum = sweep("sim redis cancellations with faults", "ZKCORO_SIM_REDIS_FAULT_CANCEL_SEEDS", zksim::first_seeds(10, 4), sc);
     CHECK(sum.broke == 0);
     CHECK(sum["cancelled"] > 0);
 }
@@ -800,8 +797,7 @@ TEST_CASE("sim redis: reentered by its holder, with faults: one grant, one token
 {
     auto sc = with_faults();
     sc.reentrant = true;
-    const auto seeds = zksim::seeds_of("ZKCORO_SIM_REDIS_REENTRANT_SEEDS", zksim::first_seeds(10, 4));
-    const auto sum = sweep("sim redis reentrant with faults", "ZKCORO_SIM_REDIS_REENTRANT_SEEDS", seeds, sc);
+    const auto sum = sweep("sim redis reentrant with faults", "ZKCORO_SIM_REDIS_REENTRANT_SEEDS", zksim::first_seeds(10, 4), sc);
     CHECK(sum.broke == 0);
     CHECK(sum["acquisitions"] > 0);
 }
@@ -819,8 +815,7 @@ TEST_CASE("sim redis: a grant whose reply comes after its loss deadline is not h
 {
     auto sc = with_faults();
     sc.faults.max_delay_ms = 1500;
-    const auto seeds = zksim::seeds_of("ZKCORO_SIM_REDIS_LATE_SEEDS", {30, 55, 68, 119, 156});
-    const auto sum = sweep("sim redis with late replies", "ZKCORO_SIM_REDIS_LATE_SEEDS", seeds, sc);
+    const auto sum = sweep("sim redis with late replies", "ZKCORO_SIM_REDIS_LATE_SEEDS", {30, 55, 68, 119, 156}, sc);
     CHECK(sum.broke == 0);
 }
 
@@ -831,8 +826,7 @@ TEST_CASE("sim redis: failovers to a replica that missed the last writes, grants
     sc.replica_acks = 1;             // the default with Sentinel
     sc.faults.replica_lag_ms = 300;  // a write reaches the replica within 0.3 s: some are lost
     sc.faults.failovers_per_s = 0.2;
-    const auto seeds = zksim::seeds_of("ZKCORO_SIM_REDIS_FAILOVER_SEEDS", zksim::first_seeds(20, 6));
-    const auto sum = sweep("sim redis with failovers, acknowledged", "ZKCORO_SIM_REDIS_FAILOVER_SEEDS", seeds, sc);
+    const auto sum = sweep("sim redis with failovers, acknowledged", "ZKCORO_SIM_REDIS_FAILOVER_SEEDS", zksim::first_seeds(20, 6), sc);
     CHECK(sum.broke == 0);
     CHECK(sum["acquisitions"] > 0);
     CHECK(sum["redis writes lost in failovers"] > 0);
@@ -846,8 +840,7 @@ TEST_CASE("sim redis: failovers without replica acknowledgement: tokens still ri
     sc.exclusion_promised = false;
     sc.faults.replica_lag_ms = 300;
     sc.faults.failovers_per_s = 0.2;
-    const auto seeds = zksim::seeds_of("ZKCORO_SIM_REDIS_UNACKED_SEEDS", zksim::first_seeds(20, 6));
-    const auto sum = sweep("sim redis with failovers, unacknowledged", "ZKCORO_SIM_REDIS_UNACKED_SEEDS", seeds, sc);
+    const auto sum = sweep("sim redis with failovers, unacknowledged", "ZKCORO_SIM_REDIS_UNACKED_SEEDS", zksim::first_seeds(20, 6), sc);
     CHECK(sum.broke == 0);
     CHECK(sum["acquisitions"] > 0);
 }
@@ -856,8 +849,7 @@ TEST_CASE("sim redis negative control: an acquire script without the owner check
 {
     scenario sc;
     sc.broken_acquire = true;
-    const auto seeds = zksim::seeds_of("ZKCORO_SIM_REDIS_CONTROL_SEEDS", zksim::first_seeds(5, 3));
-    const auto sum = sweep("sim redis control (no owner check)", "ZKCORO_SIM_REDIS_CONTROL_SEEDS", seeds, sc, true);
+    const auto sum = sweep("sim redis control (no owner check)", "ZKCORO_SIM_REDIS_CONTROL_SEEDS", zksim::first_seeds(5, 3), sc, true);
     CHECK(sum.broke == static_cast<int>(sum.seeds_run));
 }
 
@@ -867,8 +859,7 @@ TEST_CASE("sim redis negative control: a release that deletes nothing is caught 
     sc.broken_release = true;
     sc.min_deadline_ms = sc.max_deadline_ms = 60'000;
     sc.quiet_grant = std::chrono::milliseconds(200);
-    const auto seeds = zksim::seeds_of("ZKCORO_SIM_REDIS_CONTROL_SEEDS", zksim::first_seeds(5, 3));
-    const auto sum = sweep("sim redis control (a release that deletes nothing)", "ZKCORO_SIM_REDIS_CONTROL_SEEDS", seeds, sc, true);
+    const auto sum = sweep("sim redis control (a release that deletes nothing)", "ZKCORO_SIM_REDIS_CONTROL_SEEDS", zksim::first_seeds(5, 3), sc, true);
     CHECK(sum.broke == static_cast<int>(sum.seeds_run));
 }
 
@@ -877,7 +868,7 @@ TEST_CASE("sim redis: multi-locks over 4 keys, no faults: every acquisition gran
     multi_scenario sc;
     sc.min_deadline_ms = sc.max_deadline_ms = 60'000;  // each acquisition waits its turn
     const char* env = "ZKCORO_SIM_REDIS_MULTI_QUIET_SEEDS";
-    const auto sum = multi_sweep("sim redis multi-lock", env, zksim::seeds_of(env, zksim::first_seeds(2, 1)), sc);
+    const auto sum = multi_sweep("sim redis multi-lock", env, zksim::first_seeds(2, 1), sc);
     CHECK(sum.broke == 0);
     CHECK(sum["granted"] == static_cast<long>(sum.seeds_run) * sc.processes * 3 * sc.rounds);
 }
@@ -886,7 +877,7 @@ TEST_CASE("sim redis: multi-locks over 4 keys with faults and acknowledged failo
 {
     const auto sc = multi_with_faults();
     const char* env = "ZKCORO_SIM_REDIS_MULTI_SEEDS";
-    const auto sum = multi_sweep("sim redis multi-lock with faults", env, zksim::seeds_of(env, zksim::first_seeds(4, 2)), sc);
+    const auto sum = multi_sweep("sim redis multi-lock with faults", env, zksim::first_seeds(4, 2), sc);
     CHECK(sum.broke == 0);
     CHECK(sum["granted"] > 0);
     CHECK(sum["redis failovers"] > 0);
@@ -902,7 +893,7 @@ TEST_CASE("sim redis: multi-locks over 4 keys with faults and cancellations")
     sc.cancel = true;
     const char* env = "ZKCORO_SIM_REDIS_MULTI_CANCEL_SEEDS";
     const auto sum = multi_sweep("sim redis multi-lock cancellations with faults", env,
-                                 zksim::seeds_of(env, zksim::first_seeds(5, 2)), sc);
+                                 zksim::first_seeds(5, 2), sc);
     CHECK(sum.broke == 0);
     CHECK(sum["cancelled"] > 0);
 }
