@@ -18,9 +18,8 @@
 #include <sys/socket.h>
 
 #if ZKCORO_HIREDIS_PROCESS_CALLBACKS
-// Runs the callbacks of the replies in a context's reader: the second half of
-// redisAsyncHandleRead, which libhiredis exports (0.14 to 1.2) but no header declares. The build
-// checks that the library has it (meson.build: hiredis_process_callbacks).
+// Runs the callbacks of the replies in a context's reader (redisAsyncHandleRead's second half):
+// libhiredis exports it (0.14 to 1.2), no header declares it; meson.build checks it is there.
 extern "C" void redisProcessCallbacks(redisAsyncContext* ac);
 #endif
 
@@ -32,10 +31,9 @@ namespace zkcoro::detail {
 struct redis_link::attachment : std::enable_shared_from_this<attachment> {
     attachment(const redis_strand& s, redisAsyncContext* c) : sd(s), ac(c)
     {
-        // A TCP socket rather than a plain descriptor: Asio knows a read of a stream socket that
-        // did not fill the buffer emptied it, and does not try the next one before the reactor
-        // says there is more (a read that would fail with EAGAIN). The family only names the
-        // socket to Asio; hiredis made it.
+        // A TCP socket, not a plain descriptor: Asio knows a short read of a stream socket emptied
+        // it and waits for the reactor before the next (not a read failing with EAGAIN). The
+        // family only names the socket to Asio; hiredis made it.
         int family = AF_INET;
         socklen_t len = sizeof family;
         if (::getsockopt(c->c.fd, SOL_SOCKET, SO_DOMAIN, &family, &len) != 0)
@@ -61,11 +59,10 @@ struct redis_link::attachment : std::enable_shared_from_this<attachment> {
                 // What the replies' callbacks send is written once the read is done.
                 scope s(self);
                 if (!ec && n > 0 && (self->ac->c.flags & REDIS_CONNECTED)) {
-                    // A reader that refuses the bytes has its error set; the callbacks' run
-                    // meets it and ends the context with it.
-                    // With one reply awaited, its caller may go on inline (op_state.hpp).
-                    const auto& replies = self->ac->replies;
-                    inline_completions one(replies.head != nullptr && replies.head == replies.tail);
+                    // A reader that refuses the bytes has its error set; the callbacks' run meets
+                    // it and ends the context. One reply awaited: its caller may go on inline.
+                    const auto& r = self->ac->replies;
+                    inline_completions one(r.head != nullptr && r.head == r.tail);  // op_state.hpp
                     redisReaderFeed(self->ac->c.reader, self->in.data(), n);
                     redisProcessCallbacks(self->ac);
                 } else {
