@@ -227,6 +227,7 @@ struct quiet_grant_check {
 struct bound_cancel {
     asio::cancellation_signal sig;
     bool fired = false;
+    std::int64_t fired_ns = -1;  // when it fired (sim_now, ns since its epoch)
     bool ended = false;
     // The || way (cancelled_op with cancel_counts::use_or): the timer on the other side of the
     // ||; firing cancels it, so that the || cancels the acquisition.
@@ -262,6 +263,7 @@ inline std::shared_ptr<bound_cancel> arm_cancel(std::mt19937_64& rng, int pick, 
         if (e || bc->ended)
             return;
         bc->fired = true;
+        bc->fired_ns = zksim::sim_now().time_since_epoch().count();
         if (bc->race)
             bc->race->cancel();
         else
@@ -296,9 +298,11 @@ inline bool judge_cancel(cancel_counts& cc, const bound_cancel& bc, zkcoro::erro
 // co_await, or `op(use_tuple) || race.async_wait(use_tuple)`, cancelled by cancelling the timer
 // (the || then cancels the acquisition, terminal, and waits for it; a grant that raced the timer
 // is dropped with the || 's losing side: its guards are destroyed, which gives them back).
+// `fired_ns`, when given, gets the moment the cancellation fired (sim_now's ns), or -1.
 template <class R, class Op>
 asio::awaitable<std::tuple<bool, zkcoro::error_code, R>> cancelled_op(std::mt19937_64& rng, int pick, cancel_counts& cc,
-                                                                      zksim::sim_processes& procs, Op op)
+                                                                      zksim::sim_processes& procs, Op op,
+                                                                      std::int64_t* fired_ns = nullptr)
 {
     auto ex = co_await asio::this_coro::executor;
     bool by_or = false;
@@ -325,6 +329,8 @@ asio::awaitable<std::tuple<bool, zkcoro::error_code, R>> cancelled_op(std::mt199
     }
     bc->ended = true;
     trigger.cancel();
+    if (fired_ns)
+        *fired_ns = bc->fired ? bc->fired_ns : -1;
     const bool cancelled = judge_cancel(cc, *bc, ec, r.has_value(), procs.now_s());
     co_return std::tuple<bool, zkcoro::error_code, R>(cancelled, ec, std::move(r));
 }

@@ -59,6 +59,23 @@ inline constexpr std::chrono::milliseconds cancel_bound{9'010};
 // a listing, its predecessor's watch: about 10 trips, 4 ms), a lingering node (200 ms in the
 // linger case) goes when someone queues behind it; W = 1 s.
 inline constexpr std::chrono::milliseconds quiet_grant_bound{1'000};
+// The semaphore's B and C (a fixed count; test_sim_recipes.cpp). acquire(n) is walks in series,
+// each with the acquisition's deadline: the entry lock's, then one per lease, under the entry lock,
+// whose release is awaited before the call returns. With R = 1.5 T + 5 trips (9.002 s: one
+// request, as for B above), past the deadline: the walk under way ends within 2 R (B); a walk
+// started past it makes its first round trip (the create and the listing, 1 R), and a listing when
+// that listing's reply was lost (1 R); its waits and recoveries give up at once; at most n walks
+// start past it (the n leases after the entry lock); the entry lock's release is a delete retried
+// once connected again (2 R with one retry). B_S(n) = 2 R + n x 2 R + 2 R = (2n + 4) R: 54.012 s
+// for one lease, 72.016 s for two; 0.01 s more here. Not counted: a lease lost past the deadline
+// (taken again), a lock path to make again (a create per missing parent), a second retry of the
+// release. C_S: a cancellation ends the walk under way within its first round trip (1 R, as C),
+// and the entry lock's release follows (2 R): 3 R, 27.006 s; 27.01 s here.
+constexpr std::chrono::milliseconds semaphore_liveness_bound(int n)
+{
+    return std::chrono::milliseconds{(2 * n + 4) * 9'002 + 10};
+}
+inline constexpr std::chrono::milliseconds semaphore_cancel_bound{3 * 9'002 + 10};
 
 // The seeds of a case: `defaults`, or FROM or FROM:COUNT from the environment variable `env`.
 std::vector<std::uint64_t> seeds_of(const char* env, std::vector<std::uint64_t> defaults);

@@ -82,6 +82,23 @@ struct sem_watch {
     quiet_grant_check quiet;
     int refused = 0;           // invalid_argument: more leases asked than the count
     std::string bad_refusal;  // the first refusal while the count was never below n
+    // B_S and C_S (sim_harness.hpp, semaphore_liveness_bound, semaphore_cancel_bound): the
+    // acquisitions under way (id -> its deadline and its bound, ns since the start), asked after
+    // every step; a cancelled one is held to C_S when it ends.
+    std::map<int, std::pair<std::int64_t, std::int64_t>> pending;
+    int next_id = 0;
+    std::string late;  // the first acquisition past its bound
+    double most_past = 0;    // s past a deadline, at most
+    double most_cancel = 0;  // s from a cancellation to the end, at most
+    void check_late(const zksim::sim_processes& procs)
+    {
+        const auto now = procs.elapsed().count();
+        for (auto& [id, due] : pending)
+            if (now > due.first + due.second && late.empty())
+                late = fmt::format("an acquisition still under way at {:.6f} s, past its deadline {:.6f} s + B_S {} ms at step {}",
+                                   static_cast<double>(now) / 1e9, static_cast<double>(due.first) / 1e9, due.second / 1'000'000,
+                                   zksim::sim_stats().steps);
+    }
 };
 
 asio::awaitable<void> semaphore_task(zkcoro::semaphore& s, tally& t, counts& c, zksim::sim_processes& procs,
@@ -94,6 +111,10 @@ asio::awaitable<void> semaphore_task(zkcoro::semaphore& s, tally& t, counts& c, 
         std::optional<std::vector<zkcoro::guard>> got;
         const int pick = cancels ? draw_cancel(rng) : 0;
         const auto began = procs.elapsed().count();
+        const int id = watch->next_id++;
+        const auto due = began + std::chrono::nanoseconds(deadline).count();
+        watch->pending[id] = {due, std::chrono::nanoseconds(zksim::semaphore_liveness_bound(n)).count()};
+        std::int64_t fired = -1;
         ++watch->quiet.waiting;
         zkcoro::error_code failure;
         if (pick == 0) {
@@ -105,7 +126,7 @@ asio::awaitable<void> semaphore_task(zkcoro::semaphore& s, tally& t, counts& c, 
             }
         } else {
             auto [cancelled, ec, r] = co_await cancelled_op<std::optional<std::vector<zkcoro::guard>>>(
-                rng, pick, *cancels, procs, [&](auto token) { return s.async_acquire(n, deadline, std::move(token)); });
+                rng, pick, *cancels, procs, [&](auto token) { return s.async_acquire(n, deadline, std::move(token)); }, &fired);
             if (!cancelled && ec) {
                 failure = ec;
                 c.fail(boost::system::system_error(ec));
@@ -116,6 +137,19 @@ asio::awaitable<void> semaphore_task(zkcoro::semaphore& s, tally& t, counts& c, 
                 failure = asio::error::operation_aborted;
         }
         --watch->quiet.waiting;
+        watch->pending.erase(id);
+        {
+            const auto end = procs.elapsed().count();
+            watch->most_past = std::max(watch->most_past, static_cast<double>(end - due) / 1e9);
+            if (fired >= 0) {  // (sim_now's ns: to ns since the start)
+                const auto at = fired - (zksim::sim_now().time_since_epoch().count() - end);
+                watch->most_cancel = std::max(watch->most_cancel, static_cast<double>(end - at) / 1e9);
+                if (end - at > std::chrono::nanoseconds(zksim::semaphore_cancel_bound).count() && watch->late.empty())
+                    watch->late = fmt::format("an acquisition of {} cancelled at {:.6f} s ended at {:.6f} s, past C_S {} ms at step {}",
+                                              n, static_cast<double>(at) / 1e9, static_cast<double>(end) / 1e9,
+                                              zksim::semaphore_cancel_bound.count(), zksim::sim_stats().steps);
+            }
+        }
         if (watch->count) {
             watch->count->observe(procs.elapsed().count());
             const auto [lo, hi] = watch->count->window(began);
@@ -236,19 +270,28 @@ std::string run_semaphore(std::uint64_t seed, const faults& f, zksim::sweep_tota
                 count.observe(procs.elapsed().count());
             if (sc.check_w)
                 watch.quiet.check(procs);
-            return c.done == all || !watch.quiet.stalled.empty();  // (a liveness failure ends the run)
-        }, 600s) || (c.done != all && watch.quiet.stalled.empty()))
+            if (!sc.shared_count)  // (B_S and C_S: a fixed count)
+                watch.check_late(procs);
+            return c.done == all || !watch.quiet.stalled.empty() || !watch.late.empty();  // (a liveness failure ends the run)
+        }, 600s) || (c.done != all && watch.quiet.stalled.empty() && watch.late.empty()))
         why += fmt::format(" only {} of {} tasks done within 600 s;", c.done, all);
     why += t.report("leases");
     if (!watch.quiet.stalled.empty())
         why += " liveness: " + watch.quiet.stalled + ";";
     if (!watch.bad_refusal.empty())
         why += " " + watch.bad_refusal + ";";
+    if (!sc.shared_count && !watch.late.empty())
+        why += " liveness: " + watch.late + ";";
     why += strict(c);
     why += end_of_run(procs, {"/sim/sem/leases", "/sim/sem/locks"}, [&] { return c.done == all && admin_done; });
     if (c.granted == 0 && f.deadline.count() == 0)  // (with short deadlines and faults, it may)
         why += " nothing granted;";
     add(sum, c, t, procs);
+    if (!sc.shared_count) {
+        sum.most("s past a deadline at most", watch.most_past);
+        if (sc.cancel)
+            sum.most("s from a cancellation to its end at most", watch.most_cancel);
+    }
     if (sc.shared_count) {
         sum.counts["count changes seen"] += static_cast<long>(count.changes.size()) - 1;
         sum.counts["count writes"] += count.sets;
@@ -387,14 +430,90 @@ std::string run_revocation(std::uint64_t seed, const faults& f, zksim::sweep_tot
 // returns holds a guard on each of its members, none already lost, each guard's node there and
 // its session's.
 
+// The roll-back case (multi_case::own_objects): every acquisition takes fresh mutex objects whose
+// nodes carry a tag of their own (mutex_options::data), so that the tree tells its nodes from
+// those of the process's other tasks. After an acquisition that fails, times out or is cancelled
+// (the multi-lock has released what it took, inside the call): with its client connected from its
+// start to its return (no member lost, no reply lost), at most one of its nodes is left at the
+// return (the member it was waiting for, given up in the background; a member taken and rolled
+// back is deleted before the call returns); and every node of it is gone within rollback_bound of
+// the return: 4 R (R = 1.5 T + 5 trips, sim_harness.hpp) for the find by protected name of a
+// create whose reply was lost (a listing, an exists), the delete, and its retry after a
+// reconnection; 36.01 s.
+inline constexpr std::chrono::milliseconds rollback_bound{4 * 9'002 + 10};
+
+struct rollback_check {
+    std::vector<long> breaks;  // per process: times its client was seen not connected
+    std::vector<bool> connected;
+    struct returned_at {
+        std::string tag;
+        std::vector<std::string> paths;
+        std::int64_t at = 0;  // ns since the start
+    };
+    std::vector<returned_at> pending;
+    int checked = 0;  // acquisitions that failed, timed out or were cancelled
+    int left = 0;     // their nodes left at the return
+    std::string first;
+
+    static std::vector<std::string> nodes_of(const std::string& tag, const std::vector<std::string>& paths)
+    {
+        std::vector<std::string> r;
+        for (auto& p : paths)
+            for (auto& n : zksim::sim_world().children_of(p))
+                if (zksim::sim_world().data_of(p + "/" + n) == tag)
+                    r.push_back(p + "/" + n);
+        return r;
+    }
+    // After every step.
+    void observe(const zksim::sim_processes& procs)
+    {
+        for (std::size_t p = 0; p < procs.clients.size(); ++p) {
+            const bool up = procs.clients[p]->state() == zkcoro::session_state::connected;
+            if (!up && connected[p])
+                ++breaks[p];
+            connected[p] = up;
+        }
+        const auto now = procs.elapsed().count();
+        for (auto it = pending.begin(); it != pending.end();) {
+            if (now - it->at <= std::chrono::nanoseconds(rollback_bound).count()) {
+                ++it;
+                continue;
+            }
+            if (auto n = nodes_of(it->tag, it->paths); !n.empty() && first.empty())
+                first = fmt::format("{} of an acquisition that returned at {:.6f} s still there at {:.6f} s (bound {} ms) at step {}",
+                                    n.front(), static_cast<double>(it->at) / 1e9, static_cast<double>(now) / 1e9,
+                                    rollback_bound.count(), zksim::sim_stats().steps);
+            it = pending.erase(it);
+        }
+    }
+    // At the return of an acquisition that failed, timed out or was cancelled; `quiet`: its
+    // client connected from its start to now.
+    void returned(const zksim::sim_processes& procs, const std::string& tag, const std::vector<std::string>& paths, bool quiet)
+    {
+        ++checked;
+        const auto n = nodes_of(tag, paths);
+        left += static_cast<int>(n.size());
+        if (quiet && n.size() > 1 && first.empty())
+            first = fmt::format("{} nodes of an acquisition left when it returned at {:.6f} s, its client connected throughout "
+                                "(first {}) at step {}",
+                                n.size(), procs.now_s(), n.front(), zksim::sim_stats().steps);
+        pending.push_back({tag, paths, procs.elapsed().count()});
+    }
+};
+
 struct multi_check {
     std::map<std::string, tally> members;
     int subsets = 0;
     std::string first;
+    rollback_check* rollback = nullptr;  // the roll-back case
 };
 
-asio::awaitable<void> multi_task(zkcoro::multi_lock& ml, std::vector<std::string> paths, multi_check& mc, counts& c,
-                                 zksim::sim_processes& procs, std::uint64_t seed, cancel_counts* cancels)
+// A task's fresh multi-lock for one acquisition, its nodes tagged (the roll-back case).
+using fresh_multi = std::function<zkcoro::multi_lock*(const std::string& tag)>;
+
+asio::awaitable<void> multi_task(zkcoro::multi_lock& task_ml, std::vector<std::string> paths, multi_check& mc, counts& c,
+                                 zksim::sim_processes& procs, std::uint64_t seed, cancel_counts* cancels,
+                                 quiet_grant_check& quiet, std::size_t process, fresh_multi fresh)
 {
     zkcoro::owner_id me = 0;  // (asked only in the cancellation case: the other runs stay as they were)
     if (cancels)
@@ -403,29 +522,46 @@ asio::awaitable<void> multi_task(zkcoro::multi_lock& ml, std::vector<std::string
     for (int i = 0; i < 6; ++i) {
         std::optional<zkcoro::multi_guard> g;
         const int pick = cancels ? draw_cancel(rng) : 0;
+        ++quiet.waiting;
+        zkcoro::error_code failure;
+        const std::string tag = fmt::format("{}-{}", seed, i);
+        zkcoro::multi_lock* mlp = &task_ml;
+        if (fresh)
+            mlp = fresh(tag);
+        auto& ml = *mlp;
+        const long breaks = mc.rollback ? mc.rollback->breaks[process] : 0;
+        const bool up = mc.rollback && mc.rollback->connected[process];
         if (pick == 0) {
             try {
                 g = co_await ml.acquire(3s);
             } catch (const boost::system::system_error& e) {
                 c.fail(e);
-                continue;
+                failure = e.code();
             }
         } else {
             auto [cancelled, ec, r] = co_await cancelled_op<std::optional<zkcoro::multi_guard>>(
                 rng, pick, *cancels, procs, [&](auto token) { return ml.async_acquire(me, 3s, std::move(token)); });
-            if (cancelled)
-                continue;
-            if (ec) {
+            if (cancelled) {
+                failure = asio::error::operation_aborted;
+            } else if (ec) {
                 c.fail(boost::system::system_error(ec));
-                continue;
+                failure = ec;
+            } else {
+                g = std::move(r);
             }
-            g = std::move(r);
         }
+        --quiet.waiting;
+        if (mc.rollback && (failure || !g))
+            mc.rollback->returned(procs, tag, paths,
+                                  up && mc.rollback->connected[process] && mc.rollback->breaks[process] == breaks);
+        if (failure)
+            continue;
         if (!g) {
             ++c.timeouts;
             continue;
         }
         ++c.granted;
+        ++quiet.held;  // until its release ends
         std::string missing;
         auto& gs = g->guards();
         if (gs.size() != paths.size())
@@ -452,6 +588,7 @@ asio::awaitable<void> multi_task(zkcoro::multi_lock& ml, std::vector<std::string
             co_await g->release();
         } catch (const boost::system::system_error&) {
         }
+        --quiet.held;
     }
     ++c.done;
 }
@@ -474,9 +611,60 @@ struct empty_grant_lock {
     }
 };
 
-std::string run_multi(std::uint64_t seed, const faults& f, zksim::sweep_totals& sum, bool empty_member = false,
-                      bool cancel = false, bool use_or = false)
+// The roll-back check's negative control: a member that takes its mutex twice (the second time
+// reentrantly: the same node) and keeps the second guard, so that a roll-back (or a release)
+// of the one it hands on leaves the node held.
+asio::awaitable<std::tuple<zkcoro::error_code, std::optional<zkcoro::guard>>> leaky_take(zkcoro::mutex& m, zkcoro::owner_id o,
+                                                                                        std::chrono::steady_clock::duration t,
+                                                                                        std::vector<zkcoro::guard>& stash)
 {
+    auto [ec, g] = co_await m.async_acquire(o, t, use_tuple);
+    if (!ec && g) {
+        auto [ec2, g2] = co_await m.async_acquire(o, t, use_tuple);
+        if (!ec2 && g2)
+            stash.push_back(std::move(*g2));
+    }
+    co_return std::tuple<zkcoro::error_code, std::optional<zkcoro::guard>>(ec, std::move(g));
+}
+
+struct leaky_lock {
+    zkcoro::mutex* m;
+    std::vector<zkcoro::guard>* stash;
+    const std::string& path() const noexcept { return m->path(); }
+    asio::any_io_executor get_executor() const noexcept { return m->get_executor(); }
+    template <class Handler>
+    void async_acquire(zkcoro::owner_id o, std::chrono::steady_clock::duration t, Handler h)
+    {
+        auto hp = std::make_shared<Handler>(std::move(h));  // (not a move-only capture: GCC 12)
+        asio::co_spawn(get_executor(), leaky_take(*m, o, t, *stash),
+                       [hp](std::exception_ptr, std::tuple<zkcoro::error_code, std::optional<zkcoro::guard>> r) {
+                           std::move(*hp)(std::get<0>(r), std::move(std::get<1>(r)));
+                       });
+    }
+    template <class Handler>
+    void async_participants(Handler h)
+    {
+        m->async_participants(std::move(h));
+    }
+};
+
+// A variant of the multi-lock's case.
+struct multi_case {
+    bool empty_member = false;  // negative control: a member that grants an empty guard
+    bool cancel = false;
+    bool use_or = false;  // cancellations by || as well (cancelled_op)
+    // The quiet-grant bound W (sim_checks.hpp, quiet_grant_check): with every client connected,
+    // no multi-guard returned and not yet released, and acquisitions under way, one is granted
+    // within W (the members are taken in one order: one of them can always go on); a seed that
+    // breaks it ends there.
+    bool check_w = false;
+    bool own_objects = false;  // the roll-back case (rollback_check)
+    bool leaky = false;        // with own_objects: its negative control (leaky_lock as the first member)
+};
+
+std::string run_multi(std::uint64_t seed, const faults& f, zksim::sweep_totals& sum, const multi_case& mcase = {})
+{
+    const bool empty_member = mcase.empty_member, cancel = mcase.cancel, use_or = mcase.use_or, check_w = mcase.check_w;
     zksim::sim_processes procs(seed, 3, f.disconnects_per_s, f.break_on_request);
     zksim::sim_lie(f.lies);
     const std::vector<std::string> names{"/sim/m/a", "/sim/m/b", "/sim/m/c"};
@@ -493,6 +681,16 @@ std::string run_multi(std::uint64_t seed, const faults& f, zksim::sweep_totals& 
     counts c;
     cancel_counts cancels;
     cancels.use_or = use_or;
+    quiet_grant_check quiet;
+    rollback_check rb;
+    rb.breaks.assign(procs.clients.size(), 0);
+    rb.connected.assign(procs.clients.size(), true);
+    if (mcase.own_objects)
+        mc.rollback = &rb;
+    std::vector<std::unique_ptr<zkcoro::mutex>> fresh_ms;  // the roll-back case's, kept until the end
+    std::vector<std::unique_ptr<zkcoro::multi_lock>> fresh_mls;
+    std::vector<std::unique_ptr<leaky_lock>> leaks;
+    std::vector<zkcoro::guard> stash;  // the leaky members' second guards
     for (std::size_t p = 0; p < 3; ++p)
         for (std::size_t k = 0; k < sets.size(); ++k) {
             std::vector<zkcoro::lock_ref> refs;
@@ -501,18 +699,45 @@ std::string run_multi(std::uint64_t seed, const faults& f, zksim::sweep_totals& 
                 refs.emplace_back(*ms[3 * p + i]);
                 paths.push_back(names[i]);
             }
+            fresh_multi fresh;
+            if (mcase.own_objects)
+                fresh = [&procs, &names, &fresh_ms, &fresh_mls, &leaks, &stash, leaky = mcase.leaky, p,
+                         set = sets[k]](const std::string& tag) {
+                    zkcoro::mutex_options o;
+                    o.data = tag;
+                    std::vector<zkcoro::lock_ref> own;
+                    for (auto i : set) {
+                        fresh_ms.push_back(std::make_unique<zkcoro::mutex>(*procs.clients[p], names[i], o));
+                        if (leaky && i == set.front()) {
+                            leaks.push_back(std::make_unique<leaky_lock>(leaky_lock{fresh_ms.back().get(), &stash}));
+                            own.emplace_back(*leaks.back());
+                        } else {
+                            own.emplace_back(*fresh_ms.back());
+                        }
+                    }
+                    fresh_mls.push_back(std::make_unique<zkcoro::multi_lock>(std::move(own)));
+                    return fresh_mls.back().get();
+                };
             if (empty_member && k == 0) {
                 refs.emplace_back(fake);
                 paths.push_back(fake.path_);
             }
             mls.push_back(std::make_unique<zkcoro::multi_lock>(std::move(refs)));
             asio::co_spawn(procs.ioc, multi_task(*mls.back(), paths, mc, c, procs, seed * 1000 + p * 10 + k,
-                                                      cancel ? &cancels : nullptr),
+                                                      cancel ? &cancels : nullptr, quiet, p, std::move(fresh)),
                            asio::detached);
         }
     std::string why;
-    if (!zksim::run_until(procs.ioc, [&] { return c.done == 9; }, 600s))
+    if (!zksim::run_until(procs.ioc, [&] {
+            if (check_w)
+                quiet.check(procs);
+            if (mcase.own_objects)
+                rb.observe(procs);
+            return c.done == 9 || !quiet.stalled.empty();  // (a liveness failure ends the run)
+        }, 600s) || (c.done != 9 && quiet.stalled.empty()))
         why += fmt::format(" only {} of 9 tasks done within 600 s;", c.done);
+    if (!quiet.stalled.empty())
+        why += " liveness: " + quiet.stalled + ";";
     tally all;
     for (auto& [path, t] : mc.members) {
         why += t.report(path);
@@ -521,8 +746,21 @@ std::string run_multi(std::uint64_t seed, const faults& f, zksim::sweep_totals& 
     if (mc.subsets > 0)
         why += fmt::format(" {} acquisitions returned without all their locks (first {});", mc.subsets, mc.first);
     why += strict(c);
+    if (mcase.own_objects) {
+        // The last returns' nodes: their bound, before the faults stop (end_of_run).
+        zksim::run_until(procs.ioc, [&] {
+            rb.observe(procs);
+            return rb.pending.empty();
+        }, rollback_bound + 1s);
+        if (!rb.first.empty())
+            why += " roll-back: " + rb.first + ";";
+        sum.counts["failed, timed out or cancelled: roll-backs checked"] += rb.checked;
+        sum.counts["their nodes left at the return"] += rb.left;
+        stash.clear();  // (the control's kept guards: released in the background)
+    }
     why += end_of_run(procs, names, [&] { return c.done == 9; });
     mls.clear();
+    fresh_mls.clear();
     add(sum, c, all, procs);
     if (cancel)
         why += cancel_verdict(cancels, sum);
@@ -533,11 +771,41 @@ std::string run_multi(std::uint64_t seed, const faults& f, zksim::sweep_totals& 
 
 TEST_CASE("zkcoro::semaphore on the simulated ZooKeeper with faults: at most 2 leases held, all released")
 {
+    // (B_S is checked here; W is not: the case below.)
     const auto sum = zksim::sweep("sim semaphore with faults", "ZKCORO_SIM_SEM_SEEDS",
                                   zksim::seeds_of("ZKCORO_SIM_SEM_SEEDS", zksim::first_seeds()),
                                   [](std::uint64_t seed, zksim::sweep_totals& s) { return run_semaphore(seed, {}, s); });
     CHECK(sum.broke == 0);
     CHECK(sum["granted"] > 0);
+}
+
+// W under faults (quiet_grant_check in the case above) breaks in 26 of seeds 21-~950 (seeds 1-20
+// hold it), by a liveness bug of src/recipes/semaphore.cpp, not fixed: top_up goes on taking
+// leases when the entry lock it holds is lost (its session expired, or may have), so another
+// acquisition enters and queues leases beside it; two acquire(2) then hold one lease each and wait
+// for each other until a deadline (for ever without one), as the W bug fixed in b2733d0 did. Seed
+// 158: p0 holds the entry lock and lease 40, waiting for a second; both are lost at 55.79 s (not
+// reconnected in time), its session expires at 59.83 s; its lease walk goes on in the new session
+// (lease 51 granted, 53 queued) while p2 takes the entry lock (36) and holds lease 52, waiting for a
+// second: from 62.03 s every client connected, nobody granted, until p0's deadline at 64.09 s. The
+// case runs seeds 158, 189 and 375 (158 under the sanitizers; each with an entry lock lost before
+// the stall) and must fail until the bug is fixed.
+TEST_CASE("zkcoro::semaphore with faults: a free lease with waiters is granted within W (the lost entry lock)"
+          * doctest::should_fail())
+{
+    const char* env = "ZKCORO_SIM_SEM_FAULT_W_SEEDS";
+#ifdef ZKTEST_SANITIZED
+    const std::vector<std::uint64_t> seeds{158};
+#else
+    const std::vector<std::uint64_t> seeds{158, 189, 375};
+#endif
+    const auto sum = zksim::sweep("sim semaphore W with faults", env, zksim::seeds_of(env, seeds),
+                                  [](std::uint64_t seed, zksim::sweep_totals& s) {
+                                      sem_case sc;
+                                      sc.check_w = true;
+                                      return run_semaphore(seed, {}, s, sc);
+                                  });
+    CHECK(sum.broke == 0);
 }
 
 TEST_CASE("zkcoro::semaphore on the simulated ZooKeeper with faults and 400 ms deadlines: abandoned leases leave no node")
@@ -619,6 +887,28 @@ TEST_CASE("zkcoro::semaphore without faults, some acquisitions of 2 leases: a fr
     CHECK(sum.broke == 0);
 }
 
+// A cancelled acquisition runs on to its deadline: acquire_n (src/recipes/semaphore.cpp) goes
+// round again after a cancellation without asking whether it was cancelled (leases lost while the
+// entry lock's release was awaited are taken again; top_up's next lease after one that raced the
+// cancellation), and a walk started after the cancellation does not see it: it runs until granted
+// or to the deadline (for ever without one), and the caller may get a time-out, not
+// operation_aborted. Seed 197 of the cancellation case: p2's acquire(2) took its two leases, met
+// a lost connection at 0.174 s while releasing the entry lock, was cancelled at 0.184 s; its
+// session expired (7.20 s), both leases were lost, it took the entry lock again and ended timed
+// out at its deadline, 20.20 s: 20.02 s after its cancellation (C_S, 27.01 s, held only because
+// the deadline came first; soak of seeds 11-1349: 5 such, at most 20.02 s). Not fixed
+// (semaphore.cpp is another change's); the multi-lock asks after its roll-back. This case must
+// fail until it is.
+TEST_CASE("zkcoro::semaphore with faults and cancellations: a cancelled acquisition ends as cancelled (seed 197)"
+          * doctest::should_fail())
+{
+    const char* env = "ZKCORO_SIM_SEM_C_SEEDS";
+    const auto sum = zksim::sweep("sim semaphore cancellation taken again", env, zksim::seeds_of(env, {197}),
+                                  [](std::uint64_t seed, zksim::sweep_totals& s) { return run_semaphore(seed, {}, s, true); });
+    CHECK(sum["cancellations reported as timed out or failed"] == 0);
+    CHECK(sum.maxima.at("s from a cancellation to its end at most") < 10.0);
+}
+
 TEST_CASE("zkcoro::semaphore on the simulated ZooKeeper with faults and cancellations by a signal or ||: at most 2 leases")
 {
     // As the semaphore's cancellation case, half the drawn cancellations by
@@ -659,7 +949,11 @@ TEST_CASE("zkcoro::multi_lock on the simulated ZooKeeper with faults: all or not
     defaults.push_back(2786);
     const auto sum = zksim::sweep("sim multi-lock with faults", "ZKCORO_SIM_MULTI_SEEDS",
                                   zksim::seeds_of("ZKCORO_SIM_MULTI_SEEDS", defaults),
-                                  [](std::uint64_t seed, zksim::sweep_totals& s) { return run_multi(seed, {}, s); });
+                                  [](std::uint64_t seed, zksim::sweep_totals& s) {
+                                      multi_case mcase;
+                                      mcase.check_w = true;
+                                      return run_multi(seed, {}, s, mcase);
+                                  });
     CHECK(sum.broke == 0);
     CHECK(sum["granted"] > 0);
 }
@@ -670,10 +964,33 @@ TEST_CASE("zkcoro::multi_lock on the simulated ZooKeeper with faults and cancell
     // Seeds 1-5, 1-2 under the sanitizers.
     const char* env = "ZKCORO_SIM_MULTI_OR_SEEDS";
     const auto sum = zksim::sweep("sim multi-lock cancellations by || with faults", env, zksim::seeds_of(env, zksim::first_seeds(5, 2)),
-                                  [](std::uint64_t seed, zksim::sweep_totals& s) { return run_multi(seed, {}, s, false, true, true); });
+                                  [](std::uint64_t seed, zksim::sweep_totals& s) {
+                                      multi_case mcase;
+                                      mcase.cancel = mcase.use_or = mcase.check_w = true;
+                                      return run_multi(seed, {}, s, mcase);
+                                  });
     CHECK(sum.broke == 0);
     CHECK(sum["cancelled"] > 0);
     CHECK(sum["cancellations armed by ||"] > 0);
+}
+
+TEST_CASE("zkcoro::multi_lock on the simulated ZooKeeper with faults and cancellations: nothing held after a failed acquisition")
+{
+    // The roll-back case (rollback_check): the cancellation case by a signal or ||, each
+    // acquisition with fresh mutex objects whose nodes carry its tag. After an acquisition that
+    // failed, timed out or was cancelled: with its client connected throughout, at most one of its
+    // nodes left at the return (the member it waited for, given up in the background); every node
+    // of it gone within 36.01 s. Seeds 1-5, 1-2 under the sanitizers.
+    const char* env = "ZKCORO_SIM_MULTI_ROLLBACK_SEEDS";
+    const auto sum = zksim::sweep("sim multi-lock roll-back with faults and cancellations", env,
+                                  zksim::seeds_of(env, zksim::first_seeds(5, 2)),
+                                  [](std::uint64_t seed, zksim::sweep_totals& s) {
+                                      multi_case mcase;
+                                      mcase.cancel = mcase.use_or = mcase.check_w = mcase.own_objects = true;
+                                      return run_multi(seed, {}, s, mcase);
+                                  });
+    CHECK(sum.broke == 0);
+    CHECK(sum["failed, timed out or cancelled: roll-backs checked"] > 0);
 }
 
 TEST_CASE("zkcoro::multi_lock on the simulated ZooKeeper with faults and cancellations: all or nothing, nothing left")
@@ -684,7 +1001,11 @@ TEST_CASE("zkcoro::multi_lock on the simulated ZooKeeper with faults and cancell
     // guard; nothing left under the members. Seeds 1-20, 1-5 under the sanitizers.
     const char* env = "ZKCORO_SIM_MULTI_CANCEL_SEEDS";
     const auto sum = zksim::sweep("sim multi-lock cancellations with faults", env, zksim::seeds_of(env, zksim::first_seeds()),
-                                  [](std::uint64_t seed, zksim::sweep_totals& s) { return run_multi(seed, {}, s, false, true); });
+                                  [](std::uint64_t seed, zksim::sweep_totals& s) {
+                                      multi_case mcase;
+                                      mcase.cancel = mcase.check_w = true;
+                                      return run_multi(seed, {}, s, mcase);
+                                  });
     CHECK(sum.broke == 0);
     CHECK(sum["cancelled"] > 0);
 }
@@ -724,7 +1045,11 @@ TEST_CASE("negative control: a listing that hides a member lock's holder is caug
 TEST_CASE("negative control: a multi-lock member that grants with an empty guard is caught (not all of the locks)")
 {
     const auto sum = zksim::control("sim multi-lock control (a member grants nothing)", "ZKCORO_SIM_MULTI_CONTROL_SEEDS",
-                                    [](std::uint64_t seed, const faults& f, zksim::sweep_totals& s) { return run_multi(seed, f, s, true); },
+                                    [](std::uint64_t seed, const faults& f, zksim::sweep_totals& s) {
+                                        multi_case mcase;
+                                        mcase.empty_member = true;
+                                        return run_multi(seed, f, s, mcase);
+                                    },
                                     {0, 0, 0}, "without all their locks");
     CHECK(sum.broke == static_cast<int>(zksim::seeds_of("ZKCORO_SIM_MULTI_CONTROL_SEEDS", zksim::first_seeds()).size()));
 }
@@ -760,4 +1085,66 @@ TEST_CASE("negative control: a lease waiter never told of a deletion is caught b
                                       return why.find("liveness:") != std::string::npos ? why : std::string();
                                   }, true);
     CHECK(sum.broke == static_cast<int>(zksim::seeds_of(env, zksim::first_seeds(5, 2)).size()));
+}
+
+TEST_CASE("negative control: a member lock's waiter never told of a deletion is caught by the multi-lock's W")
+{
+    // Deletions never told to a watcher (sim_lie), no other fault: a member's waiter is not woken
+    // when its predecessor goes, and no multi-guard is granted while the multi-locks wait.
+    const char* env = "ZKCORO_SIM_MULTI_W_CONTROL_SEEDS";
+    const auto seeds = zksim::seeds_of(env, zksim::first_seeds(3, 1));
+    const auto sum = zksim::sweep("sim multi-lock W control (deletions not told)", env, seeds,
+                                  [](std::uint64_t seed, zksim::sweep_totals& s) {
+                                      multi_case mcase;
+                                      mcase.check_w = true;
+                                      auto why = run_multi(seed, {0, 0, zksim::lie_drop_deleted_events}, s, mcase);
+                                      return why.find("liveness:") != std::string::npos ? why : std::string();
+                                  }, true);
+    CHECK(sum.broke == static_cast<int>(seeds.size()));
+}
+
+TEST_CASE("negative control: with faults, a lease waiter never told of a deletion is caught by the semaphore's W")
+{
+    // The semaphore's fault case (its faults, W checked) with deletions never told to a watcher.
+    const char* env = "ZKCORO_SIM_SEM_FAULT_W_CONTROL_SEEDS";
+    const auto seeds = zksim::seeds_of(env, zksim::first_seeds(3, 1));
+    const auto sum = zksim::sweep("sim semaphore W control with faults (deletions not told)", env, seeds,
+                                  [](std::uint64_t seed, zksim::sweep_totals& s) {
+                                      sem_case sc;
+                                      sc.check_w = true;
+                                      faults f;
+                                      f.lies = zksim::lie_drop_deleted_events;
+                                      auto why = run_semaphore(seed, f, s, sc);
+                                      return why.find("liveness:") != std::string::npos ? why : std::string();
+                                  }, true);
+    CHECK(sum.broke == static_cast<int>(seeds.size()));
+}
+
+TEST_CASE("negative control: a reply never sent is caught by the semaphore's B_S")
+{
+    // 1 request in 30 applied and its reply never sent, the connection staying up (sim_lie), no
+    // other fault, 2 s deadlines: an acquisition waits for the reply past its deadline + B_S.
+    const char* env = "ZKCORO_SIM_SEM_B_CONTROL_SEEDS";
+    const auto sum = zksim::sweep("sim semaphore B control (replies swallowed)", env, zksim::seeds_of(env, zksim::first_seeds(3, 1)),
+                                  [](std::uint64_t seed, zksim::sweep_totals& s) {
+                                      auto why = run_semaphore(seed, {0, 0, zksim::lie_swallow_reply, 2s}, s);
+                                      return why.find("past its deadline") != std::string::npos ? why : std::string();
+                                  }, true);
+    CHECK(sum.broke > 0);
+}
+
+TEST_CASE("negative control: a multi-lock member that keeps its node after the roll-back is caught (nothing held)")
+{
+    // The roll-back case without faults or cancellations, its first member a leaky_lock (takes
+    // its mutex a second time, reentrantly, and keeps that guard): a member rolled back stays held.
+    const char* env = "ZKCORO_SIM_MULTI_ROLLBACK_CONTROL_SEEDS";
+    const auto seeds = zksim::seeds_of(env, zksim::first_seeds(3, 1));
+    const auto sum = zksim::sweep("sim multi-lock roll-back control (a member keeps its node)", env, seeds,
+                                  [](std::uint64_t seed, zksim::sweep_totals& s) {
+                                      multi_case mcase;
+                                      mcase.own_objects = mcase.leaky = true;
+                                      auto why = run_multi(seed, {0, 0, 0}, s, mcase);
+                                      return why.find("roll-back:") != std::string::npos ? why : std::string();
+                                  }, true);
+    CHECK(sum.broke == static_cast<int>(seeds.size()));
 }
