@@ -23,7 +23,7 @@ void lease::async_wait_lost(any_handler<void(error_code)> handler)
             return;
         }
     }
-    op->complete(lost() ? make_error_code(client_errc::lock_lost) : make_error_code(asio::error::operation_aborted));
+    op->complete(lost_.load() ? make_error_code(client_errc::lock_lost) : make_error_code(asio::error::operation_aborted));
 }
 
 bool lease::set_lost() { return end(true); }

@@ -46,7 +46,9 @@ public:
     virtual const std::string& resource() const noexcept = 0;
     virtual std::int64_t session_id() const noexcept = 0;
 
-    bool lost() const noexcept { return lost_.load(); }
+    // Told lost, or past the hold's own loss bound (Redis), which the loss signal follows when the
+    // backend's timer runs.
+    bool lost() const noexcept { return lost_.load() || past_bound(); }
     asio::cancellation_slot lost_slot() noexcept { return lost_signal_.slot(); }
 
     // Completes with client_errc::lock_lost once lost, or operation_aborted once released.
@@ -60,6 +62,8 @@ public:
     // The ZooKeeper client whose session owns the lock node, for transactions fenced by that
     // node; null for a backend that has no such node.
     virtual client* zookeeper() noexcept { return nullptr; }
+    // Past the hold's own loss bound, before the loss is reported (see lost()).
+    virtual bool past_bound() const noexcept { return false; }
 
     // Ends one acquisition (a guard's release). Idempotent per guard: the guard calls it once.
     // Completes with success when the lock is released or was already lost; with the backend's

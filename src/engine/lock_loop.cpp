@@ -55,90 +55,112 @@ bool cancels(asio::cancellation_type t)
 void lock_object::handle(event& e)
 {
     follow_up f;
+    std::optional<event> late;
+    std::optional<follow_up> late_f;
     {
         std::lock_guard lk(m_);
         const auto now = clock_->now();
-        lock_action a;
-        using k = event::kind;
-        switch (e.what) {
-        case k::acquire: {
-            const bool holding = recipe.reentrant && machine_.hold_count(e.owner) > 0;
-            if (!holding && graph && !(e.cycle = graph->wait_unless_cycle(e.owner, this)).empty()) {
-                e.ec = client_errc::would_deadlock;  // refused; nothing was changed
-                break;
-            }
-            if (!holding && !e.immediate.empty()) {
-                e.start_immediate = true;  // a downgrade: a node of its own, outside the machine's queue
-                break;
-            }
-            e.id = ++last_waiter_;
-            a = machine_.acquire(e.owner, e.id, e.deadline, now, linger_usable());
-            break;
+        // Our node past its own loss bound (Redis: the renewal's timer, late on a busy event loop,
+        // has not reported it yet) is lost first, not handed to another task of ours nor reentered
+        // (tests/sim: sim_redis's multi-lock seed 2028 was handed a member past its bound).
+        if ((e.what == event::kind::released || e.what == event::kind::acquire) && node_ && !node_->ended() &&
+            node_->past_lost_by()) {
+            late.emplace(event::kind::lost);
+            late->ns = node_;
+            step(*late, late_f.emplace(), now);
         }
-        case k::granted:
-            a = machine_.granted(e.owner, e.ns->granted_at, e.others_queued);
-            break;
-        case k::failed:
-            a = machine_.failed();
-            break;
-        case k::released: {
-            auto& l = *e.lease;
-            if (l.ended_)
-                break;  // lost: the loss took its holds out already
-            if (graph)
-                graph->released(l.owner(), this);  // one hold of the task's (reentrant ones counted)
-            a = machine_.released(l.owner(), now);
-            e.last = !recipe.reentrant || machine_.hold_count(l.owner()) == 0;
-            if (e.last) {
-                l.ended_ = true;
-                if (auto it = leases_.find(l.owner()); it != leases_.end() && it->second.get() == &l)
-                    leases_.erase(it);
-                l.ns_->holder_ = nullptr;
-                e.ns = l.ns_;
-            }
-            break;
-        }
-        case k::deadline:
-            a = machine_.deadline_fired(now);
-            break;
-        case k::cancelled:
-            a = machine_.cancelled(e.id);
-            break;
-        case k::lost:
-            if (e.ns->given_back_ || e.ns->lost_.exchange(true))
-                break;  // already lost, or given back (a lingering node ended): nobody to tell
-            e.last = true;  // reported
-            if (machine_.lingering() && node_ == e.ns) {
-                a = machine_.lost(0);  // nobody holds it: nothing to tell
-            } else if (auto h = std::move(e.ns->holder_)) {
-                // A lost node blocks nobody: its holder no longer holds (else a waiter, who gets
-                // the lock now, could be refused for a cycle through it).
-                if (graph)
-                    for (std::size_t i = 0, n = recipe.reentrant ? machine_.hold_count(h->owner()) : 1; i < n; ++i)
-                        graph->released(h->owner(), this);
-                h->ended_ = true;
-                ++metrics_.losses;
-                if (auto it = leases_.find(h->owner()); it != leases_.end() && it->second == h)
-                    leases_.erase(it);
-                a = machine_.lost(h->owner());
-                f.lost = std::move(h);
-            }
-            break;
-        case k::others_queued:
-            if (node_ == e.ns)  // else not the node the handoff is about (any more)
-                a = machine_.others_queued();
-            break;
-        case k::linger_fired:
-            a = machine_.linger_fired(now);
-            break;
-        case k::end_linger:
-            if (machine_.lingering())
-                a = machine_.end_linger();
-            break;
-        }
-        carry_out(a, e, f);
+        step(e, f, now);
+    }
+    if (late) {
+        if (late->last)
+            backend->log(log_level::warn, "lock " + late->ns->node + " lost: past its loss bound (the last confirmed renewal + "
+                                          "TTL - safety margin) before the renewal's timer ran (a busy event loop?)");
+        finish(*late, *late_f);
     }
     finish(e, f);
+}
+
+void lock_object::step(event& e, follow_up& f, steady_clock::time_point now)
+{
+    lock_action a;
+    using k = event::kind;
+    switch (e.what) {
+    case k::acquire: {
+        const bool holding = recipe.reentrant && machine_.hold_count(e.owner) > 0;
+        if (!holding && graph && !(e.cycle = graph->wait_unless_cycle(e.owner, this)).empty()) {
+            e.ec = client_errc::would_deadlock;  // refused; nothing was changed
+            break;
+        }
+        if (!holding && !e.immediate.empty()) {
+            e.start_immediate = true;  // a downgrade: a node of its own, outside the machine's queue
+            break;
+        }
+        e.id = ++last_waiter_;
+        a = machine_.acquire(e.owner, e.id, e.deadline, now, linger_usable());
+        break;
+    }
+    case k::granted:
+        a = machine_.granted(e.owner, e.ns->granted_at, e.others_queued);
+        break;
+    case k::failed:
+        a = machine_.failed();
+        break;
+    case k::released: {
+        auto& l = *e.lease;
+        if (l.ended_)
+            break;  // lost: the loss took its holds out already
+        if (graph)
+            graph->released(l.owner(), this);  // one hold of the task's (reentrant ones counted)
+        a = machine_.released(l.owner(), now);
+        e.last = !recipe.reentrant || machine_.hold_count(l.owner()) == 0;
+        if (e.last) {
+            l.ended_ = true;
+            if (auto it = leases_.find(l.owner()); it != leases_.end() && it->second.get() == &l)
+                leases_.erase(it);
+            l.ns_->holder_ = nullptr;
+            e.ns = l.ns_;
+        }
+        break;
+    }
+    case k::deadline:
+        a = machine_.deadline_fired(now);
+        break;
+    case k::cancelled:
+        a = machine_.cancelled(e.id);
+        break;
+    case k::lost:
+        if (e.ns->given_back_ || e.ns->lost_.exchange(true))
+            break;  // already lost, or given back (a lingering node ended): nobody to tell
+        e.last = true;  // reported
+        if (machine_.lingering() && node_ == e.ns) {
+            a = machine_.lost(0);  // nobody holds it: nothing to tell
+        } else if (auto h = std::move(e.ns->holder_)) {
+            // A lost node blocks nobody: its holder no longer holds (else a waiter, who gets
+            // the lock now, could be refused for a cycle through it).
+            if (graph)
+                for (std::size_t i = 0, n = recipe.reentrant ? machine_.hold_count(h->owner()) : 1; i < n; ++i)
+                    graph->released(h->owner(), this);
+            h->ended_ = true;
+            ++metrics_.losses;
+            if (auto it = leases_.find(h->owner()); it != leases_.end() && it->second == h)
+                leases_.erase(it);
+            a = machine_.lost(h->owner());
+            f.lost = std::move(h);
+        }
+        break;
+    case k::others_queued:
+        if (node_ == e.ns)  // else not the node the handoff is about (any more)
+            a = machine_.others_queued();
+        break;
+    case k::linger_fired:
+        a = machine_.linger_fired(now);
+        break;
+    case k::end_linger:
+        if (machine_.lingering())
+            a = machine_.end_linger();
+        break;
+    }
+    carry_out(a, e, f);
 }
 
 void lock_object::carry_out(const lock_action& a, event& e, follow_up& f)

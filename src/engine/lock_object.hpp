@@ -24,6 +24,7 @@
 #include <boost/asio/cancellation_signal.hpp>
 
 #include <atomic>
+#include <limits>
 #include <chrono>
 #include <functional>
 #include <string_view>
@@ -87,8 +88,20 @@ public:
     bool ended() const noexcept { return lost_.load() || given_back_.load(); }
     bool lost() const noexcept { return lost_.load(); }
 
+    // Redis: the hold's own loss bound (the last confirmed renewal + TTL - safety margin), kept by
+    // its renewal. Past it the node counts as lost before the renewal's timer has run, which a busy
+    // event loop runs late (tests/sim: sim_redis's multi-lock seed 2028). ZooKeeper: never set.
+    void set_lost_by(steady_clock::time_point t) noexcept { lost_by_.store(t.time_since_epoch().count()); }
+    bool past_lost_by() const noexcept
+    {
+        const auto by = lost_by_.load(std::memory_order_relaxed);
+        return by != no_bound && steady_clock::now().time_since_epoch().count() >= by;
+    }
+
 private:
     friend class lock_object;
+    static constexpr steady_clock::rep no_bound = std::numeric_limits<steady_clock::rep>::max();
+    std::atomic<steady_clock::rep> lost_by_{no_bound};
     std::atomic<bool> lost_{false};
     std::atomic<bool> given_back_{false};    // our own delete is under way: its deletion is no loss
     std::shared_ptr<object_lease> holder_;  // guarded by the lock object's lock
@@ -109,6 +122,7 @@ public:
     std::int64_t session_id() const noexcept override { return ns_->session_id; }
     void release(any_handler<void(error_code)> handler) override;
     client* zookeeper() noexcept override;
+    bool past_bound() const noexcept override { return ns_->past_lost_by(); }
 
     const std::shared_ptr<node_state>& node() const noexcept { return ns_; }
     using lease::set_revocation;
@@ -335,6 +349,7 @@ private:
     // carries out its action, and then, with the lock let go, does what follows (completions,
     // requests to the backend). Nothing else reads a lock_action.
     void handle(event& e);
+    void step(event& e, follow_up& f, steady_clock::time_point now);
     void carry_out(const lock_action& a, event& e, follow_up& f);
     void finish(event& e, follow_up& f);
     std::shared_ptr<object_lease> make_lease(std::shared_ptr<node_state> ns, owner_id owner);

@@ -33,6 +33,7 @@ public:
             if (auto self = w.lock())
                 self->stop();
         });
+        ns_->set_lost_by(lost_at());
         arm(std::min(confirmed_ + b_.opts.ttl / 3, lost_at()));
     }
 
@@ -109,6 +110,7 @@ private:
         if (r.type != redis_reply::kind::integer || r.integer != 1)
             return lose("the key is gone or holds another token");
         confirmed_ = sent;
+        ns_->set_lost_by(lost_at());
         arm(std::min(confirmed_ + b_.opts.ttl / 3, lost_at()));
     }
 

@@ -877,6 +877,57 @@ TEST_CASE("a grant whose reply comes later than the TTL less the safety margin i
     });
 }
 
+// The event loop blocked past the hold's loss bound (a handler that takes longer than the TTL: the
+// fault injected here), so the renewal's timer has not run when the holder releases to a task
+// waiting in memory. The hold is lost then, not handed over: the guard says lost() at once, and the
+// waiter takes the key anew from the server (tests/sim: sim_redis's multi-lock seed 2028 was
+// handed members past their bound). Before, the waiter was handed the expired key in memory.
+TEST_CASE("a hold past its loss bound is not handed over in memory when the event loop ran late")
+{
+    auto& srv = shared_redis();
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        std::vector<std::string> lines;
+        auto opts = quick_connect();
+        opts.log = [&](zkcoro::log_level, std::string_view text) {
+            if (text.find("past its loss bound") != std::string_view::npos)
+                lines.emplace_back(text);
+        };
+        zkcoro::redis_client rc(ex, srv.url(), opts);
+        const auto key = unique_key("late-loop");
+        zkcoro::redis_mutex m(rc, key, short_ttl(600ms));  // lost 480 ms after the last confirmed renewal
+        auto g = co_await m.acquire(2s);
+        REQUIRE(g);
+        const auto first = g->fencing_token();
+        std::optional<zkcoro::guard> second;
+        bool done = false;
+        asio::co_spawn(ex, [&]() -> asio::awaitable<void> {
+            second = co_await m.acquire(5s);
+            done = true;
+        }, asio::detached);
+        for (int i = 0; i < 5; ++i)  // the other task runs up to its wait in memory
+            co_await asio::post(ex, asio::use_awaitable);
+        CHECK_FALSE(done);
+        std::this_thread::sleep_for(700ms);  // the loop is blocked: no timer runs
+        CHECK_MESSAGE(g->lost(), "a guard past its loss bound (480 ms after its grant, 700 ms ago) says it holds");
+        co_await g->release();
+        const auto until = std::chrono::steady_clock::now() + 5s;
+        while (!done && std::chrono::steady_clock::now() < until)
+            co_await pause(5ms);
+        REQUIRE_MESSAGE(done, "the waiter was not served within 5 s");
+        REQUIRE(second);
+        CHECK_FALSE(second->lost());
+        CHECK(m.metrics().local_handoffs == 0);
+        CHECK(m.metrics().losses == 1);
+        CHECK_MESSAGE(srv.command({"EXISTS", key}) == "1", "the waiter holds a key that is not on the server");
+        CHECK(second->fencing_token() > first);
+        CHECK(lines.size() == 1);
+        co_await second->release();
+        CHECK(srv.command({"EXISTS", key}) == "0");
+    });
+}
+
 TEST_CASE("the server killed while a lock is held: with appendfsync always the lock survives the restart")
 {
     zktest::redis_server srv({.persist = zktest::redis_options::persistence::aof});

@@ -877,7 +877,12 @@ TEST_CASE("sim redis: multi-locks over 4 keys with faults and acknowledged failo
 {
     const auto sc = multi_with_faults();
     const char* env = "ZKCORO_SIM_REDIS_MULTI_SEEDS";
-    const auto sum = multi_sweep("sim redis multi-lock with faults", env, zksim::first_seeds(4, 2), sc);
+    // Seed 2028 (a soak's) returned a set whose members were past their loss bound, their
+    // renewals' timers not yet run (one member handed over in memory in that turn): the engine
+    // now loses such a node before handing it on, and a guard past it reports lost().
+    auto defaults = zksim::first_seeds(4, 2);
+    defaults.push_back(2028);
+    const auto sum = multi_sweep("sim redis multi-lock with faults", env, defaults, sc);
     CHECK(sum.broke == 0);
     CHECK(sum["granted"] > 0);
     CHECK(sum["redis failovers"] > 0);
