@@ -36,21 +36,39 @@ namespace zkcoro::detail {
 using redis_acquire_result = std::tuple<error_code, std::optional<guard>>;
 constexpr std::size_t max_redis_key_size = 1024;
 
-// One waiting active task: woken by a release notification or a (re)subscription.
+// One waiting active task: woken by a release notification or a (re)subscription (a fair
+// lock's notification names the waiter by its value).
 struct waiter {
     asio::steady_timer* timer = nullptr;
     bool notified = false;
+    const std::string* value = nullptr;  // a fair lock's waiter: its value (its name in the queue)
+};
+
+// A fair lock's (redis_fair_mutex) keys besides the key itself, which share its hash tag
+// (fair_prefix: P), and how long a waiter stays queued without coming back.
+struct fair_keys {
+    std::string queue;     // P:queue, a list of the waiters' values, in arrival order
+    std::string timeouts;  // P:timeouts, a sorted set: value -> the server's time (ms) it leaves at
+    std::string prefix;    // P:wake: (+ a process name: the channel of that process's waiters)
+    std::chrono::milliseconds waiter_timeout{0};
 };
 
 class key_renewal;
 
 class redis_backend final : public lock_backend, public std::enable_shared_from_this<redis_backend> {
 public:
-    redis_backend(std::shared_ptr<redis_impl> r, const std::string& key, redis_mutex_options o)
-        : rc(std::move(r)), fence_key(key + ":fencing"), channel(key + ":released"), opts(o), renew_timer_(rc->strand)
+    // `f`: a fair lock, with a fencing key and a channel under the fair keys' prefix.
+    redis_backend(std::shared_ptr<redis_impl> r, const std::string& key, redis_mutex_options o,
+                  std::optional<fair_keys> f = std::nullopt)
+        : rc(std::move(r)), fence_key(f ? fair_prefix(key) + ":fencing" : key + ":fencing"),
+          channel(f ? f->prefix + process_name() : key + ":released"), opts(o), fair(std::move(f)),
+          renew_timer_(rc->strand)
     {
         if (key.empty() || key.size() > max_redis_key_size)
             config_error = redis_errc::bad_key;
+        if (fair && (fair->waiter_timeout < std::chrono::milliseconds(100) ||
+                     fair->waiter_timeout > std::chrono::hours(24)))
+            config_error = redis_errc::bad_ttl;
         if (opts.safety_margin.count() == 0)
             opts.safety_margin = opts.ttl / 5;
         if (opts.ttl < std::chrono::milliseconds(100) || opts.ttl > std::chrono::hours(24) ||
@@ -72,6 +90,8 @@ public:
 
     void start(active_task task) override
     {
+        if (fair)  // every acquisition queues on the server in its own right (no local handoff)
+            return spawn_task(task, [self = shared_from_this()](active_task t) { return take_fair(std::move(t), self); });
         // Not connected (yet): take() waits for the connection before its first attempt.
         if (config_error || task.deadline() != steady_clock::time_point::max() ||
             rc->state.load() != redis_state::connected)
@@ -130,14 +150,21 @@ public:
             }),
             rc->strand);
         op->inline_ok = true;
+        if (fair) {  // also leaves the queue, and tells the next waiter
+            const std::string_view args[] = {key, fair->queue, fair->timeouts, value, fair->prefix};
+            return rc->eval(fair_release_script().text, fair_release_script().sha, args, 3, std::move(op));
+        }
         const std::string_view args[] = {key, value, channel};
         rc->eval(release_script().text, release_script().sha, args, 1, std::move(op));
     }
 
-    // Who holds the key: GET it (Redis keeps no queue: waiters are not listed).
+    // Who holds the key: GET it (Redis keeps no queue: waiters are not listed), and for a fair
+    // lock its queue after it (LRANGE, pipelined behind the GET).
     void participants(const std::shared_ptr<lock_object>& s,
                       std::shared_ptr<op_state<std::vector<participant>>> op) override
     {
+        if (fair)
+            return fair_participants(s, std::move(op));
         auto got = std::make_shared<reply_op>(
             [op, key = s->path](error_code ec, redis_reply r) {
                 std::vector<participant> out;
@@ -154,6 +181,40 @@ public:
         asio::dispatch(rc->strand, [rc = rc, got, s] {
             const std::string_view args[] = {"GET", s->path};
             rc->exec(args, got);
+        });
+    }
+
+    void fair_participants(const std::shared_ptr<lock_object>& s,
+                           std::shared_ptr<op_state<std::vector<participant>>> op)
+    {
+        auto out = std::make_shared<std::vector<participant>>();
+        auto got = std::make_shared<reply_op>(
+            [out, key = s->path](error_code ec, redis_reply r) {
+                if (ec || r.type != redis_reply::kind::string)
+                    return;
+                participant p;
+                p.name = p.path = key;
+                p.data = std::move(r.str);
+                p.holds = true;
+                out->push_back(std::move(p));
+            },
+            rc->strand);
+        auto listed = std::make_shared<reply_op>(
+            [op, out, queue = fair->queue](error_code ec, redis_reply r) {
+                for (auto& e : r.elements) {
+                    participant p;
+                    p.name = p.data = std::move(e.str);
+                    p.path = queue;
+                    out->push_back(std::move(p));
+                }
+                op->complete(ec, std::move(*out));
+            },
+            rc->strand);
+        asio::dispatch(rc->strand, [rc = rc, got, listed, key = s->path, queue = fair->queue] {
+            const std::string_view get[] = {"GET", key};
+            rc->exec(get, got);
+            const std::string_view range[] = {"LRANGE", queue, "0", "-1"};
+            rc->exec(range, listed);
         });
     }
 
@@ -231,12 +292,16 @@ public:
         if (sub_id)
             return;
         std::weak_ptr<redis_backend> w = shared_from_this();
-        sub_id = rc->subscribe(channel, [w](channel_event ev) {
+        sub_id = rc->subscribe(channel, [w](channel_event ev, std::string_view message) {
             auto self = w.lock();
             if (!self)
                 return;
             if (ev == channel_event::subscribed)
                 self->subscribed = true;
+            // A fair lock's message names the one waiter it is for (messages may have been
+            // missed before a (re)subscription: every waiter looks again then).
+            if (self->fair && ev == channel_event::message)
+                return self->wake(message);
             self->wake_all();
         });
     }
@@ -249,6 +314,16 @@ public:
         auto kept = std::make_shared<const std::pair<std::string, std::string>>(key, value);
         compare_and_delete(kept, kept->first, kept->second, steady_clock::now() + opts.ttl,
                            [](error_code, std::string_view) {});
+    }
+
+    void wake(std::string_view value)
+    {
+        for (auto* w : waiters)
+            if (w->value && *w->value == value) {
+                w->notified = true;
+                if (w->timer)
+                    w->timer->cancel();
+            }
     }
 
     void wake_all()
@@ -347,11 +422,14 @@ public:
     static asio::awaitable<redis_acquire_result> take(active_task task, std::shared_ptr<redis_backend> b,
                                                       std::string value, std::optional<attempt_reply> first);
     struct first_attempt;
+    // A fair lock's acquisition (redis/fair_lock.cpp).
+    static asio::awaitable<redis_acquire_result> take_fair(active_task task, std::shared_ptr<redis_backend> b);
 
     std::shared_ptr<redis_impl> rc;
     std::string fence_key;
     std::string channel;
     redis_mutex_options opts;
+    std::optional<fair_keys> fair;
     error_code config_error;
     std::uint64_t sub_id = 0;
     std::uint64_t close_hook = 0;

@@ -288,7 +288,7 @@ std::shared_ptr<redis_link> redis_impl::sub_link()
     return sub_;
 }
 
-std::uint64_t redis_impl::subscribe(const std::string& channel, std::function<void(channel_event)> fn)
+std::uint64_t redis_impl::subscribe(const std::string& channel, std::function<void(channel_event, std::string_view)> fn)
 {
     auto id = next_sub_++;
     auto& fns = subs_[channel];
@@ -309,7 +309,7 @@ std::uint64_t redis_impl::subscribe(const std::string& channel, std::function<vo
             if (it == self->subs_.end())
                 return;
             if (auto f = it->second.find(id); f != it->second.end())
-                f->second(channel_event::subscribed);
+                f->second(channel_event::subscribed, {});
         });
     return id;
 }
@@ -343,11 +343,12 @@ void redis_impl::on_push(const redis_reply& r)
     if (it == subs_.end())
         return;
     // A callback may unsubscribe: call a copy.
-    std::vector<std::function<void(channel_event)>> fns;
+    std::vector<std::function<void(channel_event, std::string_view)>> fns;
     for (auto& [id, f] : it->second)
         fns.push_back(f);
+    const std::string_view message = ev == channel_event::message ? std::string_view(r.elements[2].str) : std::string_view();
     for (auto& f : fns)
-        f(ev);
+        f(ev, message);
 }
 
 void redis_impl::watch()

@@ -99,6 +99,114 @@ return 0)lua");
     return s;
 }
 
+// Lua shared by the fair lock's scripts: the server's time in ms (`now`, from `t` = TIME), and
+// the waiters whose timeout passed taken out of the queue (KEYS[q], KEYS[z]), at most 100 a call.
+#define ZKCORO_FAIR_PURGE(q, z)                                                                    \
+    "local t = redis.call('time')\n"                                                              \
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"                     \
+    "for _, w in ipairs(redis.call('zrangebyscore', KEYS[" #z "], '-inf', now, 'LIMIT', 0, 100)) do\n" \
+    "  redis.call('lrem', KEYS[" #q "], 0, w)\n"                                                  \
+    "  redis.call('zrem', KEYS[" #z "], w)\n"                                                     \
+    "end\n"
+// Every check before the first write (a failing command does not undo the writes before it).
+#define ZKCORO_FAIR_TYPES(q, z)                                                                    \
+    "local qt = redis.call('type', KEYS[" #q "]).ok\n"                                            \
+    "local zt = redis.call('type', KEYS[" #z "]).ok\n"                                            \
+    "if (qt ~= 'none' and qt ~= 'list') or (zt ~= 'none' and zt ~= 'zset') then\n"                \
+    "  return redis.error_reply('WRONGTYPE ' .. KEYS[" #q "] .. ' must be a list and ' .. KEYS[" #z "] .. ' a sorted set: the fair lock queue')\n" \
+    "end\n"
+
+// A head without a timeout (written by someone else) is dropped too: nothing would ever time it
+// out. The head is told on `prefix .. <its process name>` (the value up to its first ':'), with its
+// value: only the process that queued it hears it, and there only that waiter tries again.
+const lua_script& fair_acquire_script()
+{
+    static const lua_script s = with_sha(R"lua(local f = redis.call('get', KEYS[2])
+if f and (not string.match(f, '^%d+$') or #f > 16 or tonumber(f) >= 9007199254740992) then
+  return redis.error_reply('ZKFENCING ' .. KEYS[2] .. ' holds a value that is not a fencing counter (an integer below 2^53)')
+end
+local held = redis.call('get', KEYS[1])
+)lua" ZKCORO_FAIR_TYPES(3, 4) ZKCORO_FAIR_PURGE(3, 4) R"lua(local head = redis.call('lindex', KEYS[3], 0)
+for _ = 1, 100 do
+  if not head or redis.call('zscore', KEYS[4], head) then
+    break
+  end
+  redis.call('lpop', KEYS[3])
+  head = redis.call('lindex', KEYS[3], 0)
+end
+if held == ARGV[1] or (not held and (not head or head == ARGV[1])) then
+  if redis.call('zrem', KEYS[4], ARGV[1]) == 1 then
+    redis.call('lrem', KEYS[3], 1, ARGV[1])
+  end
+  local n = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if f and tonumber(f) + 1 > n then
+    n = tonumber(f) + 1
+  end
+  redis.call('set', KEYS[2], string.format('%d', n))
+  redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return {1, n}
+end
+if not redis.call('zscore', KEYS[4], ARGV[1]) then
+  redis.call('rpush', KEYS[3], ARGV[1])
+end
+redis.call('zadd', KEYS[4], now + tonumber(ARGV[3]), ARGV[1])
+local left = -1
+if head then
+  local hs = redis.call('zscore', KEYS[4], head)
+  if hs then
+    left = tonumber(hs) - now
+  end
+  if not held then
+    redis.pcall('publish', ARGV[4] .. string.match(head, '^[^:]*'), head)
+  end
+end
+return {0, redis.call('pttl', KEYS[1]), held or '', redis.call('lpos', KEYS[3], ARGV[1]), left})lua");
+    return s;
+}
+
+const lua_script& fair_release_script()
+{
+    static const lua_script s = with_sha(R"lua(local held = redis.call('get', KEYS[1])
+)lua" ZKCORO_FAIR_TYPES(2, 3) R"lua(local r = 0
+if held == ARGV[1] then
+  redis.call('del', KEYS[1])
+  r = 1
+end
+if redis.call('zrem', KEYS[3], ARGV[1]) == 1 then
+  redis.call('lrem', KEYS[2], 0, ARGV[1])
+end
+)lua" ZKCORO_FAIR_PURGE(2, 3) R"lua(if redis.call('exists', KEYS[1]) == 0 then
+  local head = redis.call('lindex', KEYS[2], 0)
+  if head then
+    local p = redis.pcall('publish', ARGV[2] .. string.match(head, '^[^:]*'), head)
+    if type(p) == 'table' and p.err then
+      return p.err
+    end
+  end
+end
+return r)lua");
+    return s;
+}
+
+#undef ZKCORO_FAIR_PURGE
+#undef ZKCORO_FAIR_TYPES
+
+std::string fair_prefix(std::string_view name)
+{
+    const auto open = name.find('{');
+    if (open != std::string_view::npos) {
+        const auto close = name.find('}', open + 1);
+        if (close != std::string_view::npos && close > open + 1)
+            return std::string(name);
+    }
+    return "{" + std::string(name) + "}";
+}
+
+bool fair_holder(std::string_view v)
+{
+    return v.size() > 2 && v.ends_with(":q") && publishing_holder(v.substr(0, v.size() - 2));
+}
+
 bool publishing_holder(std::string_view v)
 {
     if (v.size() < 40 || v[36] != ':')

@@ -17,7 +17,7 @@ namespace zkcoro::detail {
 
 // What a subscriber hears on its channel: the subscription is (again) in place, so anything
 // published from now on arrives (after a reconnection messages may have been missed: look
-// again), or a message.
+// again), or a message (its text comes with it; empty with `subscribed`).
 enum class channel_event { subscribed, message };
 
 class redis_impl : public std::enable_shared_from_this<redis_impl> {
@@ -34,7 +34,7 @@ public:
     // `script` must outlive the command (it is referred to until it is sent): a static string.
     void eval(const std::string& script, const std::string& sha1, command_args keys_and_args, int nkeys,
               std::shared_ptr<reply_op> op);
-    std::uint64_t subscribe(const std::string& channel, std::function<void(channel_event)> fn);
+    std::uint64_t subscribe(const std::string& channel, std::function<void(channel_event, std::string_view)> fn);
     void unsubscribe(const std::string& channel, std::uint64_t id);
     void connect(std::shared_ptr<op_state<>> op);
     void wait_state(redis_state known, std::shared_ptr<op_state<redis_state>> op);
@@ -71,7 +71,7 @@ private:
     std::shared_ptr<redis_link> sub_;
     std::vector<std::shared_ptr<op_state<>>> connect_waiters_;
     std::vector<std::pair<redis_state, std::shared_ptr<op_state<redis_state>>>> state_waiters_;
-    std::map<std::string, std::map<std::uint64_t, std::function<void(channel_event)>>> subs_;
+    std::map<std::string, std::map<std::uint64_t, std::function<void(channel_event, std::string_view)>>> subs_;
     std::uint64_t next_sub_ = 1;
     std::map<std::uint64_t, std::function<void()>> close_hooks_;
     std::uint64_t next_hook_ = 1;

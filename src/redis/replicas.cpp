@@ -19,7 +19,7 @@ namespace {
 // Whether the reply of the acquire or renew script says it wrote.
 bool wrote(const std::string& script, const redis_reply& r)
 {
-    if (&script == &acquire_script().text)
+    if (&script == &acquire_script().text || &script == &fair_acquire_script().text)
         return r.type == redis_reply::kind::array && !r.elements.empty() &&
                r.elements[0].type == redis_reply::kind::integer && r.elements[0].integer == 1;
     if (&script == &renew_script().text)
@@ -33,16 +33,21 @@ void eval_acked(redis_impl& rc, const std::string& script, const std::string& sh
                 int nkeys, std::shared_ptr<reply_op> op)
 {
     const int n = replica_acks(rc);
-    if (n <= 0 || (&script != &acquire_script().text && &script != &renew_script().text))
+    const bool fair = &script == &fair_acquire_script().text;
+    if (n <= 0 || (&script != &acquire_script().text && &script != &renew_script().text && !fair))
         return rc.eval(script, sha, keys_and_args, nkeys, std::move(op));
-    // An unconfirmed grant is given back: the acquire script's KEYS[1] and ARGV[1] (key, value).
+    // An unconfirmed grant is given back: the acquire script's KEYS[1] and ARGV[1] (key, value);
+    // a fair lock's with its queue and timeouts (KEYS[3], KEYS[4]) and channel prefix (ARGV[4]).
     std::vector<std::string> give_back;
     if (&script == &acquire_script().text && keys_and_args.size() >= 3)
         give_back = {std::string(keys_and_args[0]), std::string(keys_and_args[2]),
                      fmt::format("{}:released", keys_and_args[0])};
+    if (fair && keys_and_args.size() >= 8)
+        give_back = {std::string(keys_and_args[0]), std::string(keys_and_args[2]), std::string(keys_and_args[3]),
+                     std::string(keys_and_args[4]), std::string(keys_and_args[7])};
     std::weak_ptr<redis_impl> weak = rc.shared_from_this();
     auto after = std::make_shared<reply_op>(
-        [weak, op, n, &script, give_back = std::move(give_back)](error_code ec, redis_reply r) {
+        [weak, op, n, &script, fair, give_back = std::move(give_back)](error_code ec, redis_reply r) {
             auto self = weak.lock();
             if (!self || ec || !wrote(script, r))
                 return void(op->complete(ec, std::move(r)));
@@ -52,7 +57,7 @@ void eval_acked(redis_impl& rc, const std::string& script, const std::string& sh
             const auto timeout = self->opts.replica_ack_timeout;
             auto script_reply = std::make_shared<redis_reply>(std::move(r));
             auto waited = std::make_shared<reply_op>(
-                [weak, op, n, conn, timeout, script_reply, give_back](error_code wec, redis_reply wr) {
+                [weak, op, n, conn, timeout, script_reply, fair, give_back](error_code wec, redis_reply wr) {
                     auto s = weak.lock();
                     if (!s)
                         return void(op->complete(redis_errc::closed, std::move(*script_reply)));
@@ -71,8 +76,8 @@ void eval_acked(redis_impl& rc, const std::string& script, const std::string& sh
                             // Set on the master, not confirmed by the replicas: compare-and-delete
                             // (and PUBLISH the release), on this connection, before answering.
                             auto ignore = std::make_shared<reply_op>([](error_code, redis_reply) {}, s->strand);
-                            s->eval(release_script().text, release_script().sha, views_of(give_back), 1,
-                                    std::move(ignore));
+                            const auto& undo = fair ? fair_release_script() : release_script();
+                            s->eval(undo.text, undo.sha, views_of(give_back), fair ? 3 : 1, std::move(ignore));
                         }
                         // WAIT refused (an ACL user without WAIT): the server's refusal and its
                         // text, not replicas too slow.
