@@ -31,6 +31,7 @@
 
 #include <zkcoro/guard.hpp>
 #include <zkcoro/redis.hpp>
+#include <zkcoro/redis_fair_mutex.hpp>
 #include <zkcoro/redis_mutex.hpp>
 
 #include <boost/asio/as_tuple.hpp>
@@ -95,6 +96,7 @@ struct options {
     long start_at_ms = 0;
     long max_count = 10'000'000;
     long replica_acks = 0;  // redis_options::replica_acks (WAIT n after each grant and renewal)
+    bool fair = false;      // cross_process: zkcoro::redis_fair_mutex instead of redis_mutex
 };
 
 // "zkcoro_redis", or "zkcoro_redis_ackN" with --replica-acks N.
@@ -147,6 +149,8 @@ options parse_options(int argc, char** argv)
     add_integer(app, "--start-at-ms", o.start_at_ms, 0, 100'000'000'000'000, "EPOCH_MS",
                 "cross_process: start time, ms since the epoch; 0: at once");
     add_integer(app, "--max-count", o.max_count, 1, 100'000'000, "N", "cross_process: at most N holds");
+    app.add_flag("--fair", o.fair,
+                 "cross_process: the fair lock (zkcoro::redis_fair_mutex); PART impl=zkcoro_redis_fair");
     add_integer(app, "--replica-acks", o.replica_acks, 0, 16, "N",
                 "Grants wait for WAIT N (replicas of the server); RESULT impl=zkcoro_redis_ackN (default 0)");
     zkbench::parse_command_line(app, argc, argv);
@@ -177,8 +181,8 @@ options parse_options(int argc, char** argv)
             throw bench_error("--workloads: cross_process runs alone");
         if (o.key.empty() || o.log.empty())
             throw bench_error("cross_process needs --key and --log");
-    } else if (!o.key.empty() || !o.log.empty()) {
-        throw bench_error("--key and --log are for the cross_process workload only");
+    } else if (!o.key.empty() || !o.log.empty() || o.fair) {
+        throw bench_error("--key, --log and --fair are for the cross_process workload only");
     }
     if (o.keys < o.many_tasks * 2)
         throw bench_error("--keys must be at least twice --many-tasks (a key in flight is never drawn again)");
@@ -439,10 +443,10 @@ std::int64_t steady_ns()
     return std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now().time_since_epoch()).count();
 }
 
-asio::awaitable<void> cross_process(zkcoro::redis_client& rc, const options& o)
+template <class Lock>
+asio::awaitable<void> cross_process_on(Lock& m, const options& o)
 {
     auto ex = co_await asio::this_coro::executor;
-    zkcoro::redis_mutex m(rc, o.key, lock_options(o));
     if (o.start_at_ms > 0) {
         const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                 std::chrono::system_clock::now().time_since_epoch())
@@ -481,8 +485,21 @@ asio::awaitable<void> cross_process(zkcoro::redis_client& rc, const options& o)
     f.close();
     if (!f)
         throw bench_error(fmt::format("cannot write {}", o.log));
-    fmt::print("PART impl=zkcoro_redis workload=cross_process id={} ops={}\n", o.id, count);
+    fmt::print("PART impl=zkcoro_redis{} workload=cross_process id={} ops={}\n", o.fair ? "_fair" : "", o.id, count);
     std::fflush(stdout);
+}
+
+asio::awaitable<void> cross_process(zkcoro::redis_client& rc, const options& o)
+{
+    if (o.fair) {
+        zkcoro::redis_fair_mutex_options fo;
+        fo.ttl = std::chrono::milliseconds(o.ttl_ms);
+        zkcoro::redis_fair_mutex m(rc, o.key, fo);
+        co_await cross_process_on(m, o);
+    } else {
+        zkcoro::redis_mutex m(rc, o.key, lock_options(o));
+        co_await cross_process_on(m, o);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
