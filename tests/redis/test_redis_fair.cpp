@@ -2,16 +2,21 @@
 // across clients and tasks, mutual exclusion, rising fencing tokens, reentrancy, exclusion with a
 // redis_mutex on the same key, cancellation and deadline leave no queue entry, a crashed waiter
 // is skipped once its timeout has passed, a crashed holder's key expires and the head gets it,
-// bad input, and no key left but the fencing counter.
+// bad input, and no key left but the fencing counter. A crashed waiter: its client closed, or its
+// process (a forked child) killed with SIGKILL.
 #include <zkcoro/redis_fair_mutex.hpp>
 
 #include "redis_test_util.hpp"
 
 #include <algorithm>
+#include <csignal>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 using namespace rt;
 using zkcoro::error_code;
@@ -306,6 +311,74 @@ TEST_CASE("fair lock: a crashed waiter at the head is skipped once its timeout h
         MESSAGE("behind a crashed head (waiter timeout " << waiter_timeout.count() << " ms): released at "
                 << released_ms << " ms, granted at " << *granted_ms << " ms");
         CHECK(*granted_ms >= released_ms);
+        CHECK(*granted_ms < waiter_timeout.count() + 600);
+        bool empty = co_await queued(srv, n, 0);
+        CHECK(empty);
+        CHECK(existing(srv, n) == std::vector<std::string>{n.fencing});
+    });
+}
+
+// A waiter in a child process killed with SIGKILL (no leaving, no renewal of its place) is
+// skipped once its timeout has passed: the same as above with a real crash.
+TEST_CASE("fair lock: a waiter process killed with SIGKILL is skipped after its timeout")
+{
+    auto& srv = shared_redis();
+    asio::io_context ioc;
+    zktest::run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        const fair_names n(unique_key("killed-waiter"));
+        constexpr auto waiter_timeout = 600ms;
+        zkcoro::redis_client a(ex, srv.url()), b(ex, srv.url());
+        zkcoro::redis_fair_mutex ma(a, n.key, fair_opts(3000ms, waiter_timeout));
+        zkcoro::redis_fair_mutex mb(b, n.key, fair_opts(3000ms, waiter_timeout));
+        auto held = co_await ma.acquire(1s);
+        REQUIRE(held);
+        const pid_t child = ::fork();
+        if (child == 0) {
+            // The child waits for the lock until it is killed (bounded: 15 s), and never returns
+            // into the test runner.
+            try {
+                asio::io_context cio;
+                zkcoro::redis_client rc(cio.get_executor(), srv.url());
+                zkcoro::redis_fair_mutex m(rc, n.key, fair_opts(3000ms, waiter_timeout));
+                asio::co_spawn(cio, [&]() -> asio::awaitable<void> { (void)co_await m.acquire(10s); }, asio::detached);
+                cio.run_for(15s);
+            } catch (...) {
+            }
+            std::_Exit(0);
+        }
+        REQUIRE(child > 0);
+        struct reap {
+            pid_t pid;
+            ~reap()
+            {
+                ::kill(pid, SIGKILL);
+                ::waitpid(pid, nullptr, 0);
+            }
+        } reaper{child};
+        bool one = co_await queued(srv, n, 1);
+        REQUIRE(one);
+        std::optional<std::int64_t> granted_ms;
+        auto t0 = std::chrono::steady_clock::now();
+        event granted(ex);
+        asio::co_spawn(ex, [&]() -> asio::awaitable<void> {
+            auto g = co_await mb.acquire(10s);
+            if (g) {
+                granted_ms = ms_since(t0);
+                co_await g->release();
+            }
+            granted.fire();
+        }, asio::detached);
+        bool two = co_await queued(srv, n, 2);
+        REQUIRE(two);
+        ::kill(child, SIGKILL);
+        co_await held->release();
+        const auto released_ms = ms_since(t0);
+        bool got = co_await granted.wait(3s);
+        REQUIRE(got);
+        REQUIRE(granted_ms);
+        MESSAGE("behind a SIGKILLed head (waiter timeout " << waiter_timeout.count() << " ms): released at "
+                << released_ms << " ms, granted at " << *granted_ms << " ms");
         CHECK(*granted_ms < waiter_timeout.count() + 600);
         bool empty = co_await queued(srv, n, 0);
         CHECK(empty);
