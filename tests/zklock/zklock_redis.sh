@@ -3,7 +3,7 @@
 # started ($ZKCORO_TEST_REDIS, $ZKCORO_TEST_REDIS_PORT): the command's environment and exit
 # status, --nonblock against a holder, the lock lost while the command runs (exit 70, the command
 # terminated), bad or unreachable servers (64, 69), no password in any message, other schemes
-# and keys named like a subcommand (zklock run KEY).
+# and keys named like a subcommand (zklock run KEY), --fair's order.
 #   zklock_redis.sh ZKLOCK
 set -uo pipefail
 zklock=$1
@@ -253,6 +253,27 @@ rc=$?
 grep -q "run status -- COMMAND" "$tmp/err" || fail "status -- COMMAND: no hint at 'run status': $(cat "$tmp/err")"
 "$zklock" -c "$url" "$key" run "$key" -- true 2>"$tmp/err"
 [ $? -eq 64 ] || fail "LOCKPATH before and after run: not a usage error"
+
+# 13. --fair (issue 35): three zklocks queued behind a holder, each started once the one before it
+# is in the queue, run their commands in that order; then nothing is left but the counter.
+fkey="zklock-fair-$$"
+"$zklock" -c "$url" --fair "$fkey" -- sh -c "touch $tmp/fair-holding; sleep 1" &
+holder=$!
+for _ in $(seq 1 100); do [ -e "$tmp/fair-holding" ] && break; sleep 0.05; done
+[ -e "$tmp/fair-holding" ] || fail "--fair: the holder did not start its command within 5 s"
+: >"$tmp/fair.out"
+waiters=()
+for i in 1 2 3; do
+    "$zklock" -c "$url" --fair -t 10 "$fkey" -- sh -c "echo $i >>$tmp/fair.out" &
+    waiters+=($!)
+    for _ in $(seq 1 100); do [ "$(rcli LLEN "{$fkey}:queue")" = "$i" ] && break; sleep 0.02; done
+    [ "$(rcli LLEN "{$fkey}:queue")" = "$i" ] || fail "--fair: waiter $i is not queued within 2 s"
+done
+wait "$holder" || fail "--fair: the holder exited with $?"
+for w in "${waiters[@]}"; do wait "$w" || fail "--fair: a waiter exited with $?"; done
+[ "$(tr '\n' ' ' <"$tmp/fair.out")" = "1 2 3 " ] || fail "--fair: ran in the order '$(tr '\n' ' ' <"$tmp/fair.out")', expected 1 2 3"
+[ "$(rcli EXISTS "$fkey" "{$fkey}:queue" "{$fkey}:timeouts")" = 0 ] || fail "--fair: a key other than the counter is left"
+[ "$(rcli EXISTS "{$fkey}:fencing")" = 1 ] || fail "--fair: no fencing counter {$fkey}:fencing"
 
 if [ "$failures" -gt 0 ]; then
     echo "zklock_redis: $failures failure(s)" >&2

@@ -108,6 +108,9 @@ void add_lock_options(CLI::App& app, options& o, cli_values& v)
                                "held (default 10)")
                     ->type_name("SECONDS")
                     ->check(seconds_validator(86400, "a number of seconds"));
+    app.add_flag("--fair", o.redis_fair,
+                 "With -c redis://...: the fair lock, waiters granted in arrival order across processes (a "
+                 "ZooKeeper lock always is)");
     auto* rev_opt = app.add_flag("--revocable", o.revocable,
                                  "Take revocation requests (Curator's makeRevocable; `zklock revoke`, Curator's "
                                  "Revoker): the lock node then stores no data");

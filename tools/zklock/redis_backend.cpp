@@ -1,9 +1,10 @@
 // The Redis backend of a run (lock_backend.hpp), for -c redis://... and redis+sentinel://...: a
-// redis_mutex on the key LOCKPATH. Redis keeps no queue: there is no waiting line to show. The
+// redis_mutex on the key LOCKPATH (--fair: a redis_fair_mutex). There is no waiting line to show. The
 // still-held check is a PING; the lease is the key's TTL, renewed every third of it while held.
 #ifdef ZKLOCK_REDIS
 #include "lock_backend.hpp"
 
+#include <zkcoro/redis_fair_mutex.hpp>
 #include <zkcoro/redis_mutex.hpp>
 
 #include <boost/asio/as_tuple.hpp>
@@ -117,7 +118,8 @@ std::string redis_refusal(const boost::system::system_error& e, const std::strin
     return e.code().message() + std::string(what.substr(head.size(), what.size() - head.size() - tail.size()));
 }
 
-asio::awaitable<acquired> redis_acquire(zkcoro::redis_mutex& m, zkcoro::redis_client& rc, clock::duration wait)
+asio::awaitable<acquired> redis_acquire(zkcoro::basic_mutex<zkcoro::redis_lock_backend>& m, const std::string& key,
+                                        zkcoro::redis_client& rc, clock::duration wait)
 {
     acquired out;
     // The throwing form: its error carries the server's text (an ACL refusal, NOREPLICAS, ...).
@@ -126,7 +128,7 @@ asio::awaitable<acquired> redis_acquire(zkcoro::redis_mutex& m, zkcoro::redis_cl
             out.guards.push_back(std::move(*g));
     } catch (const boost::system::system_error& e) {
         out.ec = e.code();
-        out.what = escape(redis_refusal(e, m.key()));  // the server's text may echo the key's bytes
+        out.what = escape(redis_refusal(e, key));  // the server's text may echo the key's bytes
     }
     // Replicas that did not confirm in time, or none to confirm (issue 32 item 11): ROLE tells.
     bool no_replica = false;
@@ -176,9 +178,15 @@ public:
 
     void make_lock() override
     {
+        if (o_.redis_fair) {
+            zkcoro::redis_fair_mutex_options fo;
+            fo.ttl = o_.redis_ttl;
+            lock_ = &fair_.emplace(rc_, o_.lock_path, fo);
+            return;
+        }
         zkcoro::redis_mutex_options ro;
         ro.ttl = o_.redis_ttl;
-        mutex_.emplace(rc_, o_.lock_path, ro);
+        lock_ = &mutex_.emplace(rc_, o_.lock_path, ro);
     }
 
     asio::awaitable<zkcoro::error_code> connect() override { return redis_connect(rc_, o_); }
@@ -198,7 +206,7 @@ public:
                                   escape(rc_.url().master_name), escape(rc_.server())));
     }
 
-    asio::awaitable<acquired> acquire(clock::duration wait, bool) override { return redis_acquire(*mutex_, rc_, wait); }
+    asio::awaitable<acquired> acquire(clock::duration wait, bool) override { return redis_acquire(*lock_, o_.lock_path, rc_, wait); }
     std::string acquire_failure(const acquired& got) const override { return got.what; }
 
     asio::awaitable<zkcoro::error_code> probe(zkcoro::guard&) override { return redis_ping(rc_); }
@@ -214,7 +222,9 @@ public:
 
     bool close(asio::io_context& ioc) override
     {
+        lock_ = nullptr;
         mutex_.reset();
+        fair_.reset();
         // The close writes out what is queued (a cancelled acquisition's take-back of a key it may
         // have set) and ends the connection after the replies, 1 s at most: run until then (run_for
         // returns as soon as nothing is left to do).
@@ -229,6 +239,8 @@ private:
 
     zkcoro::redis_client rc_;
     std::optional<zkcoro::redis_mutex> mutex_;
+    std::optional<zkcoro::redis_fair_mutex> fair_;  // --fair
+    zkcoro::basic_mutex<zkcoro::redis_lock_backend>* lock_ = nullptr;  // the one of the two
 };
 
 }  // namespace

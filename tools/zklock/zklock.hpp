@@ -57,6 +57,9 @@ struct options {
     std::chrono::milliseconds session_timeout{10000};
     // With a redis:// connect string: the key's TTL (renewed every third of it while held).
     std::chrono::milliseconds redis_ttl{10000};
+    // --fair with a redis:// connect string: the fair lock (zkcoro::redis_fair_mutex), whose
+    // waiters are granted in arrival order (a ZooKeeper lock always is).
+    bool redis_fair = false;
     std::string session_file;  // hidden, for tests: "<id hex> <password hex>\n" once connected
     // --revocable: the lock node takes revocation requests (Curator's makeRevocable); what to
     // do to the command when one comes (--on-revoke term|ignore).
