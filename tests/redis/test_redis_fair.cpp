@@ -418,6 +418,43 @@ TEST_CASE("fair lock: a crashed holder's key expires and the next waiter is gran
     });
 }
 
+// A key with a hash tag keeps it: the other keys are the key itself plus a suffix (all on the
+// tag's slot); the fencing counter is then redis_mutex's K:fencing.
+TEST_CASE("fair lock: a key with a hash tag names the other keys after itself")
+{
+    auto& srv = shared_redis();
+    asio::io_context ioc;
+    zktest::run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        const std::string key = "job:{" + unique_key("tag") + "}:lock";
+        zkcoro::redis_client rc(ex, srv.url());
+        zkcoro::redis_fair_mutex m(rc, key, fair_opts(3000ms));
+        auto held = co_await m.acquire(1s);
+        REQUIRE(held);
+        event done(ex);
+        asio::co_spawn(ex, [&]() -> asio::awaitable<void> {
+            auto g = co_await m.acquire(5s);
+            if (g)
+                co_await g->release();
+            done.fire();
+        }, asio::detached);
+        bool in_queue = false;
+        for (int i = 0; i < 400 && !in_queue; ++i) {
+            in_queue = count_of(srv, cmd("LLEN", key + ":queue")) == 1;
+            if (!in_queue)
+                co_await pause(5ms);
+        }
+        CHECK(in_queue);
+        CHECK(count_of(srv, cmd("ZCARD", key + ":timeouts")) == 1);
+        CHECK(count_of(srv, cmd("EXISTS", key + ":fencing")) == 1);
+        CHECK(count_of(srv, cmd("EXISTS", "{" + key + "}:queue")) == 0);
+        co_await held->release();
+        bool finished = co_await done.wait(3s);
+        CHECK(finished);
+        CHECK(count_of(srv, cmd("EXISTS", key, key + ":queue", key + ":timeouts")) == 0);
+    });
+}
+
 // Bad keys and timeouts, and a queue key of another type, fail with a code that says which, and
 // change nothing.
 TEST_CASE("fair lock: bad input gets bad_key, bad_ttl or wrong_type")
