@@ -2,8 +2,8 @@
 // across clients and tasks, mutual exclusion, rising fencing tokens, reentrancy, exclusion with a
 // redis_mutex on the same key, cancellation and deadline leave no queue entry, a crashed waiter
 // is skipped once its timeout has passed, a crashed holder's key expires and the head gets it,
-// bad input, and no key left but the fencing counter. A crashed waiter: its client closed, or its
-// process (a forked child) killed with SIGKILL.
+// the lost signal, a hash-tagged key, bad input, and no key left but the fencing counter. A
+// crashed waiter: its client closed, or its process (a forked child) killed with SIGKILL.
 #include <zkcoro/redis_fair_mutex.hpp>
 
 #include "redis_test_util.hpp"
@@ -452,6 +452,37 @@ TEST_CASE("fair lock: a key with a hash tag names the other keys after itself")
         bool finished = co_await done.wait(3s);
         CHECK(finished);
         CHECK(count_of(srv, cmd("EXISTS", key, key + ":queue", key + ":timeouts")) == 0);
+    });
+}
+
+// The lost signal, as redis_mutex's: the key deleted under the holder (an operator, an expiry)
+// is found by the next renewal (every third of the TTL), and the guard reports the loss.
+TEST_CASE("fair lock: a holder whose key is deleted under it is told by its lost signal")
+{
+    auto& srv = shared_redis();
+    asio::io_context ioc;
+    zktest::run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        const fair_names n(unique_key("lost"));
+        zkcoro::redis_client rc(ex, srv.url());
+        zkcoro::redis_fair_mutex m(rc, n.key, fair_opts(600ms));
+        auto g = co_await m.acquire(1s);
+        REQUIRE(g);
+        CHECK_FALSE(g->lost());
+        srv.command(cmd("DEL", n.key));
+        const auto t0 = std::chrono::steady_clock::now();
+        event lost(ex);
+        error_code lost_ec;
+        g->async_wait_lost([&](error_code ec) {
+            lost_ec = ec;
+            lost.fire();
+        });
+        const bool told = co_await lost.wait(1500ms);
+        REQUIRE(told);
+        MESSAGE("the loss was signalled " << ms_since(t0) << " ms after the DEL (TTL 600 ms, renewed every 200 ms)");
+        CHECK(lost_ec == zkcoro::client_errc::lock_lost);
+        CHECK(g->lost());
+        CHECK(ms_since(t0) < 600);
     });
 }
 
