@@ -12,6 +12,7 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -79,6 +80,7 @@ struct semaphore_state {
 
 namespace {
 
+using namespace asio::experimental::awaitable_operators;
 using leases_result = std::tuple<error_code, std::optional<std::vector<guard>>>;
 
 owner_id fresh_owner(semaphore_state& s)
@@ -102,21 +104,45 @@ asio::awaitable<void> drop_lost(std::vector<guard>& got)
     }
 }
 
-// Leases until `got` has n, one after another, by one holder of the entry mutex: a lease node
-// queued until there is room for it. A lease lost meanwhile is given back and taken again.
-asio::awaitable<error_code> top_up(std::shared_ptr<semaphore_state> s, std::vector<guard>& got, int n,
-                                   clock::time_point deadline)
+// The two waits of top_up, each a coroutine of `||` that lets a partial cancellation through (the
+// state co_spawn gives lets terminal cancellation through only).
+asio::awaitable<std::tuple<error_code, std::optional<guard>>> one_lease(std::shared_ptr<semaphore_state> s, owner_id owner,
+                                                                        clock::duration timeout)
 {
+    co_await asio::this_coro::reset_cancellation_state(asio::enable_partial_cancellation());
+    co_return co_await s->leases->async_acquire(owner, timeout, use_tuple);
+}
+
+asio::awaitable<std::tuple<error_code>> entry_loss(guard& entry)
+{
+    co_await asio::this_coro::reset_cancellation_state(asio::enable_partial_cancellation());
+    co_return co_await entry.async_wait_lost(use_tuple);
+}
+
+// Leases until `got` has n, one after another, by one holder of the entry mutex: a lease node
+// queued until there is room for it. A lease lost meanwhile is given back and taken again. Ends
+// early when the entry mutex is lost (true): another acquisition may be inside then, and two that
+// each hold part of what they need would wait for each other (tests/sim: seed 158 of the
+// semaphore's W case with faults).
+asio::awaitable<std::tuple<error_code, bool>> top_up(std::shared_ptr<semaphore_state> s, std::vector<guard>& got, int n,
+                                                     clock::time_point deadline, guard& entry)
+{
+    using result = std::tuple<error_code, bool>;
     while (static_cast<int>(got.size()) < n) {
-        auto [ec, lease] = co_await s->leases->async_acquire(fresh_owner(*s), remaining(deadline), use_tuple);
+        if (entry.lost())
+            co_return result{error_code{}, true};
+        auto r = co_await (one_lease(s, fresh_owner(*s), remaining(deadline)) || entry_loss(entry));
+        if (r.index() == 1)
+            co_return result{error_code{}, true};  // lost (a release is ours, after this)
+        auto [ec, lease] = std::get<0>(std::move(r));
         if (ec)
-            co_return ec;
+            co_return result{ec, false};
         if (!lease)
-            co_return error_code{};  // the deadline
+            co_return result{};  // the deadline
         got.push_back(std::move(*lease));
         co_await drop_lost(got);
     }
-    co_return error_code{};
+    co_return result{};
 }
 
 // Reads the shared count into max_leases. A lost connection or session is waited out until the
@@ -177,13 +203,22 @@ asio::awaitable<leases_result> acquire_n(std::shared_ptr<semaphore_state> s, int
         auto [ec, entry] = co_await s->locks.async_acquire(fresh_owner(*s), remaining(deadline), use_tuple);
         if (ec || !entry)
             co_return leases_result{ec, std::nullopt};
-        auto lec = co_await top_up(s, got, n, deadline);
+        auto [lec, entry_lost] = co_await top_up(s, got, n, deadline, *entry);
         co_await entry->async_release(use_tuple);
-        if (lec || static_cast<int>(got.size()) < n)
+        if (entry_lost)
+            got.clear();  // given back (the guards go), so that whoever entered since can finish
+        else if (lec || static_cast<int>(got.size()) < n)
             co_return leases_result{lec, std::nullopt};
         co_await drop_lost(got);
         if (static_cast<int>(got.size()) == n)
             co_return leases_result{error_code{}, std::move(got)};
+        // Round again only if still wanted: a cancellation that came meanwhile ends it (the walks
+        // of the next round would not see it; tests/sim: seed 197 of the cancellation case).
+        const bool stop = co_await cancelled();
+        if (stop)
+            co_return leases_result{asio::error::operation_aborted, std::nullopt};
+        if (clock::now() >= deadline)
+            co_return leases_result{error_code{}, std::nullopt};
     }
 }
 

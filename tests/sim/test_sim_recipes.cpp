@@ -779,19 +779,18 @@ TEST_CASE("zkcoro::semaphore on the simulated ZooKeeper with faults: at most 2 l
     CHECK(sum["granted"] > 0);
 }
 
-// W under faults (quiet_grant_check in the case above) breaks in 26 of seeds 21-~950 (seeds 1-20
-// hold it), by a liveness bug of src/recipes/semaphore.cpp, not fixed: top_up goes on taking
-// leases when the entry lock it holds is lost (its session expired, or may have), so another
-// acquisition enters and queues leases beside it; two acquire(2) then hold one lease each and wait
-// for each other until a deadline (for ever without one), as the W bug fixed in b2733d0 did. Seed
-// 158: p0 holds the entry lock and lease 40, waiting for a second; both are lost at 55.79 s (not
-// reconnected in time), its session expires at 59.83 s; its lease walk goes on in the new session
-// (lease 51 granted, 53 queued) while p2 takes the entry lock (36) and holds lease 52, waiting for a
-// second: from 62.03 s every client connected, nobody granted, until p0's deadline at 64.09 s. The
-// case runs seeds 158, 189 and 375 (158 under the sanitizers; each with an entry lock lost before
-// the stall) and must fail until the bug is fixed.
-TEST_CASE("zkcoro::semaphore with faults: a free lease with waiters is granted within W (the lost entry lock)"
-          * doctest::should_fail())
+// W under faults broke in 26 of seeds 21-~950 (seeds 1-20 held it) by a liveness bug of
+// src/recipes/semaphore.cpp, fixed: top_up went on taking leases when the entry lock it held was
+// lost (its session expired, or may have), so another acquisition entered and queued leases beside
+// it; two acquire(2) then held one lease each and waited for each other until a deadline (for ever
+// without one), as the W bug fixed in b2733d0 did. Seed 158: p0 held the entry lock and lease 40,
+// waiting for a second; both were lost at 55.79 s (not reconnected in time), its session expired at
+// 59.83 s; its lease walk went on in the new session (lease 51 granted, 53 queued) while p2 took the
+// entry lock (36) and held lease 52, waiting for a second: from 62.03 s every client connected,
+// nobody granted, until p0's deadline at 64.09 s. Now top_up ends when the entry lock is lost and
+// its leases are given back before it enters again. The case runs seeds 158, 189 and 375 (158
+// under the sanitizers; each with an entry lock lost before the stall).
+TEST_CASE("zkcoro::semaphore with faults: a free lease with waiters is granted within W (the lost entry lock)")
 {
     const char* env = "ZKCORO_SIM_SEM_FAULT_W_SEEDS";
 #ifdef ZKTEST_SANITIZED
@@ -887,20 +886,17 @@ TEST_CASE("zkcoro::semaphore without faults, some acquisitions of 2 leases: a fr
     CHECK(sum.broke == 0);
 }
 
-// A cancelled acquisition runs on to its deadline: acquire_n (src/recipes/semaphore.cpp) goes
-// round again after a cancellation without asking whether it was cancelled (leases lost while the
-// entry lock's release was awaited are taken again; top_up's next lease after one that raced the
-// cancellation), and a walk started after the cancellation does not see it: it runs until granted
-// or to the deadline (for ever without one), and the caller may get a time-out, not
-// operation_aborted. Seed 197 of the cancellation case: p2's acquire(2) took its two leases, met
-// a lost connection at 0.174 s while releasing the entry lock, was cancelled at 0.184 s; its
-// session expired (7.20 s), both leases were lost, it took the entry lock again and ended timed
-// out at its deadline, 20.20 s: 20.02 s after its cancellation (C_S, 27.01 s, held only because
-// the deadline came first; soak of seeds 11-1349: 5 such, at most 20.02 s). Not fixed
-// (semaphore.cpp is another change's); the multi-lock asks after its roll-back. This case must
-// fail until it is.
-TEST_CASE("zkcoro::semaphore with faults and cancellations: a cancelled acquisition ends as cancelled (seed 197)"
-          * doctest::should_fail())
+// A cancelled acquisition ran on to its deadline (fixed): acquire_n (src/recipes/semaphore.cpp)
+// went round again after a cancellation without asking whether it was cancelled (leases lost while
+// the entry lock's release was awaited are taken again), and a walk started after the cancellation
+// does not see it: it ran until granted or to the deadline (for ever without one), and the caller
+// could get a time-out, not operation_aborted. Seed 197 of the cancellation case: p2's acquire(2)
+// took its two leases, met a lost connection at 0.174 s while releasing the entry lock, was
+// cancelled at 0.184 s; its session expired (7.20 s), both leases were lost, it took the entry lock
+// again and ended timed out at its deadline, 20.20 s: 20.02 s after its cancellation (C_S, 27.01 s,
+// held only because the deadline came first; soak of seeds 11-1349: 5 such, at most 20.02 s). Now
+// acquire_n asks cancelled() before it goes round, as the multi-lock does after its roll-back.
+TEST_CASE("zkcoro::semaphore with faults and cancellations: a cancelled acquisition ends as cancelled (seed 197)")
 {
     const char* env = "ZKCORO_SIM_SEM_C_SEEDS";
     const auto sum = zksim::sweep("sim semaphore cancellation taken again", env, zksim::seeds_of(env, {197}),
