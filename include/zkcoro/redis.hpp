@@ -24,7 +24,7 @@ namespace zkcoro {
 
 /// Errors of the Redis connection and lock (category "zkcoro.redis").
 enum class redis_errc {
-    bad_url = 1,         ///< not redis://[[user]:password@]host:port[/db] nor redis+sentinel://...
+    bad_url = 1,         ///< not redis://[[user]:password@]host:port[/db], redis+sentinel://... nor redis+cluster://...
     connect_failed,      ///< the TCP connection could not be made (refused, unreachable, timed out)
     auth_failed,         ///< AUTH was refused (wrong or missing user or password)
     not_redis,           ///< the peer does not speak Redis' protocol
@@ -63,6 +63,10 @@ inline error_code make_error_code(redis_errc e) noexcept { return {static_cast<i
 /// redis+sentinel://[[user]:password@]host:port[,host:port...]/MASTER[/db]: the sentinels to ask
 /// for the master named MASTER (port 26379 when left out); the credentials are the master's (and
 /// its replicas'), the sentinels are asked without any.
+/// redis+cluster://[[user]:password@]host:port[,host:port...]: seed nodes of a Redis Cluster
+/// (port 6379 when left out), any of them, master or replica: the client asks them for the slot
+/// map and talks to every master (each command to the master of its key's slot). The credentials
+/// are every node's; there is no /db (a cluster has database 0 only).
 /// The scheme is case-insensitive; rediss:// (TLS) is refused: Debian's hiredis 0.14 has no TLS.
 struct redis_url {
     /// A sentinel's address.
@@ -77,6 +81,7 @@ struct redis_url {
     int db = 0;  ///< the database SELECTed after connecting
     std::vector<endpoint> sentinels;  ///< redis+sentinel:// only: the sentinels, in the order asked
     std::string master_name;          ///< redis+sentinel:// only: the master's name
+    std::vector<endpoint> cluster_nodes;  ///< redis+cluster:// only: the seed nodes, in the order asked
 };
 /// Parses and checks `text`. On failure, ec is redis_errc::bad_url and `why` says what is wrong
 /// (the URL in it with its password shown as ***, see redact_url).

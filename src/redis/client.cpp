@@ -1,4 +1,5 @@
 // redis_client: the facade, the URL, the error category and the subscriptions.
+#include "redis/cluster.hpp"
 #include "redis/redis_impl.hpp"
 #include "redis/sentinel.hpp"
 
@@ -28,8 +29,9 @@ public:
     {
         switch (static_cast<redis_errc>(ev)) {
         case redis_errc::bad_url:
-            return "not a Redis URL: redis://[[user]:password@]host:port[/db] or "
-                   "redis+sentinel://[[user]:password@]host:port[,host:port...]/MASTER[/db]";
+            return "not a Redis URL: redis://[[user]:password@]host:port[/db], "
+                   "redis+sentinel://[[user]:password@]host:port[,host:port...]/MASTER[/db] or "
+                   "redis+cluster://[[user]:password@]host:port[,host:port...]";
         case redis_errc::connect_failed: return "cannot connect to the Redis server";
         case redis_errc::auth_failed: return "the Redis server refused the user name or password";
         case redis_errc::not_redis: return "the server does not speak Redis' protocol";
@@ -169,6 +171,8 @@ void redis_impl::log(log_level level, std::string_view message) const
 
 error_code redis_impl::closed_reason() const
 {
+    if (cluster_)
+        return cluster_->last_code();
     return cmd_ && cmd_->last_code() ? cmd_->last_code() : error_code(redis_errc::closed);
 }
 
@@ -187,6 +191,12 @@ void redis_impl::on_state(redis_state s)
     if (s == redis_state::closed && cmd_ && !cmd_->last_error().empty()) {
         std::lock_guard lk(error_m);
         error_text = cmd_->last_error();
+    }
+    if (cluster_ && (s == redis_state::connected || (s == redis_state::closed && !cluster_->last_error().empty()))) {
+        connects = cluster_->connects;
+        std::lock_guard lk(error_m);
+        (s == redis_state::connected ? server_text : error_text) =
+            s == redis_state::connected ? cluster_->server() : cluster_->last_error();
     }
     if (s == redis_state::connected || s == redis_state::closed) {
         auto waiters = std::move(connect_waiters_);
@@ -218,6 +228,8 @@ void redis_impl::connect(std::shared_ptr<op_state<>> op)
         return void(op->fail(closed_reason()));
     op->bind_cancellation();
     connect_waiters_.push_back(std::move(op));
+    if (!url.cluster_nodes.empty())
+        return start_cluster();
     if (!cmd_) {
         std::weak_ptr<redis_impl> w = shared_from_this();
         redis_link::hooks h;
@@ -239,6 +251,10 @@ void redis_impl::exec(command_args args, std::shared_ptr<reply_op> op, const std
     if (url_ec)
         return void(op->fail(url_ec));
     if (!cmd_) {
+        // redis+cluster://: routed by key (a client of one server or of sentinels comes here at
+        // its first command only: routing costs it nothing).
+        if (!url.cluster_nodes.empty())
+            return cluster_exec(args, std::move(op), script);
         // The first command connects.
         auto c = detail::make_pooled<op_state<>>([](error_code) {}, strand);
         connect(std::move(c));
@@ -282,6 +298,8 @@ std::shared_ptr<redis_link> redis_impl::sub_link()
         };
         if (!url.sentinels.empty())
             set_sentinel_hooks(h, strand, url, opts);
+        if (!url.cluster_nodes.empty())
+            set_cluster_seed_hooks(h, url);  // PUBLISH reaches every node of a cluster
         sub_ = std::make_shared<redis_link>(strand, url, opts, true, std::move(h));
         sub_->start();
     }
@@ -399,6 +417,8 @@ void redis_impl::close()
         fn();
     if (cmd_)
         cmd_->close();
+    if (cluster_)
+        cluster_->close();
     if (sub_)
         sub_->close();
     if (watcher_)

@@ -2,6 +2,7 @@
 // for the release notification (or the key's TTL) when it is taken, and whose holder renews the
 // key's TTL until the release deletes it.
 #include "redis/backend.hpp"
+#include "redis/cluster.hpp"
 
 #include <zkcoro/detail/access.hpp>
 #include <zkcoro/guard.hpp>
@@ -315,6 +316,10 @@ mutex_options engine_options(const redis_mutex_options& o)
 std::shared_ptr<detail::lock_object> make_lock_object(redis_client& c, std::string key, const redis_mutex_options& opts)
 {
     auto impl = detail::access::redis_of(c);
+    // On a cluster every key of the lock must share one slot: a key without a hash tag gets its
+    // own name as its tag ({key}, {key}:fencing, {key}:released). Elsewhere the key is as given.
+    if (!impl->url.cluster_nodes.empty() && !key.empty())
+        key = detail::cluster_lock_key(key);
     auto backend = std::make_shared<detail::redis_backend>(impl, key, opts);
     return std::make_shared<detail::lock_object>(std::move(backend), impl->strand, std::move(key),
                                                  engine_options(opts), redis_recipe());

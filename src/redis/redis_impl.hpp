@@ -15,6 +15,8 @@
 
 namespace zkcoro::detail {
 
+class cluster_router;
+
 // What a subscriber hears on its channel: the subscription is (again) in place, so anything
 // published from now on arrives (after a reconnection messages may have been missed: look
 // again), or a message (its text comes with it; empty with `subscribed`).
@@ -54,6 +56,8 @@ public:
     std::atomic<redis_state> state{redis_state::idle};
     std::atomic<std::uint64_t> connects{0}, sent{0};
     std::atomic<std::uint64_t> failovers{0};  // +switch-master announcements followed
+    // redis+cluster:// (tests): the router, null before the first command or connect.
+    const cluster_router* cluster() const noexcept { return cluster_.get(); }
     std::mutex error_m;
     std::string error_text;  // why the client closed (bad URL, first connection failed); guarded by error_m
     std::string server_text;  // HOST:PORT of the last connection (server()); guarded by error_m
@@ -65,10 +69,14 @@ private:
     void on_push(const redis_reply& r);
     std::shared_ptr<redis_link> sub_link();
     void watch();  // redis+sentinel://: follow +switch-master
+    void start_cluster();  // redis+cluster://: the router instead of the command link
+    void cluster_exec(command_args args, std::shared_ptr<reply_op> op, const std::string* script);
 
     std::shared_ptr<redis_link> watcher_;
     std::shared_ptr<redis_link> cmd_;
     std::shared_ptr<redis_link> sub_;
+    // redis+cluster:// only (then cmd_ stays null): the slot map and a link per master.
+    std::shared_ptr<cluster_router> cluster_;
     std::vector<std::shared_ptr<op_state<>>> connect_waiters_;
     std::vector<std::pair<redis_state, std::shared_ptr<op_state<redis_state>>>> state_waiters_;
     std::map<std::string, std::map<std::uint64_t, std::function<void(channel_event, std::string_view)>>> subs_;

@@ -1,4 +1,5 @@
-// parse_redis_url: redis:// (one server) and redis+sentinel:// (the sentinels of a master);
+// parse_redis_url: redis:// (one server), redis+sentinel:// (the sentinels of a master) and
+// redis+cluster:// (seed nodes of a Redis Cluster);
 // redact_url: a URL or connect string as messages show it (no password).
 #include <zkcoro/redis.hpp>
 
@@ -137,10 +138,13 @@ redis_url parse_redis_url(std::string_view text, error_code& ec, std::string* wh
     };
     constexpr std::string_view scheme = "redis://";
     constexpr std::string_view sentinel_scheme = "redis+sentinel://";
-    constexpr std::string_view forms = "redis://[[USER]:PASSWORD@]HOST:PORT[/DB] or "
-                                       "redis+sentinel://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER[/DB]";
+    constexpr std::string_view cluster_scheme = "redis+cluster://";
+    constexpr std::string_view forms = "redis://[[USER]:PASSWORD@]HOST:PORT[/DB], "
+                                       "redis+sentinel://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER[/DB] or "
+                                       "redis+cluster://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT...]";
     const bool sentinel = starts_nocase(sentinel_scheme);
-    if (!sentinel && !starts_nocase(scheme)) {
+    const bool cluster = !sentinel && starts_nocase(cluster_scheme);
+    if (!sentinel && !cluster && !starts_nocase(scheme)) {
         // Say which schemes there are, whatever was given (the scheme, if any, is no secret).
         const auto sep = text.find("://");
         const auto given = sep == std::string_view::npos ? std::string() : lower(text.substr(0, sep));
@@ -150,6 +154,14 @@ redis_url parse_redis_url(std::string_view text, error_code& ec, std::string* wh
             return bad(fmt::format("TLS is not supported by Debian's hiredis 0.14: use redis+sentinel:// (through a "
                                    "TLS tunnel if needed); the supported forms are {}",
                                    forms));
+        if (given == "rediss+cluster")
+            return bad(fmt::format("TLS is not supported by Debian's hiredis 0.14: use redis+cluster:// (through a "
+                                   "TLS tunnel if needed); the supported forms are {}",
+                                   forms));
+        if (given == "cluster" || given == "redis-cluster" || given == "redis+clusters")
+            return bad(fmt::format("the scheme '{}://' is not supported: Redis Cluster URLs are "
+                                   "redis+cluster://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT...]",
+                                   given));
         if (given == "sentinel" || given == "redis-sentinel" || given == "sentinels")
             return bad(fmt::format("the scheme '{}://' is not supported: Sentinel URLs are "
                                    "redis+sentinel://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER[/DB]",
@@ -158,11 +170,12 @@ redis_url parse_redis_url(std::string_view text, error_code& ec, std::string* wh
             return bad(fmt::format("the scheme '{}://' is not supported: use {} (unix sockets and TLS are not "
                                    "supported)",
                                    given, forms));
-        return bad(fmt::format("it must start with redis:// or redis+sentinel://: {} (unix sockets and TLS are not "
+        return bad(fmt::format("it must start with redis://, redis+sentinel:// or redis+cluster://: {} (unix sockets "
+                               "and TLS are not "
                                "supported)",
                                forms));
     }
-    auto rest = text.substr(sentinel ? sentinel_scheme.size() : scheme.size());
+    auto rest = text.substr(sentinel ? sentinel_scheme.size() : cluster ? cluster_scheme.size() : scheme.size());
     if (auto at = rest.rfind('@'); at != std::string_view::npos) {
         auto cred = rest.substr(0, at);
         rest = rest.substr(at + 1);
@@ -195,6 +208,30 @@ redis_url parse_redis_url(std::string_view text, error_code& ec, std::string* wh
             if (auto err = parse_hostport(one, e.host, e.port); !err.empty())
                 return bad(fmt::format("sentinel {}: {}", u.sentinels.size() + 1, err));
             u.sentinels.push_back(std::move(e));
+            if (comma == std::string_view::npos)
+                break;
+            hosts = hosts.substr(comma + 1);
+        }
+        u.host.clear();
+        u.port = 0;
+    } else if (cluster) {
+        // host:port[,host:port...]: seed nodes, any of them (a master or a replica) tells the map.
+        if (!path.empty() || slash != std::string_view::npos)
+            return bad(fmt::format("a Redis Cluster has database 0 only: nothing may follow the nodes (found '/{}')",
+                                   path));
+        if (hosts.empty())
+            return bad("no cluster node is given: redis+cluster://host:port[,host:port...]");
+        while (true) {
+            auto comma = hosts.find(',');
+            redis_url::endpoint e;
+            e.port = 6379;
+            auto one = hosts.substr(0, comma);
+            if (one.empty())
+                return bad(fmt::format("cluster node {} is empty (two commas, or a comma at the start or end)",
+                                       u.cluster_nodes.size() + 1));
+            if (auto err = parse_hostport(one, e.host, e.port); !err.empty())
+                return bad(fmt::format("cluster node {}: {}", u.cluster_nodes.size() + 1, err));
+            u.cluster_nodes.push_back(std::move(e));
             if (comma == std::string_view::npos)
                 break;
             hosts = hosts.substr(comma + 1);

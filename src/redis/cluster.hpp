@@ -1,0 +1,99 @@
+// Redis Cluster (internal): the slot map of a redis+cluster:// client, one link per master, and
+// the routing of each command to the master of its key's slot, following MOVED and ASK.
+//
+// Only a redis+cluster:// client has a router: redis_impl::exec reaches it from the branch it
+// takes when it has no command link, which a redis:// or redis+sentinel:// client takes once
+// (its first command), so their commands cost nothing more.
+#ifndef ZKCORO_SRC_REDIS_CLUSTER_HPP
+#define ZKCORO_SRC_REDIS_CLUSTER_HPP
+
+#include "redis/link.hpp"
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace zkcoro::detail {
+
+// The key a command is routed by: EVAL, EVALSHA (and their _RO forms), FCALL: the first key when
+// numkeys > 0; commands without a key (PING, INFO, WAIT, PUBLISH, CLUSTER, SCRIPT, ...): none
+// (any master); OBJECT, MEMORY, BITOP: the word after the subcommand; XREAD, XREADGROUP: the
+// first word after STREAMS; every other command: its first argument.
+std::optional<std::string_view> routing_key(command_args args);
+
+// Link hooks for a link to one of the seed nodes of a redis+cluster:// URL: each attempt takes
+// the next seed; a first connection tries every seed once before giving up.
+void set_cluster_seed_hooks(redis_link::hooks& h, const redis_url& url);
+
+// The lock key on a cluster: `key` itself when it has a hash tag ({...} with something inside),
+// else "{" + key + "}", so that the lock's keys (<key>, <key>:fencing) and its channel share one
+// slot. On one server or with Sentinel, the key is used as given.
+std::string cluster_lock_key(std::string_view key);
+
+class cluster_router : public std::enable_shared_from_this<cluster_router> {
+public:
+    // `on_state` gets the client's state: connecting until the first slot map is in, connected
+    // while the link that reads the map is up, reconnecting after it dropped, closed.
+    cluster_router(redis_strand strand, redis_url url, redis_options opts, std::function<void(redis_state)> on_state);
+    cluster_router(const cluster_router&) = delete;
+    cluster_router& operator=(const cluster_router&) = delete;
+
+    // All on the strand.
+    void start();
+    // Sends to the master of the command's slot (see routing_key), once the map is known; an
+    // answer MOVED updates the map, refreshes it and sends again; ASK sends ASKING and the
+    // command to the node named (the map stays). At most max_redirections of these, then the
+    // last reply (error_reply). TRYAGAIN (a multi-key command whose keys are partly moved while
+    // its slot migrates) sends again after 20 ms, up to max_tries times (2 s), then the reply.
+    void exec(command_args args, std::shared_ptr<reply_op> op, const std::string* script);
+    void close();
+    error_code last_code() const;
+    std::string last_error() const;
+    std::string server() const;  // the node the map was last read from, HOST:PORT
+
+    static constexpr int max_redirections = 16;
+    static constexpr int max_tries = 100;
+    std::uint64_t sent = 0, connects = 0;
+    std::uint64_t moved = 0, asked = 0, tried_again = 0, refreshes = 0;  // for tests and logs
+
+    struct routed;  // one command on its way (cluster.cpp)
+
+private:
+    struct node {
+        std::string host;
+        std::uint16_t port = 0;
+        std::shared_ptr<redis_link> link;  // opened at the first command for this node
+    };
+    void on_control_state(redis_state s);
+    void refresh();
+    void on_map(error_code ec, const redis_reply& r, bool shards);
+    void route(std::shared_ptr<routed> c);
+    void send(std::shared_ptr<routed> c, std::size_t to_node, bool asking);
+    void answered(std::shared_ptr<routed> c, std::size_t from_node, error_code ec, redis_reply r);
+    std::size_t node_index(std::string_view host, std::uint16_t port);
+    redis_link& link_of(std::size_t i);
+
+    redis_strand strand_;
+    redis_url url_;
+    redis_options opts_;
+    std::function<void(redis_state)> on_state_;
+    std::shared_ptr<redis_link> control_;  // to a seed: reads the map
+    std::vector<node> nodes_;              // masters (and former masters) by address
+    std::array<std::int16_t, 16384> slots_;  // index into nodes_, -1: not known
+    std::deque<std::shared_ptr<routed>> waiting_;  // before the first map
+    bool mapped_ = false;
+    bool refreshing_ = false;
+    bool refresh_again_ = false;
+    bool closed_ = false;
+    std::string map_error_;
+};
+
+}  // namespace zkcoro::detail
+
+#endif

@@ -1,0 +1,25 @@
+// Redis Cluster's key-to-slot rule (internal): CRC16 (XMODEM) of the key's hash tag, mod 16384.
+#ifndef ZKCORO_SRC_REDIS_SLOT_HPP
+#define ZKCORO_SRC_REDIS_SLOT_HPP
+
+#include <cstdint>
+#include <string_view>
+
+namespace zkcoro::detail {
+
+constexpr int cluster_slots = 16384;
+
+// CRC16/XMODEM (polynomial 0x1021, initial 0, no reflection), as the cluster specification's
+// key_hash_slot uses: crc16("123456789") == 0x31C3.
+std::uint16_t crc16_xmodem(std::string_view data) noexcept;
+
+// The part of `key` that is hashed: what lies between the first '{' and the first '}' after it,
+// when that is not empty; else the whole key ("{}x" hashes whole, "{{a}}" hashes "{a").
+std::string_view hash_tag(std::string_view key) noexcept;
+
+// The slot of `key`: crc16_xmodem(hash_tag(key)) mod 16384.
+inline int key_slot(std::string_view key) noexcept { return crc16_xmodem(hash_tag(key)) & (cluster_slots - 1); }
+
+}  // namespace zkcoro::detail
+
+#endif

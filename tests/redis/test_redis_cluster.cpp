@@ -1,0 +1,311 @@
+// Redis Cluster (issue 35 item 3): the slot rule against known values and against a real
+// cluster's CLUSTER KEYSLOT, redis+cluster:// URLs, and the client's routing against a cluster of
+// 3 masters + 3 replicas started by the test (redis_cluster.hpp): locks on keys in every shard,
+// exclusion between two clients, rising fencing tokens, and a slot moved while its lock is held
+// and waited for (ASK while it moves, MOVED once it has).
+#include <zkcoro/detail/access.hpp>
+#include <zkcoro/redis_mutex.hpp>
+
+#include "../integration/common.hpp"
+#include "redis/cluster.hpp"
+#include "redis/redis_impl.hpp"
+#include "redis/slot.hpp"
+#include "redis_cluster.hpp"
+#include "redis_test_util.hpp"
+
+#include <boost/asio.hpp>
+
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using zkcoro::error_code;
+using zkcoro::redis_errc;
+using zktest::run_bounded;
+using rt::cmd;
+
+namespace {
+
+zktest::redis_cluster& shared_cluster()
+{
+    static zktest::redis_cluster c = [] {
+        zktest::redis_cluster made;
+        MESSAGE("cluster of 6 nodes up in " << made.start_time().count() << " ms");
+        return made;
+    }();
+    return c;
+}
+
+const zkcoro::detail::cluster_router& router_of(const zkcoro::redis_client& c)
+{
+    const auto* r = zkcoro::detail::access::redis_of(c)->cluster();
+    REQUIRE(r != nullptr);
+    return *r;
+}
+
+// A lock name (without braces) whose tagged key {name} falls in a slot served by `port`.
+std::string name_on(zktest::redis_cluster& c, std::uint16_t port, std::string_view prefix)
+{
+    for (int i = 0; i < 10000; ++i) {
+        auto name = fmt::format("{}:{}:{}", prefix, ::getpid(), i);
+        if (c.master_of_slot(zkcoro::detail::key_slot(name)) == port)
+            return name;
+    }
+    FAIL("no name found for port " << port);
+    return {};
+}
+
+zkcoro::redis_mutex_options ttl(std::chrono::milliseconds t)
+{
+    zkcoro::redis_mutex_options o;
+    o.ttl = t;
+    return o;
+}
+
+}  // namespace
+
+// CRC16/XMODEM's check value, the specification's examples, and the hash tag rule's edges.
+TEST_CASE("slots: CRC16 XMODEM mod 16384 of the hash tag, against known values")
+{
+    using zkcoro::detail::crc16_xmodem;
+    using zkcoro::detail::hash_tag;
+    using zkcoro::detail::key_slot;
+    CHECK(crc16_xmodem("123456789") == 0x31C3);
+    CHECK(crc16_xmodem("") == 0);
+    CHECK(key_slot("foo") == 12182);
+    CHECK(key_slot("bar") == 5061);
+    CHECK(key_slot("") == 0);
+    CHECK(hash_tag("{user1000}.following") == "user1000");
+    CHECK(key_slot("{user1000}.following") == key_slot("{user1000}.followers"));
+    CHECK(hash_tag("foo{}{bar}") == "foo{}{bar}");  // an empty tag: the whole key
+    CHECK(hash_tag("foo{{bar}}zap") == "{bar");     // up to the first '}' after the first '{'
+    CHECK(hash_tag("foo{bar}{zap}") == "bar");      // the first tag only
+    CHECK(hash_tag("foo{bar") == "foo{bar");        // not closed: the whole key
+    CHECK(hash_tag("}foo{bar}") == "bar");
+    // The lock key on a cluster: its own name as its tag unless it has one.
+    using zkcoro::detail::cluster_lock_key;
+    CHECK(cluster_lock_key("locks:nightly") == "{locks:nightly}");
+    CHECK(cluster_lock_key("{tenant7}:locks:nightly") == "{tenant7}:locks:nightly");
+    CHECK(cluster_lock_key("a{}b") == "{a{}b}");
+    CHECK(key_slot(cluster_lock_key("locks:nightly")) == key_slot(cluster_lock_key("locks:nightly") + ":fencing"));
+    CHECK(key_slot("locks:nightly") != key_slot("locks:nightly:fencing"));  // untagged keys part ways
+}
+
+TEST_CASE("routing_key: the first key of EVALSHA, none for keyless commands, the first argument else")
+{
+    using zkcoro::detail::routing_key;
+    auto key = [](std::vector<std::string_view> a) { return routing_key(a); };
+    CHECK(key({"EVALSHA", "abc", "2", "k1", "k2", "v"}) == "k1");
+    CHECK(key({"eval", "return 1", "0"}) == std::nullopt);
+    CHECK(key({"GET", "k"}) == "k");
+    CHECK(key({"set", "k", "v"}) == "k");
+    CHECK(key({"PING"}) == std::nullopt);
+    CHECK(key({"WAIT", "1", "100"}) == std::nullopt);
+    CHECK(key({"publish", "ch", "m"}) == std::nullopt);
+    CHECK(key({"OBJECT", "ENCODING", "k"}) == "k");
+    CHECK(key({"XREAD", "COUNT", "1", "STREAMS", "s1", "0"}) == "s1");
+}
+
+TEST_CASE("redis+cluster:// URLs: seed nodes, credentials, and clear errors for the rest")
+{
+    error_code ec;
+    std::string why;
+    auto u = zkcoro::parse_redis_url("redis+cluster://u:pw@127.0.0.1:7000,[::1]:7001,node3", ec, &why);
+    REQUIRE_FALSE(ec);
+    REQUIRE(u.cluster_nodes.size() == 3);
+    CHECK(u.cluster_nodes[0].host == "127.0.0.1");
+    CHECK(u.cluster_nodes[0].port == 7000);
+    CHECK(u.cluster_nodes[1].host == "::1");
+    CHECK(u.cluster_nodes[2].port == 6379);
+    CHECK(u.user == "u");
+    CHECK(u.password == "pw");
+    CHECK(u.host.empty());
+    u = zkcoro::parse_redis_url("REDIS+CLUSTER://h:1", ec, &why);
+    CHECK_FALSE(ec);
+    const std::vector<std::pair<const char*, const char*>> bad = {
+        {"redis+cluster://", "no cluster node is given"},
+        {"redis+cluster://h:1/0", "database 0 only"},
+        {"redis+cluster://h:1,", "cluster node 2 is empty"},
+        {"redis+cluster://h:1,,h:2", "cluster node 2 is empty"},
+        {"redis+cluster://h:1,h:99999", "cluster node 2: the port '99999'"},
+        {"redis+cluster://:@h:1", "the password before '@' is empty"},
+        {"rediss+cluster://h:1", "TLS is not supported"},
+        {"cluster://h:1", "Redis Cluster URLs are redis+cluster://"},
+        {"http://h:1", "redis+cluster://[[USER]:PASSWORD@]HOST:PORT"},
+    };
+    for (auto [text, expect] : bad) {
+        CAPTURE(text);
+        why.clear();
+        zkcoro::parse_redis_url(text, ec, &why);
+        CHECK(ec == redis_errc::bad_url);
+        CHECK_MESSAGE(why.find(expect) != std::string::npos, why);
+    }
+    CHECK(zkcoro::redact_url("redis+cluster://u:secret@h:1,h:2") == "redis+cluster://u:***@h:1,h:2");
+}
+
+// Our slot of each key is the cluster's (CLUSTER KEYSLOT): tags, empty tags, nested braces.
+TEST_CASE("slots agree with the cluster's CLUSTER KEYSLOT")
+{
+    auto& c = shared_cluster();
+    std::vector<std::string> keys = {"foo", "bar", "", "{user1000}.following", "foo{}{bar}", "foo{{bar}}zap",
+                                     "foo{bar}{zap}", "{}", "{", "}", "{{}}", "a{b}c", "locks:nightly",
+                                     "{locks:nightly}:fencing", std::string("bin\0ary{\xff}", 12)};
+    for (int i = 0; i < 200; ++i)
+        keys.push_back(fmt::format("k{}:{{t{}}}:{}", i, i % 7, i * 7919));
+    for (const auto& k : keys) {
+        CAPTURE(k);
+        CHECK(zkcoro::detail::key_slot(k) == c.keyslot(k));
+    }
+}
+
+// In each shard: a lock held by one client excludes the other; released, the other gets it with
+// a higher fencing token; the key lives on the master of its slot, under its tag.
+TEST_CASE("redis_mutex on keys in every shard: exclusion between two clients, tokens rise")
+{
+    auto& c = shared_cluster();
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        zkcoro::redis_client a(ex, c.url(1)), b(ex, c.url());
+        co_await a.async_connect();
+        CHECK(a.state() == zkcoro::redis_state::connected);
+        for (auto port : c.master_ports()) {
+            auto name = name_on(c, port, "shard");
+            CAPTURE(name);
+            zkcoro::redis_mutex ma(a, name, ttl(2s)), mb(b, name, ttl(2s));
+            CHECK(ma.key() == "{" + name + "}");
+            auto g1 = co_await ma.acquire(2s);
+            REQUIRE(g1);
+            CHECK(c.node_at(port).command(cmd("EXISTS", ma.key(), ma.key() + ":fencing")) == "2");
+            CHECK_FALSE(co_await mb.try_acquire());
+            CHECK_FALSE(co_await mb.acquire(200ms));
+            const auto first = g1->fencing_token();
+            co_await g1->release();
+            auto g2 = co_await mb.acquire(2s);
+            REQUIRE(g2);
+            CHECK(g2->fencing_token() > first);
+            co_await g2->release();
+            CHECK(c.node_at(port).command(cmd("EXISTS", ma.key())) == "0");
+        }
+        // Plain commands go to their key's master; keyless ones to any master.
+        auto r = co_await a.async_exec(cmd("PING"));
+        CHECK(r.str == "PONG");
+        for (int i = 0; i < 30; ++i) {
+            auto k = fmt::format("plain:{}:{}", ::getpid(), i);
+            co_await a.async_exec(cmd("SET", k, "v"));
+            CHECK(c.node_at(c.master_of_slot(c.keyslot(k))).command(cmd("GET", k)) == "v");
+            co_await a.async_exec(cmd("DEL", k));
+        }
+        CHECK(router_of(a).moved == 0);
+        CHECK(router_of(a).asked == 0);
+        CHECK_FALSE(a.server().empty());
+        a.close();
+        b.close();
+    });
+}
+
+// The lock's slot moves from one master to another while it is held and another client waits:
+// while the slot is migrating (its keys already on the target) commands meet ASK and are sent
+// with ASKING to the target (the holder's renewal and release); the waiter's acquire, whose keys
+// are then partly moved, meets TRYAGAIN until the slot is assigned to the target; from then on
+// MOVED updates the map. No two holders; the waiter gets the lock after the release, with a
+// higher token.
+TEST_CASE("resharding a held lock's slot: ASK and TRYAGAIN while it moves, MOVED after; the waiter gets it")
+{
+    auto& c = shared_cluster();
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        auto masters = c.master_ports();
+        const auto from = masters[0], to = masters[1];
+        auto name = name_on(c, from, "move");
+        const int slot = zkcoro::detail::key_slot(name);
+        zkcoro::redis_client a(ex, c.url()), b(ex, c.url());
+        zkcoro::redis_mutex ma(a, name, ttl(3s)), mb(b, name, ttl(3s));
+        auto g1 = co_await ma.acquire(2s);
+        REQUIRE(g1);
+        const auto first = g1->fencing_token();
+        // b waits for it.
+        std::optional<zkcoro::guard> g2;
+        bool b_done = false;
+        asio::co_spawn(ex, [&]() -> asio::awaitable<void> {
+            g2 = co_await mb.acquire(15s);
+            b_done = true;
+        }, asio::detached);
+        co_await rt::pause(100ms);
+        CHECK_FALSE(b_done);
+        // Move the slot's keys: IMPORTING on the target, MIGRATING on the source, MIGRATE.
+        const auto from_id = c.node_id(from), to_id = c.node_id(to);
+        c.node_at(to).command(cmd("CLUSTER", "SETSLOT", std::to_string(slot), "IMPORTING", from_id));
+        c.node_at(from).command(cmd("CLUSTER", "SETSLOT", std::to_string(slot), "MIGRATING", to_id));
+        c.node_at(from).command(cmd("MIGRATE", "127.0.0.1", std::to_string(to), "", "0", "5000", "KEYS", ma.key(),
+                                    ma.key() + ":fencing"));
+        // The holder renews through ASK (its TTL is 3 s: renewed every second), b still waits.
+        co_await rt::pause(1500ms);
+        CHECK_FALSE(g1->lost());
+        CHECK_FALSE(b_done);
+        CHECK(router_of(a).asked > 0);
+        // Released through ASK. b is told (PUBLISH reaches every node) and tries: its acquire
+        // script names the key (free: on neither node) and the fencing counter (moved), which
+        // the target refuses with TRYAGAIN while the slot migrates: b keeps trying.
+        co_await g1->release();
+        for (int i = 0; i < 100 && router_of(b).tried_again == 0; ++i)
+            co_await rt::pause(20ms);
+        CHECK(router_of(b).tried_again > 0);
+        CHECK_FALSE(b_done);
+        // The slot is the target's now, on every master: b's next try meets MOVED, and is granted.
+        for (auto p : masters)
+            c.node_at(p).command(cmd("CLUSTER", "SETSLOT", std::to_string(slot), "NODE", to_id));
+        for (int i = 0; i < 100 && !b_done; ++i)
+            co_await rt::pause(20ms);
+        REQUIRE(b_done);
+        REQUIRE(g2);
+        CHECK(g2->fencing_token() > first);
+        CHECK(router_of(b).moved > 0);
+        co_await g2->release();
+        CHECK(c.node_at(to).command(cmd("EXISTS", ma.key())) == "0");
+        CHECK(c.node_at(to).command(cmd("EXISTS", ma.key() + ":fencing")) == "1");
+        // a's map (ASK left it as it was) still names the source: MOVED, then granted.
+        auto g3 = co_await ma.acquire(2s);
+        REQUIRE(g3);
+        CHECK(g3->fencing_token() > g2->fencing_token());
+        CHECK(router_of(a).moved > 0);
+        co_await g3->release();
+        MESSAGE("a: moved " << router_of(a).moved << " asked " << router_of(a).asked << " refreshes "
+                            << router_of(a).refreshes << "; b: moved " << router_of(b).moved << " asked "
+                            << router_of(b).asked << " tryagain " << router_of(b).tried_again);
+        // Move it back so the other cases see the cluster as it was.
+        c.node_at(from).command(cmd("CLUSTER", "SETSLOT", std::to_string(slot), "IMPORTING", to_id));
+        c.node_at(to).command(cmd("CLUSTER", "SETSLOT", std::to_string(slot), "MIGRATING", from_id));
+        c.node_at(to).command(cmd("MIGRATE", "127.0.0.1", std::to_string(from), "", "0", "5000", "KEYS",
+                                  ma.key() + ":fencing"));
+        for (auto p : masters)
+            c.node_at(p).command(cmd("CLUSTER", "SETSLOT", std::to_string(slot), "NODE", from_id));
+        a.close();
+        b.close();
+    });
+}
+
+// A redis+cluster:// client pointed at a server without cluster support fails with the server's
+// text at once.
+TEST_CASE("redis+cluster:// at a server without cluster support: a clear error, not a hang")
+{
+    auto& srv = rt::shared_redis();
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        zkcoro::redis_client rc(ex, fmt::format("redis+cluster://127.0.0.1:{}", srv.port()));
+        auto [ec] = co_await rc.async_connect(asio::as_tuple(asio::use_awaitable));
+        CHECK(ec == redis_errc::error_reply);
+        CHECK(rc.state() == zkcoro::redis_state::closed);
+        CHECK_MESSAGE(rc.last_error().find("cluster support disabled") != std::string::npos, rc.last_error());
+        auto [xec, xr] = co_await rc.async_exec(cmd("GET", "k"), asio::as_tuple(asio::use_awaitable));
+        CHECK(xec == redis_errc::error_reply);
+    });
+}
