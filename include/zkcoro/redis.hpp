@@ -137,7 +137,9 @@ struct redis_options {
     /// Replica-acknowledged lock writes: a redis_mutex's grant and renewal complete only once
     /// `WAIT replica_acks replica_ack_timeout` has confirmed that many replicas have them (else the
     /// grant is given back and fails with redis_errc::not_replicated; the renewal counts as not
-    /// confirmed). -1 (the default): 1 with a redis+sentinel:// URL, 0 (off) with redis://.
+    /// confirmed). -1 (the default): 1 with a redis+sentinel:// or redis+cluster:// URL (on a
+    /// cluster, WAIT goes to the master that ran the lock's script, on that connection), 0 (off)
+    /// with redis://.
     /// WAIT holds the client's command connection: while replicas do not answer, every command of
     /// this client waits up to replica_ack_timeout behind a grant or renewal.
     int replica_acks = -1;

@@ -16,13 +16,6 @@ namespace zkcoro::detail {
 
 namespace {
 
-bool word_is(std::string_view word, std::string_view upper)
-{
-    return word.size() == upper.size() &&
-           std::equal(word.begin(), word.end(), upper.begin(),
-                      [](char a, char b) { return std::toupper(static_cast<unsigned char>(a)) == b; });
-}
-
 bool starts_with_word(std::string_view text, std::string_view upper)
 {
     return text.size() > upper.size() && text[upper.size()] == ' ' && text.starts_with(upper);
@@ -72,36 +65,6 @@ std::int64_t reply_int(const redis_reply& r)
 
 }  // namespace
 
-std::optional<std::string_view> routing_key(command_args args)
-{
-    if (args.size() < 2)
-        return std::nullopt;
-    const auto cmd = args[0];
-    if (word_is(cmd, "EVAL") || word_is(cmd, "EVALSHA") || word_is(cmd, "EVAL_RO") || word_is(cmd, "EVALSHA_RO") || word_is(cmd, "FCALL") ||
-        word_is(cmd, "FCALL_RO")) {
-        if (args.size() < 4 || args[2] == "0")
-            return std::nullopt;
-        return args[3];
-    }
-    for (std::string_view keyless :
-         {"PING", "ECHO", "INFO", "TIME", "WAIT", "CLUSTER", "COMMAND", "CONFIG", "CLIENT", "DBSIZE", "FLUSHALL",
-          "FLUSHDB", "SCRIPT", "FUNCTION", "PUBLISH", "PUBSUB", "RANDOMKEY", "SCAN", "KEYS", "LASTSAVE", "ROLE",
-          "LATENCY", "SLOWLOG", "DEBUG", "SAVE", "BGSAVE", "BGREWRITEAOF", "HELLO", "AUTH", "SELECT", "READONLY",
-          "READWRITE", "ACL", "MODULE", "SWAPDB", "LOLWUT", "RESET", "FAILOVER", "REPLICAOF", "SLAVEOF", "MONITOR",
-          "SHUTDOWN", "WAITAOF"})
-        if (word_is(cmd, keyless))
-            return std::nullopt;
-    if (word_is(cmd, "OBJECT") || word_is(cmd, "MEMORY") || word_is(cmd, "BITOP"))
-        return args.size() > 2 ? std::optional(args[2]) : std::nullopt;
-    if (word_is(cmd, "XREAD") || word_is(cmd, "XREADGROUP")) {
-        for (std::size_t i = 1; i + 1 < args.size(); ++i)
-            if (word_is(args[i], "STREAMS"))
-                return args[i + 1];
-        return std::nullopt;
-    }
-    return args[1];
-}
-
 void set_cluster_seed_hooks(redis_link::hooks& h, const redis_url& url)
 {
     auto next = std::make_shared<std::size_t>(0);
@@ -111,13 +74,6 @@ void set_cluster_seed_hooks(redis_link::hooks& h, const redis_url& url)
     h.retry_first = [n = static_cast<int>(url.cluster_nodes.size())](error_code, int tries) { return tries < n; };
 }
 
-std::string cluster_lock_key(std::string_view key)
-{
-    if (hash_tag(key).size() != key.size())
-        return std::string(key);
-    return fmt::format("{{{}}}", key);
-}
-
 struct cluster_router::routed {
     std::vector<std::string> args;
     const std::string* script;
@@ -125,6 +81,7 @@ struct cluster_router::routed {
     int slot;  // -1: no key
     int redirections = 0;  // MOVED and ASK followed
     int tries = 0;         // TRYAGAIN waited out
+    std::shared_ptr<answer_site> where = nullptr;  // exec_tracked
 };
 
 cluster_router::cluster_router(redis_strand strand, redis_url url, redis_options opts,
@@ -327,13 +284,32 @@ redis_link& cluster_router::link_of(std::size_t i)
 
 void cluster_router::exec(command_args args, std::shared_ptr<reply_op> op, const std::string* script)
 {
+    exec_tracked(args, std::move(op), script, nullptr);
+}
+
+void cluster_router::exec_on(std::size_t n, command_args args, std::shared_ptr<reply_op> op)
+{
+    if (closed_ || n >= nodes_.size())
+        return void(op->fail(redis_errc::closed));
+    link_of(n).send(args, std::move(op));
+    ++sent;
+}
+
+std::uint64_t cluster_router::node_connects(std::size_t n) const
+{
+    return n < nodes_.size() && nodes_[n].link ? nodes_[n].link->connects : 0;
+}
+
+void cluster_router::exec_tracked(command_args args, std::shared_ptr<reply_op> op, const std::string* script,
+                                  std::shared_ptr<answer_site> where)
+{
     if (op->done)
         return;
     if (closed_)
         return void(op->fail(last_code()));
     auto key = routing_key(args);
-    auto c = std::make_shared<routed>(
-        routed{std::vector<std::string>(args.begin(), args.end()), script, std::move(op), key ? key_slot(*key) : -1});
+    auto c = std::make_shared<routed>(routed{std::vector<std::string>(args.begin(), args.end()), script,
+                                             std::move(op), key ? key_slot(*key) : -1, 0, 0, std::move(where)});
     c->op->bind_cancellation();
     if (!mapped_) {
         waiting_.push_back(std::move(c));
@@ -419,6 +395,10 @@ void cluster_router::answered(std::shared_ptr<routed> c, std::size_t from_node, 
     }
     if (ec == redis_errc::connection_lost || r.str.starts_with("CLUSTERDOWN"))
         refresh();
+    if (c->where) {
+        c->where->node = from_node;
+        c->where->connects = node_connects(from_node);
+    }
     if (c->op->inline_ok)
         c->op->complete_here(ec, std::move(r));
     else
@@ -459,6 +439,19 @@ void redis_impl::cluster_exec(command_args args, std::shared_ptr<reply_op> op, c
     if (!cluster_)
         start_cluster();
     cluster_->exec(args, std::move(op), script);
+    sent = cluster_->sent;
+}
+
+void redis_impl::cluster_eval_tracked(const std::string& script, const std::string& sha, command_args keys_and_args,
+                                      int nkeys, std::shared_ptr<reply_op> op,
+                                      std::shared_ptr<cluster_answer_site> where)
+{
+    if (!cluster_)
+        start_cluster();
+    const auto n = std::to_string(nkeys);
+    arg_views args{"EVALSHA", sha, n};
+    args.insert(args.end(), keys_and_args.begin(), keys_and_args.end());
+    cluster_->exec_tracked(args, std::move(op), &script, std::move(where));
     sent = cluster_->sent;
 }
 

@@ -8,6 +8,7 @@
 #define ZKCORO_SRC_REDIS_CLUSTER_HPP
 
 #include "redis/link.hpp"
+#include "redis/slot.hpp"
 
 #include <array>
 #include <cstdint>
@@ -21,20 +22,16 @@
 
 namespace zkcoro::detail {
 
-// The key a command is routed by: EVAL, EVALSHA (and their _RO forms), FCALL: the first key when
-// numkeys > 0; commands without a key (PING, INFO, WAIT, PUBLISH, CLUSTER, SCRIPT, ...): none
-// (any master); OBJECT, MEMORY, BITOP: the word after the subcommand; XREAD, XREADGROUP: the
-// first word after STREAMS; every other command: its first argument.
-std::optional<std::string_view> routing_key(command_args args);
-
 // Link hooks for a link to one of the seed nodes of a redis+cluster:// URL: each attempt takes
 // the next seed; a first connection tries every seed once before giving up.
 void set_cluster_seed_hooks(redis_link::hooks& h, const redis_url& url);
 
-// The lock key on a cluster: `key` itself when it has a hash tag ({...} with something inside),
-// else "{" + key + "}", so that the lock's keys (<key>, <key>:fencing) and its channel share one
-// slot. On one server or with Sentinel, the key is used as given.
-std::string cluster_lock_key(std::string_view key);
+// Where a command was answered: the node (an index) and how many times its link had connected
+// then. Filled in before the command's op completes.
+struct cluster_answer_site {
+    std::size_t node = 0;
+    std::uint64_t connects = 0;
+};
 
 class cluster_router : public std::enable_shared_from_this<cluster_router> {
 public:
@@ -52,6 +49,14 @@ public:
     // last reply (error_reply). TRYAGAIN (a multi-key command whose keys are partly moved while
     // its slot migrates) sends again after 20 ms, up to max_tries times (2 s), then the reply.
     void exec(command_args args, std::shared_ptr<reply_op> op, const std::string* script);
+    using answer_site = cluster_answer_site;
+    // exec, and tells where the final answer came from (for WAIT on the same connection).
+    void exec_tracked(command_args args, std::shared_ptr<reply_op> op, const std::string* script,
+                      std::shared_ptr<answer_site> where);
+    // Sends on the link of `node` as it is (no routing, no redirection): WAIT after a lock write.
+    void exec_on(std::size_t node, command_args args, std::shared_ptr<reply_op> op);
+    // How many times the link of `node` has connected (0 when it has none).
+    std::uint64_t node_connects(std::size_t node) const;
     void close();
     error_code last_code() const;
     std::string last_error() const;

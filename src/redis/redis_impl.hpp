@@ -16,6 +16,7 @@
 namespace zkcoro::detail {
 
 class cluster_router;
+struct cluster_answer_site;
 
 // What a subscriber hears on its channel: the subscription is (again) in place, so anything
 // published from now on arrives (after a reconnection messages may have been missed: look
@@ -36,6 +37,9 @@ public:
     // `script` must outlive the command (it is referred to until it is sent): a static string.
     void eval(const std::string& script, const std::string& sha1, command_args keys_and_args, int nkeys,
               std::shared_ptr<reply_op> op);
+    // redis+cluster:// only: eval, and where its answer came from (see cluster_router::exec_tracked).
+    void cluster_eval_tracked(const std::string& script, const std::string& sha, command_args keys_and_args,
+                              int nkeys, std::shared_ptr<reply_op> op, std::shared_ptr<cluster_answer_site> where);
     std::uint64_t subscribe(const std::string& channel, std::function<void(channel_event, std::string_view)> fn);
     void unsubscribe(const std::string& channel, std::uint64_t id);
     void connect(std::shared_ptr<op_state<>> op);
@@ -57,7 +61,7 @@ public:
     std::atomic<std::uint64_t> connects{0}, sent{0};
     std::atomic<std::uint64_t> failovers{0};  // +switch-master announcements followed
     // redis+cluster:// (tests): the router, null before the first command or connect.
-    const cluster_router* cluster() const noexcept { return cluster_.get(); }
+    cluster_router* cluster() const noexcept { return cluster_.get(); }
     std::mutex error_m;
     std::string error_text;  // why the client closed (bad URL, first connection failed); guarded by error_m
     std::string server_text;  // HOST:PORT of the last connection (server()); guarded by error_m

@@ -1,6 +1,7 @@
 // WAIT after the lock's writes.
 #include "redis/replicas.hpp"
 
+#include "redis/cluster.hpp"
 #include "redis/lock_scripts.hpp"
 
 #include <fmt/format.h>
@@ -11,7 +12,7 @@ int replica_acks(const redis_impl& rc) noexcept
 {
     if (rc.opts.replica_acks >= 0)
         return rc.opts.replica_acks;
-    return rc.url.sentinels.empty() ? 0 : 1;
+    return rc.url.sentinels.empty() && rc.url.cluster_nodes.empty() ? 0 : 1;
 }
 
 namespace {
@@ -46,24 +47,30 @@ void eval_acked(redis_impl& rc, const std::string& script, const std::string& sh
         give_back = {std::string(keys_and_args[0]), std::string(keys_and_args[2]), std::string(keys_and_args[3]),
                      std::string(keys_and_args[4]), std::string(keys_and_args[7])};
     std::weak_ptr<redis_impl> weak = rc.shared_from_this();
+    // On a cluster: the master whose connection answered the script (after MOVED or ASK too).
+    auto where = rc.url.cluster_nodes.empty() ? nullptr : std::make_shared<cluster_answer_site>();
     auto after = std::make_shared<reply_op>(
-        [weak, op, n, &script, fair, give_back = std::move(give_back)](error_code ec, redis_reply r) {
+        [weak, op, n, &script, fair, give_back = std::move(give_back), where](error_code ec, redis_reply r) {
             auto self = weak.lock();
             if (!self || ec || !wrote(script, r))
                 return void(op->complete(ec, std::move(r)));
             // Here, on the strand, the command connection is the one the script ran on unless it
-            // has reconnected since: WAIT now counts the script's write.
-            const auto conn = self->connects.load();
+            // has reconnected since: WAIT now counts the script's write. On a cluster: that
+            // master's connection.
+            auto connects_now = [where](const redis_impl& s) {
+                return where ? (s.cluster() ? s.cluster()->node_connects(where->node) : 0) : s.connects.load();
+            };
+            const auto conn = where ? where->connects : self->connects.load();
             const auto timeout = self->opts.replica_ack_timeout;
             auto script_reply = std::make_shared<redis_reply>(std::move(r));
             auto waited = std::make_shared<reply_op>(
-                [weak, op, n, conn, timeout, script_reply, fair, give_back](error_code wec, redis_reply wr) {
+                [weak, op, n, conn, timeout, script_reply, fair, give_back, connects_now](error_code wec, redis_reply wr) {
                     auto s = weak.lock();
                     if (!s)
                         return void(op->complete(redis_errc::closed, std::move(*script_reply)));
                     if (wec == redis_errc::connection_lost || wec == redis_errc::closed)
                         return void(op->complete(wec, std::move(*script_reply)));
-                    const bool same = s->connects.load() == conn;
+                    const bool same = connects_now(*s) == conn;
                     if (wec || wr.type != redis_reply::kind::integer || wr.integer < n || !same) {
                         s->log(log_level::warn,
                                fmt::format("redis: WAIT {} {}: {}", n, timeout.count(),
@@ -91,9 +98,13 @@ void eval_acked(redis_impl& rc, const std::string& script, const std::string& sh
             const auto n_arg = std::to_string(n);
             const auto timeout_arg = std::to_string(timeout.count());
             const std::string_view args[] = {"WAIT", n_arg, timeout_arg};
+            if (where && self->cluster())
+                return self->cluster()->exec_on(where->node, args, std::move(waited));
             self->exec(args, std::move(waited));
         },
         rc.strand);
+    if (where)
+        return rc.cluster_eval_tracked(script, sha, keys_and_args, nkeys, std::move(after), std::move(where));
     rc.eval(script, sha, keys_and_args, nkeys, std::move(after));
 }
 

@@ -1,7 +1,11 @@
-// Redis Cluster's key-to-slot rule.
+// Redis Cluster's key-to-slot rule, the routing key of a command, the lock key's tag.
 #include "redis/slot.hpp"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <array>
+#include <cctype>
 
 namespace zkcoro::detail {
 
@@ -22,6 +26,13 @@ constexpr std::array<std::uint16_t, 256> crc16_table()
 
 constexpr auto crc16_lookup = crc16_table();
 
+bool word_is(std::string_view word, std::string_view upper)
+{
+    return word.size() == upper.size() &&
+           std::equal(word.begin(), word.end(), upper.begin(),
+                      [](char a, char b) { return std::toupper(static_cast<unsigned char>(a)) == b; });
+}
+
 }  // namespace
 
 std::uint16_t crc16_xmodem(std::string_view data) noexcept
@@ -41,6 +52,43 @@ std::string_view hash_tag(std::string_view key) noexcept
     if (close == std::string_view::npos || close == open + 1)
         return key;
     return key.substr(open + 1, close - open - 1);
+}
+
+std::optional<std::string_view> routing_key(std::span<const std::string_view> args)
+{
+    if (args.size() < 2)
+        return std::nullopt;
+    const auto cmd = args[0];
+    if (word_is(cmd, "EVAL") || word_is(cmd, "EVALSHA") || word_is(cmd, "EVAL_RO") || word_is(cmd, "EVALSHA_RO") || word_is(cmd, "FCALL") ||
+        word_is(cmd, "FCALL_RO")) {
+        if (args.size() < 4 || args[2] == "0")
+            return std::nullopt;
+        return args[3];
+    }
+    for (std::string_view keyless :
+         {"PING", "ECHO", "INFO", "TIME", "WAIT", "CLUSTER", "COMMAND", "CONFIG", "CLIENT", "DBSIZE", "FLUSHALL",
+          "FLUSHDB", "SCRIPT", "FUNCTION", "PUBLISH", "PUBSUB", "RANDOMKEY", "SCAN", "KEYS", "LASTSAVE", "ROLE",
+          "LATENCY", "SLOWLOG", "DEBUG", "SAVE", "BGSAVE", "BGREWRITEAOF", "HELLO", "AUTH", "SELECT", "READONLY",
+          "READWRITE", "ACL", "MODULE", "SWAPDB", "LOLWUT", "RESET", "FAILOVER", "REPLICAOF", "SLAVEOF", "MONITOR",
+          "SHUTDOWN", "WAITAOF"})
+        if (word_is(cmd, keyless))
+            return std::nullopt;
+    if (word_is(cmd, "OBJECT") || word_is(cmd, "MEMORY") || word_is(cmd, "BITOP"))
+        return args.size() > 2 ? std::optional(args[2]) : std::nullopt;
+    if (word_is(cmd, "XREAD") || word_is(cmd, "XREADGROUP")) {
+        for (std::size_t i = 1; i + 1 < args.size(); ++i)
+            if (word_is(args[i], "STREAMS"))
+                return args[i + 1];
+        return std::nullopt;
+    }
+    return args[1];
+}
+
+std::string cluster_lock_key(std::string_view key)
+{
+    if (hash_tag(key).size() != key.size())
+        return std::string(key);
+    return fmt::format("{{{}}}", key);
 }
 
 }  // namespace zkcoro::detail

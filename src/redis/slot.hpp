@@ -1,8 +1,12 @@
-// Redis Cluster's key-to-slot rule (internal): CRC16 (XMODEM) of the key's hash tag, mod 16384.
+// Redis Cluster's key-to-slot rule (internal): CRC16 (XMODEM) of the key's hash tag, mod 16384;
+// the key a command is routed by, and the lock key's hash tag.
 #ifndef ZKCORO_SRC_REDIS_SLOT_HPP
 #define ZKCORO_SRC_REDIS_SLOT_HPP
 
 #include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
 #include <string_view>
 
 namespace zkcoro::detail {
@@ -19,6 +23,17 @@ std::string_view hash_tag(std::string_view key) noexcept;
 
 // The slot of `key`: crc16_xmodem(hash_tag(key)) mod 16384.
 inline int key_slot(std::string_view key) noexcept { return crc16_xmodem(hash_tag(key)) & (cluster_slots - 1); }
+
+// The key a command is routed by: EVAL, EVALSHA (and their _RO forms), FCALL: the first key when
+// numkeys > 0; commands without a key (PING, INFO, WAIT, PUBLISH, CLUSTER, SCRIPT, ...): none
+// (any master); OBJECT, MEMORY, BITOP: the word after the subcommand; XREAD, XREADGROUP: the
+// first word after STREAMS; every other command: its first argument.
+std::optional<std::string_view> routing_key(std::span<const std::string_view> args);
+
+// The lock key on a cluster: `key` itself when it has a hash tag ({...} with something inside),
+// else "{" + key + "}", so that the lock's keys (<key>, <key>:fencing) and its channel share one
+// slot. On one server or with Sentinel, the key is used as given.
+std::string cluster_lock_key(std::string_view key);
 
 }  // namespace zkcoro::detail
 

@@ -4,8 +4,9 @@
 // zktest::redis_server (SIGTERM, bounded wait, SIGKILL; its directory, nodes.conf included,
 // removed). redis-cli is run by PID too, with a bound, and killed if it overruns. Each node's
 // cluster bus gets its own free port (--cluster-port), not port + 10000, which may be taken.
-// The constructor returns once CLUSTER INFO says cluster_state:ok on every node and every node
-// sees the same 6 nodes, or throws (the nodes it started are stopped by their destructors).
+// The constructor returns once CLUSTER INFO says cluster_state:ok on every node, every node
+// sees the same 6 nodes and every master has its replica online (synced, so WAIT counts it), or
+// throws (the nodes it started are stopped by their destructors).
 #pragma once
 
 #include <redis_server.hpp>
@@ -49,7 +50,9 @@ public:
             redis_options ro;
             ro.extra_args = {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-port",
                              std::to_string(free_loopback_port()), "--cluster-node-timeout",
-                             std::to_string(opts_.node_timeout.count())};
+                             std::to_string(opts_.node_timeout.count()),
+                             // The replicas' first sync at once (the default waits 5 s for more).
+                             "--repl-diskless-sync-delay", "0"};
             ro.start_timeout = opts_.start_timeout;
             nodes_.push_back(std::make_unique<redis_server>(ro));
         }
@@ -110,6 +113,22 @@ public:
         return 0;
     }
 
+    // The port of a replica of the master on `master_port` (0 if none), from CLUSTER NODES.
+    std::uint16_t replica_of(std::uint16_t master_port) const
+    {
+        const auto id = node_id(master_port);
+        std::istringstream in(any().command({"CLUSTER", "NODES"}));
+        std::string line;
+        while (std::getline(in, line)) {
+            std::istringstream l(line);
+            std::string nid, addr, flags, master;
+            l >> nid >> addr >> flags >> master;
+            if (flags.find("slave") != std::string::npos && master == id)
+                return port_of(addr);
+        }
+        return 0;
+    }
+
     // The ports of the masters, in slot order.
     std::vector<std::uint16_t> master_ports() const
     {
@@ -127,7 +146,8 @@ public:
         throw std::runtime_error(fmt::format("zktest: no cluster node on port {}", port));
     }
 
-    // Waits until every running node says cluster_state:ok and knows all the nodes.
+    // Waits until every running node says cluster_state:ok and knows all the nodes, and every
+    // running master has replicas_per_master replicas online.
     void wait_ok(std::chrono::milliseconds limit) const
     {
         const auto until = std::chrono::steady_clock::now() + limit;
@@ -143,6 +163,17 @@ public:
                         info.find(fmt::format("cluster_known_nodes:{}", nodes_.size())) == std::string::npos) {
                         ok = false;
                         last = fmt::format("node {}: {}", s->port(), info.substr(0, info.find("cluster_slots_pfail")));
+                        break;
+                    }
+                    // A master's replicas online (synced): WAIT counts them from then on.
+                    auto repl = s->info("replication");
+                    int online = 0;
+                    for (const auto& [k, v] : repl)
+                        if (k.starts_with("slave") && v.find("state=online") != std::string::npos)
+                            ++online;
+                    if (repl["role"] == "master" && online < opts_.replicas_per_master) {
+                        ok = false;
+                        last = fmt::format("master {}: {} replica(s) online", s->port(), online);
                         break;
                     }
                 } catch (const std::exception& e) {

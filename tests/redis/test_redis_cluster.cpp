@@ -292,6 +292,39 @@ TEST_CASE("resharding a held lock's slot: ASK and TRYAGAIN while it moves, MOVED
     });
 }
 
+// Replica-acknowledged grants, the default on a cluster (WAIT 1): the WAIT goes to the master of
+// the lock's slot, on the connection the script ran on (INFO commandstats of that master counts
+// it). Negative control: that shard's replica frozen (SIGSTOP by PID, SIGCONT after), the grant
+// is not confirmed: not_replicated, and the key is given back.
+TEST_CASE("on a cluster a grant waits for the shard's replica (WAIT 1 on the lock's master); frozen replica: not_replicated")
+{
+    auto& c = shared_cluster();
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        const auto port = c.master_ports()[2];
+        auto& master = c.node_at(port);
+        const auto replica = c.replica_of(port);
+        REQUIRE(replica != 0);
+        zkcoro::redis_options o;
+        o.replica_ack_timeout = 200ms;
+        zkcoro::redis_client a(ex, c.url(), o);
+        zkcoro::redis_mutex m(a, name_on(c, port, "acked"), ttl(3s));
+        const auto waits = master.command_calls("wait");
+        auto g = co_await m.acquire(2s);
+        REQUIRE(g);
+        CHECK(master.command_calls("wait") >= waits + 1);
+        co_await g->release();
+        c.node_at(replica).pause();
+        auto [ec, g2] = co_await m.async_acquire(1, 2s, asio::as_tuple(asio::use_awaitable));
+        c.node_at(replica).resume();
+        CHECK(ec == redis_errc::not_replicated);
+        co_await rt::pause(100ms);  // the take-back
+        CHECK(master.command(cmd("EXISTS", m.key())) == "0");
+        a.close();
+    });
+}
+
 // A redis+cluster:// client pointed at a server without cluster support fails with the server's
 // text at once.
 TEST_CASE("redis+cluster:// at a server without cluster support: a clear error, not a hang")
