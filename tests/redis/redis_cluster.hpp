@@ -113,20 +113,14 @@ public:
         return 0;
     }
 
-    // The port of a replica of the master on `master_port` (0 if none), from CLUSTER NODES.
-    std::uint16_t replica_of(std::uint16_t master_port) const
+    // The port of a replica of the master on `master_port` (0 if none), from the master's own
+    // INFO replication (what wait_ok waited for; another node's CLUSTER NODES may lag behind).
+    std::uint16_t replica_of(std::uint16_t master_port)
     {
-        const auto id = node_id(master_port);
-        std::istringstream in(any().command({"CLUSTER", "NODES"}));
-        std::string line;
-        while (std::getline(in, line)) {
-            std::istringstream l(line);
-            std::string nid, addr, flags, master;
-            l >> nid >> addr >> flags >> master;
-            if (flags.find("slave") != std::string::npos && master == id)
-                return port_of(addr);
-        }
-        return 0;
+        auto repl = node_at(master_port).info("replication");
+        const auto& s0 = repl["slave0"];  // ip=127.0.0.1,port=P,state=online,...
+        const auto at = s0.find("port=");
+        return at == std::string::npos ? 0 : static_cast<std::uint16_t>(std::stoi(s0.substr(at + 5)));
     }
 
     // The ports of the masters, in slot order.

@@ -342,3 +342,34 @@ TEST_CASE("redis+cluster:// at a server without cluster support: a clear error, 
         CHECK(xec == redis_errc::error_reply);
     });
 }
+
+// Issue 35 item 5: a shard with all its nodes stopped (its master and its replica, SIGTERM by
+// PID): an acquisition of a lock in its slots ends by its deadline with the reason, not a hang.
+// Last in the file: the cluster stays without that shard.
+TEST_CASE("a shard with all its nodes stopped: the acquisition ends by its deadline, with the reason")
+{
+    auto& c = shared_cluster();
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        const auto port = c.master_ports()[1];
+        const auto replica = c.replica_of(port);
+        REQUIRE(replica != 0);
+        zkcoro::redis_client a(ex, c.url());
+        zkcoro::redis_mutex m(a, name_on(c, port, "down"), ttl(2s));
+        auto g = co_await m.acquire(2s);  // the master's link is open
+        REQUIRE(g);
+        co_await g->release();
+        c.node_at(replica).stop();
+        c.node_at(port).stop();
+        const auto t0 = std::chrono::steady_clock::now();
+        auto [ec, g2] = co_await m.async_acquire(1, 1500ms, asio::as_tuple(asio::use_awaitable));
+        const auto took = std::chrono::steady_clock::now() - t0;
+        MESSAGE("after " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms: "
+                         << ec.message());
+        CHECK_FALSE(g2);
+        CHECK(ec == redis_errc::connection_lost);  // the master's connection dropped under it
+        CHECK(took < 3s);
+        a.close();
+    }, 20s);
+}
