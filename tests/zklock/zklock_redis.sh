@@ -255,20 +255,23 @@ grep -q "run status -- COMMAND" "$tmp/err" || fail "status -- COMMAND: no hint a
 [ $? -eq 64 ] || fail "LOCKPATH before and after run: not a usage error"
 
 # 13. --fair (issue 35): three zklocks queued behind a holder, each started once the one before it
-# is in the queue, run their commands in that order; then nothing is left but the counter.
+# is in the queue, run their commands in that order; then nothing is left but the counter. The
+# holder holds until the three are queued (or 10 s): a zklock's start takes seconds under the
+# sanitizers on a loaded machine, longer than a fixed hold.
 fkey="zklock-fair-$$"
-"$zklock" -c "$url" --fair "$fkey" -- sh -c "touch $tmp/fair-holding; sleep 1" &
+"$zklock" -c "$url" --fair "$fkey" -- sh -c "touch $tmp/fair-holding; for i in \$(seq 1 200); do [ -e $tmp/fair-go ] && exit 0; sleep 0.05; done" &
 holder=$!
 for _ in $(seq 1 100); do [ -e "$tmp/fair-holding" ] && break; sleep 0.05; done
 [ -e "$tmp/fair-holding" ] || fail "--fair: the holder did not start its command within 5 s"
 : >"$tmp/fair.out"
 waiters=()
 for i in 1 2 3; do
-    "$zklock" -c "$url" --fair -t 10 "$fkey" -- sh -c "echo $i >>$tmp/fair.out" &
+    "$zklock" -c "$url" --fair -t 30 "$fkey" -- sh -c "echo $i >>$tmp/fair.out" &
     waiters+=($!)
-    for _ in $(seq 1 100); do [ "$(rcli LLEN "{$fkey}:queue")" = "$i" ] && break; sleep 0.02; done
-    [ "$(rcli LLEN "{$fkey}:queue")" = "$i" ] || fail "--fair: waiter $i is not queued within 2 s"
+    for _ in $(seq 1 250); do [ "$(rcli LLEN "{$fkey}:queue")" = "$i" ] && break; sleep 0.02; done
+    [ "$(rcli LLEN "{$fkey}:queue")" = "$i" ] || fail "--fair: waiter $i is not queued within 5 s"
 done
+touch "$tmp/fair-go"
 wait "$holder" || fail "--fair: the holder exited with $?"
 for w in "${waiters[@]}"; do wait "$w" || fail "--fair: a waiter exited with $?"; done
 [ "$(tr '\n' ' ' <"$tmp/fair.out")" = "1 2 3 " ] || fail "--fair: ran in the order '$(tr '\n' ' ' <"$tmp/fair.out")', expected 1 2 3"
