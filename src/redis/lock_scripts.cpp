@@ -42,6 +42,24 @@ const std::string& process_name()
     return process_name_storage();
 }
 
+// The fencing counter's rule, one text for the mutex's and the fair lock's acquire scripts. The
+// check (KEYS[2], the counter) comes before any write; the grant (needs `t`, the server's TIME)
+// takes max(counter + 1, TIME in microseconds) and writes the counter before the key (KEYS[1],
+// ARGV[1] our value, ARGV[2] the TTL in ms).
+#define ZKCORO_FENCING_CHECK \
+    "local f = redis.call('get', KEYS[2])\n" \
+    "if f and (not string.match(f, '^%d+$') or #f > 16 or tonumber(f) >= 9007199254740992) then\n" \
+    "  return redis.error_reply('ZKFENCING ' .. KEYS[2] .. ' holds a value that is not a fencing counter (an integer below 2^53)')\n" \
+    "end\n"
+#define ZKCORO_FENCED_GRANT \
+    "local n = tonumber(t[1]) * 1000000 + tonumber(t[2])\n" \
+    "if f and tonumber(f) + 1 > n then\n" \
+    "  n = tonumber(f) + 1\n" \
+    "end\n" \
+    "redis.call('set', KEYS[2], string.format('%d', n))\n" \
+    "redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])\n" \
+    "return {1, n}"
+
 // KEYS: key, fencing key. ARGV: our value, ttl ms. {1, fencing token} when we hold it (also when
 // an earlier attempt of ours set it and its reply was lost), else {0, pttl, the holder's value}.
 // Every check comes before the first write: a failing command does not undo the writes before
@@ -52,22 +70,12 @@ const std::string& process_name()
 // Redis 5 replicates a script's effects, not the script.
 const lua_script& acquire_script()
 {
-    static const lua_script s = with_sha(R"lua(local f = redis.call('get', KEYS[2])
-if f and (not string.match(f, '^%d+$') or #f > 16 or tonumber(f) >= 9007199254740992) then
-  return redis.error_reply('ZKFENCING ' .. KEYS[2] .. ' holds a value that is not a fencing counter (an integer below 2^53)')
-end
-local held = redis.call('get', KEYS[1])
+    static const lua_script s = with_sha(ZKCORO_FENCING_CHECK R"lua(local held = redis.call('get', KEYS[1])
 if held and held ~= ARGV[1] then
   return {0, redis.call('pttl', KEYS[1]), held}
 end
 local t = redis.call('time')
-local n = tonumber(t[1]) * 1000000 + tonumber(t[2])
-if f and tonumber(f) + 1 > n then
-  n = tonumber(f) + 1
-end
-redis.call('set', KEYS[2], string.format('%d', n))
-redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return {1, n})lua");
+)lua" ZKCORO_FENCED_GRANT);
     return s;
 }
 
@@ -121,11 +129,7 @@ return 0)lua");
 // value: only the process that queued it hears it, and there only that waiter tries again.
 const lua_script& fair_acquire_script()
 {
-    static const lua_script s = with_sha(R"lua(local f = redis.call('get', KEYS[2])
-if f and (not string.match(f, '^%d+$') or #f > 16 or tonumber(f) >= 9007199254740992) then
-  return redis.error_reply('ZKFENCING ' .. KEYS[2] .. ' holds a value that is not a fencing counter (an integer below 2^53)')
-end
-local held = redis.call('get', KEYS[1])
+    static const lua_script s = with_sha(ZKCORO_FENCING_CHECK R"lua(local held = redis.call('get', KEYS[1])
 )lua" ZKCORO_FAIR_TYPES(3, 4) ZKCORO_FAIR_PURGE(3, 4) R"lua(local head = redis.call('lindex', KEYS[3], 0)
 for _ = 1, 100 do
   if not head or redis.call('zscore', KEYS[4], head) then
@@ -138,13 +142,7 @@ if held == ARGV[1] or (not held and (not head or head == ARGV[1])) then
   if redis.call('zrem', KEYS[4], ARGV[1]) == 1 then
     redis.call('lrem', KEYS[3], 1, ARGV[1])
   end
-  local n = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  if f and tonumber(f) + 1 > n then
-    n = tonumber(f) + 1
-  end
-  redis.call('set', KEYS[2], string.format('%d', n))
-  redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  return {1, n}
+)lua" ZKCORO_FENCED_GRANT R"lua(
 end
 if not redis.call('zscore', KEYS[4], ARGV[1]) then
   redis.call('rpush', KEYS[3], ARGV[1])
@@ -189,6 +187,8 @@ return r)lua");
 }
 
 #undef ZKCORO_FAIR_PURGE
+#undef ZKCORO_FENCED_GRANT
+#undef ZKCORO_FENCING_CHECK
 #undef ZKCORO_FAIR_TYPES
 
 std::string fair_prefix(std::string_view name)
