@@ -4,7 +4,7 @@
 // grant's), reentrancy, downgrade, upgrade refused, a waiting writer's deadline takes its mark
 // away, a crashed reader (client closed; a forked child SIGKILLed) frees the lock after its TTL,
 // the lost signal when keys are deleted under a holder, bad input, and no key left after
-// everyone released but the fencing counter.
+// everyone released but the fencing counter; several readers of one client renew their leases.
 #include <zkcoro/redis_shared_mutex.hpp>
 
 #include "redis_test_util.hpp"
@@ -309,6 +309,49 @@ TEST_CASE("read-write lock: reentrancy, downgrade, upgrade refused")
             co_await now_shared->release();
             co_await r->release();
         }
+        CHECK(existing(srv, n) == std::vector<std::string>{n.fencing});
+    });
+}
+
+// Several tasks of one client read at once, past several TTLs: each hold has its own lease and
+// its own renewal (the backend renews every hold of its side), and none is lost.
+TEST_CASE("read-write lock: readers of one client renew their own leases")
+{
+    auto& srv = shared_redis();
+    asio::io_context ioc;
+    zktest::run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        const rw_names n(unique_key("renew"));
+        constexpr auto lease = 300ms;
+        zkcoro::redis_client rc(ex, srv.url());
+        zkcoro::redis_shared_mutex m(rc, n.key, rw_opts(lease));
+        constexpr int tasks = 3;
+        int inside = 0, done = 0, lost = 0, granted = 0;
+        event all_in(ex), all_done(ex), go(ex);
+        for (int i = 0; i < tasks; ++i)
+            asio::co_spawn(ex, [&]() -> asio::awaitable<void> {
+                auto g = co_await m.acquire_read(1s);
+                if (g) {
+                    ++granted;
+                    if (++inside == tasks)
+                        all_in.fire();
+                    (void)co_await go.wait(3s);
+                    if (g->lost())
+                        ++lost;
+                    co_await g->release();
+                }
+                if (++done == tasks)
+                    all_done.fire();
+            }, asio::detached);
+        const bool in = co_await all_in.wait(2s);
+        REQUIRE_MESSAGE(in, "the readers of one client were not all let in");
+        co_await pause(3 * lease);  // three TTLs: each lease renewed several times
+        CHECK(count_of(srv, cmd("ZCARD", n.readers)) == tasks);
+        go.fire();
+        const bool finished = co_await all_done.wait(2s);
+        REQUIRE(finished);
+        CHECK(granted == tasks);
+        CHECK(lost == 0);
         CHECK(existing(srv, n) == std::vector<std::string>{n.fencing});
     });
 }
