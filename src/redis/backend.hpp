@@ -8,6 +8,7 @@
 #include "engine/lock_object.hpp"
 #include "redis/lock_scripts.hpp"
 #include "redis/replicas.hpp"  // redis_impl, and WAIT after a grant or renewal
+#include "redis/semaphore_scripts.hpp"
 
 #include <zkcoro/guard.hpp>
 #include <zkcoro/redis_mutex.hpp>
@@ -23,6 +24,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <functional>
 #include <list>
 #include <mutex>
@@ -53,15 +55,25 @@ struct fair_keys {
     std::chrono::milliseconds waiter_timeout{0};
 };
 
+// A semaphore's (redis_semaphore, redis/semaphore.cpp) keys and count, beside the fair_keys whose
+// queue, timeouts and channels it shares the layout of. `asks`: the leases each acquisition asks.
+struct sem_asks;
+struct sem_keys {
+    std::string leases, max_key;            // P:leases (holders -> expiry), P:max
+    std::string max_arg, ttl_arg, wait_arg;  // max_leases, the TTL and the waiter timeout, as ARGV
+    int max_leases = 0;
+    std::shared_ptr<sem_asks> asks;
+};
+
 class key_renewal;
 
 class redis_backend final : public lock_backend, public std::enable_shared_from_this<redis_backend> {
 public:
     // `f`: a fair lock, with a fencing key and a channel under the fair keys' prefix.
     redis_backend(std::shared_ptr<redis_impl> r, const std::string& key, redis_mutex_options o,
-                  std::optional<fair_keys> f = std::nullopt)
+                  std::optional<fair_keys> f = std::nullopt, std::optional<sem_keys> sm = std::nullopt)
         : rc(std::move(r)), fence_key(f ? fair_prefix(key) + ":fencing" : key + ":fencing"),
-          channel(f ? f->prefix + process_name() : key + ":released"), opts(o), fair(std::move(f)),
+          channel(f ? f->prefix + process_name() : key + ":released"), opts(o), fair(std::move(f)), sem(std::move(sm)),
           renew_timer_(rc->strand)
     {
         if (key.empty() || key.size() > max_redis_key_size)
@@ -69,6 +81,8 @@ public:
         if (fair && (fair->waiter_timeout < std::chrono::milliseconds(100) ||
                      fair->waiter_timeout > std::chrono::hours(24)))
             config_error = redis_errc::bad_ttl;
+        if (sem && sem->max_leases < 1)
+            config_error = redis_errc::bad_leases;
         if (opts.safety_margin.count() == 0)
             opts.safety_margin = opts.ttl / 5;
         if (opts.ttl < std::chrono::milliseconds(100) || opts.ttl > std::chrono::hours(24) ||
@@ -90,6 +104,8 @@ public:
 
     void start(active_task task) override
     {
+        if (sem)
+            return start_sem(std::move(task));
         if (fair)  // every acquisition queues on the server in its own right (no local handoff)
             return spawn_task(task, [self = shared_from_this()](active_task t) { return take_fair(std::move(t), self); });
         // Not connected (yet): take() waits for the connection before its first attempt.
@@ -150,6 +166,10 @@ public:
             }),
             rc->strand);
         op->inline_ok = true;
+        if (sem) {  // gives the leases back (or leaves the queue), tells the waiters that now fit
+            const auto args = sem_args(value, "0");
+            return rc->eval(semaphore_release_script().text, semaphore_release_script().sha, args, 5, std::move(op));
+        }
         if (fair) {  // also leaves the queue, and tells the next waiter
             const std::string_view args[] = {key, fair->queue, fair->timeouts, value, fair->prefix};
             return rc->eval(fair_release_script().text, fair_release_script().sha, args, 3, std::move(op));
@@ -163,6 +183,8 @@ public:
     void participants(const std::shared_ptr<lock_object>& s,
                       std::shared_ptr<op_state<std::vector<participant>>> op) override
     {
+        if (sem)
+            return sem_participants(s, std::move(op));
         if (fair)
             return fair_participants(s, std::move(op));
         auto got = std::make_shared<reply_op>(
@@ -424,12 +446,18 @@ public:
     struct first_attempt;
     // A fair lock's acquisition (redis/fair_lock.cpp).
     static asio::awaitable<redis_acquire_result> take_fair(active_task task, std::shared_ptr<redis_backend> b);
+    // A semaphore's (redis/semaphore.cpp): its acquisition, its listing, and its scripts' keys and
+    // arguments (`value` and the leases asked `n` must outlive the call that sends them).
+    void start_sem(active_task task);
+    void sem_participants(const std::shared_ptr<lock_object>& s, std::shared_ptr<op_state<std::vector<participant>>> op);
+    std::array<std::string_view, 11> sem_args(std::string_view value, std::string_view n) const;
 
     std::shared_ptr<redis_impl> rc;
     std::string fence_key;
     std::string channel;
     redis_mutex_options opts;
     std::optional<fair_keys> fair;
+    std::optional<sem_keys> sem;
     error_code config_error;
     std::uint64_t sub_id = 0;
     std::uint64_t close_hook = 0;
@@ -439,11 +467,11 @@ public:
     std::string last_server_text;  // guarded by text_m
     std::list<waiter*> waiters;
 
-    // The holders' renewal (redis/renewal.cpp), on the strand: the current holder's, and the one
-    // timer its renewals wait on. arm_renewal(at): the timer fires at `at` or before.
+    // The holders' renewals (redis/renewal.cpp), on the strand: the current holders' (a
+    // semaphore's several), and the one timer they wait on. arm_renewal(at): the timer fires at `at` or before.
     // The timer stays armed after a hold ends (the next hold's renewal finds it armed: a short
     // hold costs no timer operation); it is not re-armed for nobody, and the close cancels it.
-    std::shared_ptr<key_renewal> renewing;
+    std::vector<std::shared_ptr<key_renewal>> renewing;
     void arm_renewal(steady_clock::time_point at);
     void end_renewal() noexcept;  // the backend goes: a reply still due finds the renewal stopped
     // The client was closed: a key still held can no longer be renewed (its holder's guard is

@@ -3,6 +3,8 @@
 
 #include <zkcoro/detail/access.hpp>
 
+#include <algorithm>
+
 namespace zkcoro::detail {
 
 // Renews the key we hold every third of its TTL (sooner after a failure) until the release
@@ -11,12 +13,13 @@ namespace zkcoro::detail {
 // is in flight, and the bound on the one in flight (TTL less the safety margin after the last
 // confirmed one) while it is.
 //
-// The backend keeps one timer for its holds, one after another, and leaves it armed when a hold
-// ends: a hold that wants a later time finds it armed earlier and is asked again then
+// The backend keeps one timer for its holds (a mutex's one after another, a semaphore's several
+// at once: the timer is armed for the earliest, and asks each of them), and leaves it armed when
+// a hold ends: a hold that wants a later time finds it armed earlier and is asked again then
 // (on_timer), so a short hold costs no timer operation (no timerfd_settime, no cancelled wait).
 // Fired with no hold, it is not re-armed; the client's close cancels it (and ends a hold still
 // renewed: issue 40), and so does the backend's end (the timer goes with it).
-// The backend owns the renewal of its current hold (`renewing`); the renewal refers back to the
+// The backend owns the renewals of its current holds (`renewing`); the renewal refers back to the
 // lock object weakly, so that the object, its backend and the renewal do not keep each other.
 class key_renewal : public std::enable_shared_from_this<key_renewal> {
 public:
@@ -28,7 +31,7 @@ public:
 
     void start()
     {
-        b_.renewing = shared_from_this();
+        b_.renewing.push_back(shared_from_this());
         ns_->monitor_stop.slot().assign([w = weak_from_this()](asio::cancellation_type) {
             if (auto self = w.lock())
                 self->stop();
@@ -55,8 +58,13 @@ public:
     void stop()
     {
         stopped_ = true;
-        if (b_.renewing.get() == this)
-            b_.renewing.reset();  // last: may end this object
+        auto& all = b_.renewing;
+        auto it = std::find_if(all.begin(), all.end(), [this](const auto& r) { return r.get() == this; });
+        if (it == all.end())
+            return;
+        auto last_ref = std::move(*it);  // goes last: may end this object
+        *it = std::move(all.back());
+        all.pop_back();
     }
 
 private:
@@ -89,8 +97,12 @@ private:
             pooled([self = shared_from_this(), sent](error_code ec, redis_reply r) { self->on_reply(ec, r, sent); }),
             b_.rc->strand);
         op->inline_ok = true;
-        const std::string_view args[] = {ns_->node, ns_->value, ttl_arg_};
         arm(lost_at());  // the bound on this renewal
+        if (b_.sem) {  // a semaphore's leases: its holder's entry in P:leases
+            const auto args = b_.sem_args(ns_->value, "0");
+            return eval_acked(*b_.rc, semaphore_renew_script().text, semaphore_renew_script().sha, args, 5, std::move(op));
+        }
+        const std::string_view args[] = {ns_->node, ns_->value, ttl_arg_};
         eval_acked(*b_.rc, renew_script().text, renew_script().sha, args, 1, std::move(op));
     }
 
@@ -127,13 +139,16 @@ private:
 
 void redis_backend::end_renewal() noexcept
 {
-    if (auto r = std::move(renewing))
+    auto all = std::move(renewing);
+    renewing.clear();
+    for (auto& r : all)
         r->stop();
 }
 
 void redis_backend::client_closed()
 {
-    if (auto r = renewing)
+    const auto all = renewing;  // each one's loss takes it out of renewing
+    for (auto& r : all)
         r->client_closed();
     if (renew_armed_) {
         renew_armed_ = false;
@@ -157,7 +172,8 @@ void redis_backend::arm_renewal(steady_clock::time_point at)
         if (ec || !self || gen != self->renew_gen_)
             return;  // moved earlier (a newer wait has it), or the backend is gone
         self->renew_armed_ = false;
-        if (auto r = self->renewing)
+        const auto all = self->renewing;  // (a renewal that stops takes itself out)
+        for (auto& r : all)
             r->on_timer();
     }));
 }
