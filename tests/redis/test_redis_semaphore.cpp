@@ -1,7 +1,8 @@
 // The Redis semaphore (redis_semaphore) against a real redis-server: at most max_leases leases held
 // at once across clients and tasks, acquire(n) all or nothing and in arrival order (no herd on a
 // release), two acquire(2) on 3 leases never deadlock, rising fencing tokens, a crashed holder's
-// leases back after its TTL (its client closed, or its process SIGKILLed), the lost signal,
+// leases back after its TTL (its client closed, or its process SIGKILLed), several holds of one
+// object renewed side by side, a cut subscription taken up again, the lost signal,
 // deadline and cancellation leave nothing, bad input writes nothing, a max_leases mismatch is
 // refused, and no key is left but the fencing counter.
 #include <zkcoro/redis_semaphore.hpp>
@@ -335,6 +336,55 @@ TEST_CASE("semaphore: one lease, six waiters: FIFO and no herd")
         const auto runs = scripts() - before;
         MESSAGE(waiters << " grants after the first release took " << runs << " script runs");
         CHECK(runs <= 2 * waiters + 2);
+        const bool clean = co_await only_counter_left(srv, n);
+        CHECK(clean);
+    });
+}
+
+// The waiter's subscription is cut (CLIENT KILL TYPE pubsub, as a dropped connection would): it
+// subscribes again, and the release is still told to it, sooner than its own refresh (every 2 s).
+TEST_CASE("semaphore: a waiter whose subscription was cut is still told of the release")
+{
+    auto& srv = shared_redis();
+    asio::io_context ioc;
+    zktest::run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        const sem_names n(unique_key("resub"));
+        zkcoro::redis_client a(ex, srv.url()), b(ex, srv.url());
+        zkcoro::redis_semaphore sa(a, n.key, 1, sem_opts(3000ms));
+        zkcoro::redis_semaphore sb(b, n.key, 1, sem_opts(3000ms, 6000ms));
+        auto held = co_await sa.acquire(1, 1s);
+        REQUIRE(held);
+        std::optional<zkcoro::guard> got;
+        std::chrono::steady_clock::time_point granted_at;
+        event granted(ex);
+        asio::co_spawn(ex, [&]() -> asio::awaitable<void> {
+            got = co_await sb.acquire(1, 5s);
+            granted_at = std::chrono::steady_clock::now();
+            granted.fire();
+        }, asio::detached);
+        const bool waiting = co_await queued(srv, n, 1);
+        REQUIRE(waiting);
+        co_await pause(50ms);  // subscribed by now (its confirmation made it try again)
+        const auto killed = count_of(srv, cmd("CLIENT", "KILL", "TYPE", "pubsub"));
+        CHECK(killed >= 1);
+        // Until it is subscribed again (CLIENT LIST shows a subscriber), at most 2 s.
+        bool again = false;
+        for (int i = 0; i < 200 && !again; ++i) {
+            again = srv.command(cmd("CLIENT", "LIST", "TYPE", "pubsub")).find("sub=1") != std::string::npos;
+            if (!again)
+                co_await pause(10ms);
+        }
+        REQUIRE_MESSAGE(again, "the waiter did not subscribe again within 2 s");
+        const auto released_at = std::chrono::steady_clock::now();
+        co_await held->release();
+        const bool told = co_await granted.wait(3s);
+        REQUIRE(told);
+        REQUIRE(got);
+        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(granted_at - released_at).count();
+        MESSAGE("granted " << ms << " ms after the release, behind a cut subscription");
+        CHECK(ms < 500);
+        co_await got->release();
         const bool clean = co_await only_counter_left(srv, n);
         CHECK(clean);
     });
