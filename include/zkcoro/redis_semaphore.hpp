@@ -103,7 +103,9 @@ public:
     {
         return asio::async_initiate<CompletionToken, void(error_code, std::vector<participant>)>(
             detail::make_initiation(get_executor(),
-                                    [this](auto handler) { detail::start_lock_participants(state_, std::move(handler)); }),
+                                    [this](auto handler) {
+                                        detail::start_lock_participants(state_, std::move(handler));
+                                    }),
             token);
     }
 

@@ -55,15 +55,9 @@ struct fair_keys {
     std::chrono::milliseconds waiter_timeout{0};
 };
 
-// A semaphore's (redis_semaphore, redis/semaphore.cpp) keys and count, beside the fair_keys whose
-// queue, timeouts and channels it shares the layout of. `asks`: the leases each acquisition asks.
-struct sem_asks;
-struct sem_keys {
-    std::string leases, max_key;            // P:leases (holders -> expiry), P:max
-    std::string max_arg, ttl_arg, wait_arg;  // max_leases, the TTL and the waiter timeout, as ARGV
-    int max_leases = 0;
-    std::shared_ptr<sem_asks> asks;
-};
+// A semaphore's (redis_semaphore) keys and count, beside the fair_keys whose queue, timeouts and
+// channels it shares the layout of (redis/semaphore.cpp).
+struct sem_keys;
 
 class key_renewal;
 
@@ -71,18 +65,16 @@ class redis_backend final : public lock_backend, public std::enable_shared_from_
 public:
     // `f`: a fair lock, with a fencing key and a channel under the fair keys' prefix.
     redis_backend(std::shared_ptr<redis_impl> r, const std::string& key, redis_mutex_options o,
-                  std::optional<fair_keys> f = std::nullopt, std::optional<sem_keys> sm = std::nullopt)
+                  std::optional<fair_keys> f = std::nullopt, std::shared_ptr<sem_keys> sm = nullptr)
         : rc(std::move(r)), fence_key(f ? fair_prefix(key) + ":fencing" : key + ":fencing"),
-          channel(f ? f->prefix + process_name() : key + ":released"), opts(o), fair(std::move(f)), sem(std::move(sm)),
-          renew_timer_(rc->strand)
+          channel(f ? f->prefix + process_name() : key + ":released"), opts(o), fair(std::move(f)),
+          sem(std::move(sm)), renew_timer_(rc->strand)
     {
         if (key.empty() || key.size() > max_redis_key_size)
             config_error = redis_errc::bad_key;
         if (fair && (fair->waiter_timeout < std::chrono::milliseconds(100) ||
                      fair->waiter_timeout > std::chrono::hours(24)))
             config_error = redis_errc::bad_ttl;
-        if (sem && sem->max_leases < 1)
-            config_error = redis_errc::bad_leases;
         if (opts.safety_margin.count() == 0)
             opts.safety_margin = opts.ttl / 5;
         if (opts.ttl < std::chrono::milliseconds(100) || opts.ttl > std::chrono::hours(24) ||
@@ -449,7 +441,8 @@ public:
     // A semaphore's (redis/semaphore.cpp): its acquisition, its listing, and its scripts' keys and
     // arguments (`value` and the leases asked `n` must outlive the call that sends them).
     void start_sem(active_task task);
-    void sem_participants(const std::shared_ptr<lock_object>& s, std::shared_ptr<op_state<std::vector<participant>>> op);
+    void sem_participants(const std::shared_ptr<lock_object>& s,
+                          std::shared_ptr<op_state<std::vector<participant>>> op);
     std::array<std::string_view, 11> sem_args(std::string_view value, std::string_view n) const;
 
     std::shared_ptr<redis_impl> rc;
@@ -457,7 +450,7 @@ public:
     std::string channel;
     redis_mutex_options opts;
     std::optional<fair_keys> fair;
-    std::optional<sem_keys> sem;
+    std::shared_ptr<sem_keys> sem;
     error_code config_error;
     std::uint64_t sub_id = 0;
     std::uint64_t close_hook = 0;
@@ -468,7 +461,8 @@ public:
     std::list<waiter*> waiters;
 
     // The holders' renewals (redis/renewal.cpp), on the strand: the current holders' (a
-    // semaphore's several), and the one timer they wait on. arm_renewal(at): the timer fires at `at` or before.
+    // semaphore's several), and the one timer they wait on. arm_renewal(at): the timer fires at
+    // `at` or before.
     // The timer stays armed after a hold ends (the next hold's renewal finds it armed: a short
     // hold costs no timer operation); it is not re-armed for nobody, and the close cancels it.
     std::vector<std::shared_ptr<key_renewal>> renewing;

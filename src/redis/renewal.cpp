@@ -100,7 +100,8 @@ private:
         arm(lost_at());  // the bound on this renewal
         if (b_.sem) {  // a semaphore's leases: its holder's entry in P:leases
             const auto args = b_.sem_args(ns_->value, "0");
-            return eval_acked(*b_.rc, semaphore_renew_script().text, semaphore_renew_script().sha, args, 5, std::move(op));
+            const auto& renew = semaphore_renew_script();
+            return eval_acked(*b_.rc, renew.text, renew.sha, args, 5, std::move(op));
         }
         const std::string_view args[] = {ns_->node, ns_->value, ttl_arg_};
         eval_acked(*b_.rc, renew_script().text, renew_script().sha, args, 1, std::move(op));

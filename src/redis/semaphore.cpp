@@ -28,11 +28,14 @@ namespace zkcoro {
 
 namespace detail {
 
-// The leases each pending acquisition asks for, by its operation: the lock object starts the
-// backend's part (start_sem) within the acquisition's own call, which passes no count.
-struct sem_asks {
+struct sem_keys {
+    std::string leases, max_key;             // P:leases (holders -> expiry), P:max
+    std::string max_arg, ttl_arg, wait_arg;  // max_leases, the TTL and the waiter timeout, as ARGV
+    int max_leases = 0;
+    // The leases each pending acquisition asks for, by its operation: the lock object starts the
+    // backend's part (start_sem) within the acquisition's own call, which passes no count.
     std::mutex m;
-    std::unordered_map<const void*, int> n;  // guarded by m
+    std::unordered_map<const void*, int> asks;  // guarded by m
 };
 
 namespace {
@@ -188,10 +191,10 @@ void redis_backend::start_sem(active_task task)
 {
     int n = 0;
     {
-        std::lock_guard lk(sem->asks->m);
-        if (auto it = sem->asks->n.find(task.op().get()); it != sem->asks->n.end()) {
+        std::lock_guard lk(sem->m);
+        if (auto it = sem->asks.find(task.op().get()); it != sem->asks.end()) {
             n = it->second;
-            sem->asks->n.erase(it);
+            sem->asks.erase(it);
         }
     }
     spawn_task(task, [self = shared_from_this(), n](active_task t) { return sem_take(std::move(t), self, n); });
@@ -254,15 +257,16 @@ std::shared_ptr<detail::lock_object> make_semaphore_object(redis_client& c, std:
     f.timeouts = prefix + ":timeouts";
     f.prefix = prefix + ":wake:";
     f.waiter_timeout = opts.waiter_timeout.count() == 0 ? opts.ttl : opts.waiter_timeout;
-    detail::sem_keys k;
-    k.leases = prefix + ":leases";
-    k.max_key = prefix + ":max";
-    k.max_arg = std::to_string(max_leases);
-    k.ttl_arg = std::to_string(opts.ttl.count());
-    k.wait_arg = std::to_string(f.waiter_timeout.count());
-    k.max_leases = max_leases;
-    k.asks = std::make_shared<detail::sem_asks>();
+    auto k = std::make_shared<detail::sem_keys>();
+    k->leases = prefix + ":leases";
+    k->max_key = prefix + ":max";
+    k->max_arg = std::to_string(max_leases);
+    k->ttl_arg = std::to_string(opts.ttl.count());
+    k->wait_arg = std::to_string(f.waiter_timeout.count());
+    k->max_leases = max_leases;
     auto backend = std::make_shared<detail::redis_backend>(impl, key, m, std::move(f), std::move(k));
+    if (max_leases < 1 && !backend->config_error)  // (a bad key or TTL says so first)
+        backend->config_error = redis_errc::bad_leases;
     detail::recipe_params p;
     p.reentrant = false;  // each acquisition its own hold, with its own leases
     p.watch_own_node = false;
@@ -291,14 +295,14 @@ void redis_semaphore::start_acquire(int n, std::chrono::steady_clock::duration t
                                     detail::any_handler<void(error_code, std::optional<guard>)> handler)
 {
     auto op = detail::make_pooled<detail::op_state<std::optional<guard>>>(std::move(handler), state_->ex);
-    auto& asks = *static_cast<detail::redis_backend&>(*state_->backend).sem->asks;
+    auto& sem = *static_cast<detail::redis_backend&>(*state_->backend).sem;
     {
-        std::lock_guard lk(asks.m);
-        asks.n[op.get()] = n;
+        std::lock_guard lk(sem.m);
+        sem.asks[op.get()] = n;
     }
     state_->acquire(detail::sem_owner(), detail::deadline_after(timeout), op);
-    std::lock_guard lk(asks.m);
-    asks.n.erase(op.get());  // when the acquisition ended before the backend's start
+    std::lock_guard lk(sem.m);
+    sem.asks.erase(op.get());  // when the acquisition ended before the backend's start
 }
 
 asio::awaitable<std::optional<guard>> redis_semaphore::acquire(int n, std::chrono::steady_clock::duration timeout)
