@@ -8,6 +8,7 @@
 #include "engine/lock_object.hpp"
 #include "redis/lock_scripts.hpp"
 #include "redis/replicas.hpp"  // redis_impl, and WAIT after a grant or renewal
+#include "redis/semaphore_scripts.hpp"
 
 #include <zkcoro/guard.hpp>
 #include <zkcoro/redis_mutex.hpp>
@@ -23,6 +24,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <functional>
 #include <list>
 #include <mutex>
@@ -53,6 +55,8 @@ struct fair_keys {
     std::chrono::milliseconds waiter_timeout{0};
 };
 
+struct sem_keys;  // a semaphore's keys and count, in the fair lock's layout (redis/semaphore.cpp)
+
 class key_renewal;
 struct rw_keys;  // a read-write lock's side (redis/shared_lock.cpp)
 
@@ -60,10 +64,10 @@ class redis_backend final : public lock_backend, public std::enable_shared_from_
 public:
     // `f`: a fair lock, with a fencing key and a channel under the fair keys' prefix.
     redis_backend(std::shared_ptr<redis_impl> r, const std::string& key, redis_mutex_options o,
-                  std::optional<fair_keys> f = std::nullopt)
+                  std::optional<fair_keys> f = std::nullopt, std::shared_ptr<sem_keys> sm = nullptr)
         : rc(std::move(r)), fence_key(f ? fair_prefix(key) + ":fencing" : key + ":fencing"),
           channel(f ? f->prefix + process_name() : key + ":released"), opts(o), fair(std::move(f)),
-          renew_timer_(rc->strand)
+          sem(std::move(sm)), renew_timer_(rc->strand)
     {
         if (key.empty() || key.size() > max_redis_key_size)
             config_error = redis_errc::bad_key;
@@ -93,6 +97,8 @@ public:
     {
         if (rw)  // either side of a read-write lock (redis/shared_lock.cpp)
             return spawn_task(task, [self = shared_from_this()](active_task t) { return take_shared(std::move(t), self); });
+        if (sem)
+            return start_sem(std::move(task));
         if (fair)  // every acquisition queues on the server in its own right (no local handoff)
             return spawn_task(task, [self = shared_from_this()](active_task t) { return take_fair(std::move(t), self); });
         // Not connected (yet): take() waits for the connection before its first attempt.
@@ -155,6 +161,10 @@ public:
         op->inline_ok = true;
         if (rw)
             return rw_release(key, value, std::move(op));
+        if (sem) {  // gives the leases back (or leaves the queue), tells the waiters that now fit
+            const auto args = sem_args(value, "0");
+            return rc->eval(semaphore_release_script().text, semaphore_release_script().sha, args, 5, std::move(op));
+        }
         if (fair) {  // also leaves the queue, and tells the next waiter
             const std::string_view args[] = {key, fair->queue, fair->timeouts, value, fair->prefix};
             return rc->eval(fair_release_script().text, fair_release_script().sha, args, 3, std::move(op));
@@ -170,6 +180,8 @@ public:
     {
         if (rw)
             return rw_participants(s, std::move(op));
+        if (sem)
+            return sem_participants(s, std::move(op));
         if (fair)
             return fair_participants(s, std::move(op));
         auto got = std::make_shared<reply_op>(
@@ -435,6 +447,12 @@ public:
     static asio::awaitable<redis_acquire_result> take_shared(active_task task, std::shared_ptr<redis_backend> b);
     void rw_release(std::string_view key, std::string_view value, std::shared_ptr<reply_op> op);
     void rw_participants(const std::shared_ptr<lock_object>& s, std::shared_ptr<op_state<std::vector<participant>>> op);
+    // A semaphore's (redis/semaphore.cpp): its acquisition, its listing, and its scripts' keys and
+    // arguments (`value` and the leases asked `n` must outlive the call that sends them).
+    void start_sem(active_task task);
+    void sem_participants(const std::shared_ptr<lock_object>& s,
+                          std::shared_ptr<op_state<std::vector<participant>>> op);
+    std::array<std::string_view, 11> sem_args(std::string_view value, std::string_view n) const;
 
     std::shared_ptr<redis_impl> rc;
     std::string fence_key;
@@ -442,6 +460,7 @@ public:
     redis_mutex_options opts;
     std::optional<fair_keys> fair;
     std::shared_ptr<const rw_keys> rw;  // set by the read-write lock, before any acquisition
+    std::shared_ptr<sem_keys> sem;
     error_code config_error;
     std::uint64_t sub_id = 0;
     std::uint64_t close_hook = 0;
@@ -451,11 +470,9 @@ public:
     std::string last_server_text;  // guarded by text_m
     std::list<waiter*> waiters;
 
-    // The holders' renewal (redis/renewal.cpp), on the strand: the current holders' (one, but a
-    // read-write lock's readers, several tasks of one process at once), and the one timer their
-    // renewals wait on. arm_renewal(at): the timer fires at `at` or before.
-    // The timer stays armed after a hold ends (the next hold's renewal finds it armed: a short
-    // hold costs no timer operation); it is not re-armed for nobody, and the close cancels it.
+    // The holders' renewals (redis/renewal.cpp), on the strand (a read-write lock's readers or a
+    // semaphore's holders: several at once), and their one timer: arm_renewal(at) fires it at `at`
+    // or before. It stays armed after a hold ends (a short hold costs no timer operation).
     std::vector<std::shared_ptr<key_renewal>> renewing;
     void arm_renewal(steady_clock::time_point at);
     void end_renewal() noexcept;  // the backend goes: a reply still due finds the renewal stopped

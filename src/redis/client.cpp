@@ -64,6 +64,11 @@ public:
         case redis_errc::loading: return "the Redis server is loading its data set (LOADING): retry shortly";
         case redis_errc::master_down:
             return "the Redis replica has lost its master (MASTERDOWN): point at the master, or wait for it";
+        case redis_errc::bad_leases:
+            return "a semaphore's max_leases must be 1 or more, and an acquisition must ask for 1 to max_leases leases";
+        case redis_errc::leases_mismatch:
+            return "the semaphore's P:max on the server holds another max_leases than this participant's: every "
+                   "participant must pass the same count";
         }
         return fmt::format("unknown zkcoro.redis error {}", ev);
     }
@@ -105,6 +110,8 @@ error_code redis_error_code(std::string_view text) noexcept
         return redis_errc::wrong_type;
     if (text.starts_with("ZKFENCING"))
         return redis_errc::bad_fencing_counter;
+    if (text.starts_with("ZKMAXLEASES"))
+        return redis_errc::leases_mismatch;
     // An ACL refusal: of the command itself (NOPERM), or inside a script (Redis 7.0 says ERR there).
     if (text.starts_with("NOPERM") || text.starts_with("ERR The user executing the script can't"))
         return redis_errc::no_permission;

@@ -1,6 +1,8 @@
 // The fencing counter's rule in Lua (internal): one text for every Redis lock's acquire script
-// (the mutex's, the fair lock's, the read-write lock's), so that a token drawn by any of them
-// exceeds every earlier grant's on the same counter.
+// (the mutex's, the fair lock's, the read-write lock's, the semaphore's), so that a token drawn by
+// any of them exceeds every earlier grant's on the same counter. Macros of string literals, spliced
+// into each script's text. Never #undef'd: the library is one translation unit (a unity build),
+// where a second file including this header after an #undef would find them gone.
 #ifndef ZKCORO_SRC_REDIS_FENCING_LUA_HPP
 #define ZKCORO_SRC_REDIS_FENCING_LUA_HPP
 

@@ -16,12 +16,13 @@ namespace zkcoro::detail {
 // is in flight, and the bound on the one in flight (TTL less the safety margin after the last
 // confirmed one) while it is.
 //
-// The backend keeps one timer for its holds, one after another, and leaves it armed when a hold
-// ends: a hold that wants a later time finds it armed earlier and is asked again then
+// The backend keeps one timer for its holds (a mutex's one after another, a semaphore's several
+// at once: the timer is armed for the earliest, and asks each of them), and leaves it armed when
+// a hold ends: a hold that wants a later time finds it armed earlier and is asked again then
 // (on_timer), so a short hold costs no timer operation (no timerfd_settime, no cancelled wait).
 // Fired with no hold, it is not re-armed; the client's close cancels it (and ends a hold still
 // renewed: issue 40), and so does the backend's end (the timer goes with it).
-// The backend owns the renewal of its current hold (`renewing`); the renewal refers back to the
+// The backend owns the renewals of its current holds (`renewing`); the renewal refers back to the
 // lock object weakly, so that the object, its backend and the renewal do not keep each other.
 class key_renewal : public std::enable_shared_from_this<key_renewal> {
 public:
@@ -102,6 +103,11 @@ private:
         if (b_.rw) {  // a read-write lock's hold: the write key or a read lease
             const std::string_view args[] = {ns_->node, b_.rw->readers, ns_->value, ttl_arg_};
             return eval_acked(*b_.rc, rw_renew_script().text, rw_renew_script().sha, args, 2, std::move(op));
+        }
+        if (b_.sem) {  // a semaphore's leases: its holder's entry in P:leases
+            const auto args = b_.sem_args(ns_->value, "0");
+            const auto& renew = semaphore_renew_script();
+            return eval_acked(*b_.rc, renew.text, renew.sha, args, 5, std::move(op));
         }
         const std::string_view args[] = {ns_->node, ns_->value, ttl_arg_};
         eval_acked(*b_.rc, renew_script().text, renew_script().sha, args, 1, std::move(op));

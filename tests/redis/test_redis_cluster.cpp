@@ -6,6 +6,7 @@
 #include <zkcoro/detail/access.hpp>
 #include <zkcoro/redis_mutex.hpp>
 #include <zkcoro/redis_shared_mutex.hpp>
+#include <zkcoro/redis_semaphore.hpp>
 
 #include "../integration/common.hpp"
 #include "redis/cluster.hpp"
@@ -206,6 +207,58 @@ TEST_CASE("redis_mutex on keys in every shard: exclusion between two clients, to
         CHECK(router_of(a).moved == 0);
         CHECK(router_of(a).asked == 0);
         CHECK_FALSE(a.server().empty());
+        a.close();
+        b.close();
+    });
+}
+
+// The semaphore in each shard: its keys all on the master of its name's slot ({name}:...), 2
+// leases of 2 exclude a second client, whose waiter is told of the release (sooner than its own
+// refresh); tokens rise; only the counter is left.
+TEST_CASE("redis_semaphore on keys in every shard: keys on one master, exclusion, release told, tokens rise")
+{
+    auto& c = shared_cluster();
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        zkcoro::redis_client a(ex, c.url(1)), b(ex, c.url());
+        zkcoro::redis_semaphore_options o;
+        o.ttl = 2s;
+        o.waiter_timeout = 3s;  // a waiter comes back on its own every second
+        for (auto port : c.master_ports()) {
+            auto name = name_on(c, port, "sem");
+            CAPTURE(name);
+            zkcoro::redis_semaphore sa(a, name, 2, o), sb(b, name, 2, o);
+            auto g1 = co_await sa.acquire(2, 2s);
+            REQUIRE(g1);
+            const auto p = "{" + name + "}";
+            CHECK(c.node_at(port).command(cmd("EXISTS", p + ":leases", p + ":max", p + ":fencing")) == "3");
+            std::optional<zkcoro::guard> g2;
+            std::chrono::steady_clock::time_point released, granted;
+            rt::event got(ex);
+            asio::co_spawn(ex, [&]() -> asio::awaitable<void> {
+                g2 = co_await sb.acquire(1, 3s);
+                granted = std::chrono::steady_clock::now();
+                got.fire();
+            }, asio::detached);
+            bool waiting = false;
+            for (int i = 0; i < 200 && !waiting; ++i) {
+                waiting = c.node_at(port).command(cmd("LLEN", p + ":queue")) == "1";
+                if (!waiting)
+                    co_await rt::pause(5ms);
+            }
+            REQUIRE(waiting);
+            released = std::chrono::steady_clock::now();
+            co_await g1->release();
+            const bool told = co_await got.wait(2s);
+            REQUIRE(told);
+            REQUIRE(g2);
+            CHECK(granted - released < 500ms);
+            CHECK(g2->fencing_token() > g1->fencing_token());
+            co_await g2->release();
+            CHECK(c.node_at(port).command(cmd("EXISTS", p + ":leases", p + ":queue", p + ":timeouts", p + ":max")) ==
+                  "0");
+        }
         a.close();
         b.close();
     });

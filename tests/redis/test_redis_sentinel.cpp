@@ -4,6 +4,7 @@
 // replica-acknowledged grants, a failover while a lock is held (4 runs; ZKCORO_FAILOVER_RUNS sets another number), the negative control
 // where replication is held back, and a manual failover (SENTINEL FAILOVER) followed by a holder.
 #include <zkcoro/redis_shared_mutex.hpp>
+#include <zkcoro/redis_semaphore.hpp>
 
 #include "redis_test_util.hpp"
 #include "sentinel_cluster.hpp"
@@ -344,6 +345,36 @@ TEST_CASE("redis_shared_mutex with sentinels: read and write grants acknowledged
         CHECK(ec == redis_errc::not_replicated);
         co_await pause(100ms);  // the take-back
         CHECK(c.master().command(cmd("EXISTS", key, readers, "{" + key + "}:writers")) == "0");
+    }, 20s);
+}
+
+// The semaphore's grants wait for replicas as the mutex's do: WAIT 2 confirms one; WAIT 3 (two
+// replicas) refuses every grant with not_replicated, each given back (the release script), so
+// that at the deadline no lease and no queue entry is left on the master.
+TEST_CASE("replica acknowledgement, redis_semaphore: WAIT n confirms a grant; unconfirmed grants are given back")
+{
+    auto& c = shared_cluster();
+    asio::io_context ioc;
+    zktest::run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        const auto key = unique_key("sem-ack");
+        const auto p = "{" + key + "}";
+        zkcoro::redis_semaphore_options so;
+        so.ttl = 2000ms;
+        zkcoro::redis_client ok(ex, c.url(), quick(2));
+        zkcoro::redis_semaphore s(ok, key, 2, so);
+        auto g = co_await s.acquire(2, 3s);
+        REQUIRE(g);
+        co_await g->release();
+        auto opts = quick(3);  // three replicas: there are two
+        opts.replica_ack_timeout = 150ms;
+        zkcoro::redis_client too_many(ex, c.url(), opts);
+        zkcoro::redis_semaphore s3(too_many, key, 2, so);
+        auto [ec, g3] = co_await s3.async_acquire(1, 700ms, asio::as_tuple(asio::use_awaitable));
+        CHECK(ec == redis_errc::not_replicated);
+        co_await pause(100ms);  // the last give-back
+        CHECK(c.master().command(cmd("EXISTS", p + ":leases", p + ":queue", p + ":timeouts", p + ":max")) == "0");
+        CHECK(c.master().command(cmd("EXISTS", p + ":fencing")) == "1");
     }, 20s);
 }
 
