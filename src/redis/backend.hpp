@@ -8,6 +8,7 @@
 #include "engine/lock_object.hpp"
 #include "redis/lock_scripts.hpp"
 #include "redis/replicas.hpp"  // redis_impl, and WAIT after a grant or renewal
+#include "redis/slot.hpp"
 
 #include <zkcoro/guard.hpp>
 #include <zkcoro/redis_mutex.hpp>
@@ -241,7 +242,7 @@ public:
         // many waiters is no news); else the server's own text too, when it answered with an error.
         auto level = ec == redis_errc::closed ? log_level::debug : log_level::warn;
         std::string text = server_text(ec);
-        rc->log(level, fmt::format("{} {} on redis://{}:{}: {}{}{}{}", operation, resource, rc->url.host, rc->url.port,
+        rc->log(level, fmt::format("{} {} on {}: {}{}{}{}", operation, resource, lock_site(rc->url, resource),
                                    ec.message(), text.empty() ? "" : ": the server said: ", text, advice(text)));
     }
 

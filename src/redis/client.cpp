@@ -268,6 +268,8 @@ void redis_impl::exec(command_args args, std::shared_ptr<reply_op> op, const std
 void redis_impl::eval(const std::string& script, const std::string& sha1, command_args keys_and_args, int nkeys,
                       std::shared_ptr<reply_op> op)
 {
+    if (!url.cluster_nodes.empty() && !url_ec)
+        return cluster_eval_tracked(script, sha1, keys_and_args, nkeys, std::move(op), nullptr);
     // EVALSHA; the link sends EVAL instead the first time its connection runs the script, and
     // drops the connection on NOSCRIPT (see redis_link::send): a NOSCRIPT is never retried here,
     // as a retry would run after the commands sent behind it.
@@ -298,8 +300,6 @@ std::shared_ptr<redis_link> redis_impl::sub_link()
         };
         if (!url.sentinels.empty())
             set_sentinel_hooks(h, strand, url, opts);
-        if (!url.cluster_nodes.empty())
-            set_cluster_seed_hooks(h, url);  // PUBLISH reaches every node of a cluster
         sub_ = std::make_shared<redis_link>(strand, url, opts, true, std::move(h));
         sub_->start();
     }
@@ -314,10 +314,16 @@ std::uint64_t redis_impl::subscribe(const std::string& channel, std::function<vo
     fns.emplace(id, std::move(fn));
     if (url_ec)
         return id;
-    auto link = sub_link();
-    if (first && link->state() == redis_state::connected)
-        link->send_push({"SUBSCRIBE", channel});
-    else if (!first && link->state() == redis_state::connected)
+    bool up = false;
+    if (!url.cluster_nodes.empty()) {
+        up = cluster_subscribe(channel, first);  // sharded, on the channel's shard
+    } else {
+        auto link = sub_link();
+        up = link->state() == redis_state::connected;
+        if (first && up)
+            link->send_push({"SUBSCRIBE", channel});
+    }
+    if (!first && up)
         asio::post(strand, [w = weak_from_this(), channel, id] {
             // Already subscribed: tell the newcomer at once (after it has stored its id).
             auto self = w.lock();
@@ -340,7 +346,9 @@ void redis_impl::unsubscribe(const std::string& channel, std::uint64_t id)
     it->second.erase(id);
     if (it->second.empty()) {
         subs_.erase(it);
-        if (sub_ && sub_->state() == redis_state::connected)
+        if (!url.cluster_nodes.empty())
+            cluster_unsubscribe(channel);
+        else if (sub_ && sub_->state() == redis_state::connected)
             sub_->send_push({"UNSUBSCRIBE", channel});
     }
 }
@@ -351,9 +359,9 @@ void redis_impl::on_push(const redis_reply& r)
         return;
     const auto& kind = r.elements[0].str;
     channel_event ev;
-    if (kind == "subscribe")
+    if (kind == "subscribe" || kind == "ssubscribe")
         ev = channel_event::subscribed;
-    else if (kind == "message")
+    else if (kind == "message" || kind == "smessage")
         ev = channel_event::message;
     else
         return;
