@@ -20,6 +20,7 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <string>
@@ -605,6 +606,49 @@ TEST_CASE("a master SIGKILLed while holding: the replica takes over, never two h
         a.close();
         b.close();
     }, 30s);
+}
+
+// zklock -c redis+cluster://... (issue 35 item 4): the command runs under the lock on the key
+// {LOCKPATH} (ZKLOCK_NODE) with a fencing token above the last holder's; with the key held by
+// another client, zklock -n gives up at once (a nonzero exit status).
+TEST_CASE("zklock with a redis+cluster:// URL")
+{
+    const char* zklock = std::getenv("ZKLOCK_BIN");
+    if (zklock == nullptr || *zklock == '\0') {
+        MESSAGE("ZKLOCK_BIN not set (built without the tools): skipped");
+        return;
+    }
+    auto& c = shared_cluster();
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        const auto port = c.master_ports()[2];
+        const auto name = name_on(c, port, "zklock");
+        zkcoro::redis_client a(ex, c.url());
+        zkcoro::redis_mutex m(a, name, ttl(3s));
+        auto g = co_await m.acquire(2s);
+        REQUIRE(g);
+        const auto held_token = g->fencing_token();
+        std::string refused;
+        try {
+            c.run_cli({zklock, "-n", "-c", c.url(), name, "--", "/bin/true"}, std::chrono::seconds(10));
+        } catch (const std::exception& e) {
+            refused = e.what();
+        }
+        MESSAGE("zklock -n while held: " << refused);
+        CHECK(refused.find("is held by another process") != std::string::npos);
+        co_await g->release();
+        const auto out = c.run_cli({zklock, "-t", "5", "-c", c.url(), name, "--", "/bin/sh", "-c",
+                                    "echo \"node=$ZKLOCK_NODE token=$ZKLOCK_FENCING_TOKEN\""},
+                                   std::chrono::seconds(10));
+        CAPTURE(out);
+        const auto at = out.find("node={" + name + "} token=");
+        REQUIRE(at != std::string::npos);
+        const auto token = std::stoll(out.substr(at + name.size() + 14));
+        CHECK(token > held_token);
+        CHECK(c.node_at(port).command(cmd("EXISTS", m.key())) == "0");
+        a.close();
+    });
 }
 
 // A redis+cluster:// client pointed at a server without cluster support fails with the server's
