@@ -46,11 +46,13 @@ enum class redis_errc {
     no_replicas,         ///< NOREPLICAS: the master has fewer good replicas than min-replicas-to-write
     loading,             ///< LOADING: the server is loading its data set after a start
     master_down,         ///< MASTERDOWN: a replica lost its master and serves no stale data
+    try_again,           ///< TRYAGAIN (cluster): the keys' slot is migrating with them partly moved, for over 2 s
+    cluster_down,        ///< CLUSTERDOWN (cluster): no master serves the key's slot now (a failover under way)
 };
 /// The code of an error reply's text, by the server's error prefix: read_only (READONLY),
 /// out_of_memory (OOM), wrong_type (WRONGTYPE), no_permission (NOPERM, or a script's "ERR The user
 /// executing the script can't ..."), no_replicas (NOREPLICAS), loading (LOADING), master_down
-/// (MASTERDOWN), else error_reply. The text itself stays in the reply (and in the throwing
+/// (MASTERDOWN), try_again (TRYAGAIN), cluster_down (CLUSTERDOWN), else error_reply. The text itself stays in the reply (and in the throwing
 /// acquire()'s what()).
 ZKCORO_API error_code redis_error_code(std::string_view error_text) noexcept;
 ZKCORO_API const boost::system::error_category& redis_category() noexcept;

@@ -64,6 +64,8 @@ public:
         case redis_errc::loading: return "the Redis server is loading its data set (LOADING): retry shortly";
         case redis_errc::master_down:
             return "the Redis replica has lost its master (MASTERDOWN): point at the master, or wait for it";
+        case redis_errc::try_again: return "the Redis Cluster slot is migrating, its keys partly moved (TRYAGAIN)";
+        case redis_errc::cluster_down: return "no Redis Cluster master serves the slot now (CLUSTERDOWN)";
         }
         return fmt::format("unknown zkcoro.redis error {}", ev);
     }
@@ -83,6 +85,8 @@ public:
         case redis_errc::no_replicas:
         case redis_errc::loading:
         case redis_errc::master_down:
+        case redis_errc::try_again:     // a slot's migration that ends
+        case redis_errc::cluster_down:  // a shard's failover that ends
             return error_kind::retriable;
         case redis_errc::closed:
         case redis_errc::auth_failed:
@@ -114,6 +118,8 @@ error_code redis_error_code(std::string_view text) noexcept
         return redis_errc::loading;
     if (text.starts_with("MASTERDOWN"))
         return redis_errc::master_down;
+    if (text.starts_with("TRYAGAIN") || text.starts_with("CLUSTERDOWN"))
+        return text[0] == 'T' ? redis_errc::try_again : redis_errc::cluster_down;
     return redis_errc::error_reply;
 }
 
@@ -314,15 +320,11 @@ std::uint64_t redis_impl::subscribe(const std::string& channel, std::function<vo
     fns.emplace(id, std::move(fn));
     if (url_ec)
         return id;
-    bool up = false;
-    if (!url.cluster_nodes.empty()) {
-        up = cluster_subscribe(channel, first);  // sharded, on the channel's shard
-    } else {
-        auto link = sub_link();
-        up = link->state() == redis_state::connected;
-        if (first && up)
-            link->send_push({"SUBSCRIBE", channel});
-    }
+    // On a cluster: sharded, on the channel's shard (cluster_pubsub.cpp).
+    auto link = url.cluster_nodes.empty() ? sub_link() : nullptr;
+    const bool up = link ? link->state() == redis_state::connected : cluster_subscribe(channel, first);
+    if (link && first && up)
+        link->send_push({"SUBSCRIBE", channel});
     if (!first && up)
         asio::post(strand, [w = weak_from_this(), channel, id] {
             // Already subscribed: tell the newcomer at once (after it has stored its id).

@@ -335,7 +335,7 @@ void cluster_router::route(std::shared_ptr<routed> c)
                                             server())
                              : fmt::format("CLUSTERDOWN no master in the map read from {}", server());
         refresh();
-        return void(c->op->complete(redis_errc::error_reply, std::move(r)));
+        return void(c->op->complete(redis_errc::cluster_down, std::move(r)));
     }
     send(std::move(c), static_cast<std::size_t>(n), false);
 }
@@ -387,6 +387,7 @@ void cluster_router::answered(std::shared_ptr<routed> c, std::size_t from_node, 
         // with its fencing counter moved and its key free): sent again until the move is done.
         ++c->tries;
         ++tried_again;
+        c->redirections = 0;  // each try may meet ASK again (the source still names the target)
         auto t = std::make_shared<asio::steady_timer>(strand_, std::chrono::milliseconds(20));
         return t->async_wait([t, w = weak_from_this(), c = std::move(c)](error_code) mutable {
             if (auto self = w.lock())

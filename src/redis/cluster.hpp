@@ -48,7 +48,8 @@ public:
     // answer MOVED updates the map, refreshes it and sends again; ASK sends ASKING and the
     // command to the node named (the map stays). At most max_redirections of these, then the
     // last reply (error_reply). TRYAGAIN (a multi-key command whose keys are partly moved while
-    // its slot migrates) sends again after 20 ms, up to max_tries times (2 s), then the reply.
+    // its slot migrates) sends again after 20 ms, up to max_tries times (2 s), then the reply
+    // (try_again: retriable). No master for the slot in the map: CLUSTERDOWN (cluster_down).
     void exec(command_args args, std::shared_ptr<reply_op> op, const std::string* script);
     using answer_site = cluster_answer_site;
     // exec, and tells where the final answer came from (for WAIT on the same connection).

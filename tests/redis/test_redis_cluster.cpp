@@ -333,6 +333,68 @@ TEST_CASE("on a cluster a grant waits for the shard's replica (WAIT 1 on the loc
     });
 }
 
+// A slot left migrating with the lock's keys partly moved (its fencing counter on the target, the
+// key on neither node): the acquire script meets TRYAGAIN; past the router's 2 s of it the
+// command completes with try_again, which is retriable: the acquisition tries again until its
+// deadline and then fails with try_again (it failed at 2 s with error_reply before). Once the
+// slot is assigned to the target, an acquisition waiting meanwhile is granted.
+TEST_CASE("TRYAGAIN for over 2 s: try_again, retried until the acquisition's deadline; granted once the move ends")
+{
+    auto& c = shared_cluster();
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        auto masters = c.master_ports();
+        const auto from = masters[1], to = masters[2];
+        auto name = name_on(c, from, "tryagain");
+        const int slot = zkcoro::detail::key_slot(name);
+        zkcoro::redis_client a(ex, c.url());
+        zkcoro::redis_mutex m(a, name, ttl(2s));
+        auto g = co_await m.acquire(2s);  // the counter exists, the key goes with the release
+        REQUIRE(g);
+        const auto first = g->fencing_token();
+        co_await g->release();
+        const auto from_id = c.node_id(from), to_id = c.node_id(to);
+        c.node_at(to).command(cmd("CLUSTER", "SETSLOT", std::to_string(slot), "IMPORTING", from_id));
+        c.node_at(from).command(cmd("CLUSTER", "SETSLOT", std::to_string(slot), "MIGRATING", to_id));
+        c.node_at(from).command(cmd("MIGRATE", "127.0.0.1", std::to_string(to), "", "0", "5000", "KEYS",
+                                    m.key() + ":fencing"));
+        const auto t0 = std::chrono::steady_clock::now();
+        auto [ec, none] = co_await m.async_acquire(1, 2600ms, asio::as_tuple(asio::use_awaitable));
+        const auto took = std::chrono::steady_clock::now() - t0;
+        MESSAGE("after " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                         << " ms: " << ec.message() << "; TRYAGAIN met " << router_of(a).tried_again << " times");
+        CHECK_FALSE(none);
+        CHECK(ec == redis_errc::try_again);
+        CHECK(zkcoro::classify(ec) == zkcoro::error_kind::retriable);
+        CHECK(took >= 2500ms);
+        CHECK(router_of(a).tried_again > 100);  // more than one command's 100 tries
+        // Waiting again; the move ends meanwhile: granted, higher token.
+        std::optional<zkcoro::guard> got;
+        rt::event done(ex);
+        asio::co_spawn(ex, [&]() -> asio::awaitable<void> {
+            got = co_await m.acquire(3s);
+            done.fire();
+        }, asio::detached);
+        co_await rt::pause(300ms);
+        CHECK_FALSE(done.set);
+        for (auto p : masters)
+            c.node_at(p).command(cmd("CLUSTER", "SETSLOT", std::to_string(slot), "NODE", to_id));
+        REQUIRE(co_await done.wait(3s));
+        REQUIRE(got);
+        CHECK(got->fencing_token() > first);
+        co_await got->release();
+        // Back where it was, for the other cases.
+        c.node_at(from).command(cmd("CLUSTER", "SETSLOT", std::to_string(slot), "IMPORTING", to_id));
+        c.node_at(to).command(cmd("CLUSTER", "SETSLOT", std::to_string(slot), "MIGRATING", from_id));
+        c.node_at(to).command(cmd("MIGRATE", "127.0.0.1", std::to_string(from), "", "0", "5000", "KEYS",
+                                  m.key() + ":fencing"));
+        for (auto p : masters)
+            c.node_at(p).command(cmd("CLUSTER", "SETSLOT", std::to_string(slot), "NODE", from_id));
+        a.close();
+    });
+}
+
 // Issue 35 item 3: release notifications with sharded pub/sub on the lock's shard. A waiter of
 // another client, behind a holder with a 3 s TTL, is woken by the release's SPUBLISH (granted
 // within 500 ms; its own timer would wake it at the key's expiry, 3 s on): the channel is a shard
