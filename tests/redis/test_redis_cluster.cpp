@@ -378,9 +378,12 @@ TEST_CASE("TRYAGAIN for over 2 s: try_again, retried until the acquisition's dea
         }, asio::detached);
         co_await rt::pause(300ms);
         CHECK_FALSE(done.set);
+        const auto t1 = std::chrono::steady_clock::now();
         for (auto p : masters)
             c.node_at(p).command(cmd("CLUSTER", "SETSLOT", std::to_string(slot), "NODE", to_id));
         REQUIRE(co_await done.wait(3s));
+        MESSAGE("granted " << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t1).count()
+                           << " ms after the slot was assigned");
         REQUIRE(got);
         CHECK(got->fencing_token() > first);
         co_await got->release();
