@@ -46,8 +46,8 @@ public:
     virtual const std::string& resource() const noexcept = 0;
     virtual std::int64_t session_id() const noexcept = 0;
 
-    // Told lost, or past the hold's own loss bound (Redis), which the loss signal follows when the
-    // backend's timer runs.
+    // Told lost, or past the hold's own loss bound (Redis: its renewal's; ZooKeeper: its lost
+    // policy's), which the loss signal follows when the backend's timer runs.
     bool lost() const noexcept { return lost_.load() || past_bound(); }
     asio::cancellation_slot lost_slot() noexcept { return lost_signal_.slot(); }
 

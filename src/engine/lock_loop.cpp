@@ -60,11 +60,12 @@ void lock_object::handle(event& e)
     {
         std::lock_guard lk(m_);
         const auto now = clock_->now();
-        // Our node past its own loss bound (Redis: the renewal's timer, late on a busy event loop,
-        // has not reported it yet) is lost first, not handed to another task of ours nor reentered
+        // Our node past its own loss bound (Redis: the renewal's timer; ZooKeeper: the lost
+        // policy's, when the session may have expired; late on a busy event loop, neither has
+        // reported it yet) is lost first, not handed to another task of ours nor reentered
         // (tests/sim: sim_redis's multi-lock seed 2028 was handed a member past its bound).
         if ((e.what == event::kind::released || e.what == event::kind::acquire) && node_ && !node_->ended() &&
-            node_->past_lost_by()) {
+            backend->past_bound(*node_, opts)) {
             late.emplace(event::kind::lost);
             late->ns = node_;
             step(*late, late_f.emplace(), now);
@@ -73,9 +74,12 @@ void lock_object::handle(event& e)
     }
     if (late) {
         if (late->last)
-            backend->log(log_level::warn, "lock " + late->ns->node + " lost: past its loss bound (the last confirmed renewal + "
-                                          "TTL - safety margin) before the renewal's timer ran (a busy event loop?)");
+            backend->log(log_level::warn, "lock " + late->ns->node + " lost: past its loss bound (Redis: the last confirmed "
+                                          "renewal + TTL - safety margin; ZooKeeper: when the session may have expired) "
+                                          "before the timer that watches it ran (a busy event loop?)");
         finish(*late, *late_f);
+        if (late->last)
+            backend->lost_past_bound(shared_from_this(), late->ns);
     }
     finish(e, f);
 }

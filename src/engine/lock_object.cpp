@@ -172,6 +172,8 @@ object_lease::object_lease(std::shared_ptr<lock_object> obj, std::shared_ptr<nod
 {
 }
 
+bool object_lease::past_bound() const noexcept { return obj_->backend->past_bound(*ns_, obj_->opts); }
+
 // A lock on another backend (Redis) has no ZooKeeper node to check: no fenced transaction there.
 client* object_lease::zookeeper() noexcept { return obj_->backend->zookeeper(); }
 

@@ -90,7 +90,8 @@ public:
 
     // Redis: the hold's own loss bound (the last confirmed renewal + TTL - safety margin), kept by
     // its renewal. Past it the node counts as lost before the renewal's timer has run, which a busy
-    // event loop runs late (tests/sim: sim_redis's multi-lock seed 2028). ZooKeeper: never set.
+    // event loop runs late (tests/sim: sim_redis's multi-lock seed 2028). ZooKeeper: never set (its
+    // bound is the lost policy's, computed from the session's state: zk_backend::past_bound).
     void set_lost_by(steady_clock::time_point t) noexcept { lost_by_.store(t.time_since_epoch().count()); }
     bool past_lost_by() const noexcept
     {
@@ -122,7 +123,7 @@ public:
     std::int64_t session_id() const noexcept override { return ns_->session_id; }
     void release(any_handler<void(error_code)> handler) override;
     client* zookeeper() noexcept override;
-    bool past_bound() const noexcept override { return ns_->past_lost_by(); }
+    bool past_bound() const noexcept override;
 
     const std::shared_ptr<node_state>& node() const noexcept { return ns_; }
     using lease::set_revocation;
@@ -219,6 +220,14 @@ public:
     // Learns whether anyone else queues behind `ns` (then calls lock_object::queue_changed), for
     // the batch's time bound and lingering; called with node_state::queue_watched just set.
     virtual void watch_queue(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns) = 0;
+    // Whether the hold `ns` is past its loss bound now, whether or not what watches it (a timer, a
+    // state change's handler, late on a busy event loop) has reported it yet. Any thread. By
+    // default the bound kept in the node (Redis: the renewal's, set_lost_by).
+    virtual bool past_bound(const node_state& ns, const mutex_options&) const noexcept { return ns.past_lost_by(); }
+    // The engine lost `ns` past its bound (its holder is told): the backend's part of a loss
+    // (ZooKeeper: stop watching the node and delete it, as a loss it finds itself does). Default:
+    // nothing (Redis: the key expires; the renewal stops at the loss).
+    virtual void lost_past_bound(const std::shared_ptr<lock_object>&, const std::shared_ptr<node_state>&) {}
     // Grants at once with a node of the given name, outside the queue (a read-write lock's
     // downgrade), reporting through `task` (which has no role); not_supported where there are no
     // named nodes.

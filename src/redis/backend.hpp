@@ -55,6 +55,7 @@ struct fair_keys {
 };
 
 class key_renewal;
+struct rw_keys;  // a read-write lock's side (redis/shared_lock.cpp)
 
 class redis_backend final : public lock_backend, public std::enable_shared_from_this<redis_backend> {
 public:
@@ -91,6 +92,8 @@ public:
 
     void start(active_task task) override
     {
+        if (rw)  // either side of a read-write lock (redis/shared_lock.cpp)
+            return spawn_task(task, [self = shared_from_this()](active_task t) { return take_shared(std::move(t), self); });
         if (fair)  // every acquisition queues on the server in its own right (no local handoff)
             return spawn_task(task, [self = shared_from_this()](active_task t) { return take_fair(std::move(t), self); });
         // Not connected (yet): take() waits for the connection before its first attempt.
@@ -151,6 +154,8 @@ public:
             }),
             rc->strand);
         op->inline_ok = true;
+        if (rw)
+            return rw_release(key, value, std::move(op));
         if (fair) {  // also leaves the queue, and tells the next waiter
             const std::string_view args[] = {key, fair->queue, fair->timeouts, value, fair->prefix};
             return rc->eval(fair_release_script().text, fair_release_script().sha, args, 3, std::move(op));
@@ -164,6 +169,8 @@ public:
     void participants(const std::shared_ptr<lock_object>& s,
                       std::shared_ptr<op_state<std::vector<participant>>> op) override
     {
+        if (rw)
+            return rw_participants(s, std::move(op));
         if (fair)
             return fair_participants(s, std::move(op));
         auto got = std::make_shared<reply_op>(
@@ -425,12 +432,17 @@ public:
     struct first_attempt;
     // A fair lock's acquisition (redis/fair_lock.cpp).
     static asio::awaitable<redis_acquire_result> take_fair(active_task task, std::shared_ptr<redis_backend> b);
+    // A read-write lock's (redis/shared_lock.cpp): acquisition, release script, participants.
+    static asio::awaitable<redis_acquire_result> take_shared(active_task task, std::shared_ptr<redis_backend> b);
+    void rw_release(std::string_view key, std::string_view value, std::shared_ptr<reply_op> op);
+    void rw_participants(const std::shared_ptr<lock_object>& s, std::shared_ptr<op_state<std::vector<participant>>> op);
 
     std::shared_ptr<redis_impl> rc;
     std::string fence_key;
     std::string channel;
     redis_mutex_options opts;
     std::optional<fair_keys> fair;
+    std::shared_ptr<const rw_keys> rw;  // set by the read-write lock, before any acquisition
     error_code config_error;
     std::uint64_t sub_id = 0;
     std::uint64_t close_hook = 0;
@@ -440,11 +452,12 @@ public:
     std::string last_server_text;  // guarded by text_m
     std::list<waiter*> waiters;
 
-    // The holders' renewal (redis/renewal.cpp), on the strand: the current holder's, and the one
-    // timer its renewals wait on. arm_renewal(at): the timer fires at `at` or before.
+    // The holders' renewal (redis/renewal.cpp), on the strand: the current holders' (one, but a
+    // read-write lock's readers, several tasks of one process at once), and the one timer their
+    // renewals wait on. arm_renewal(at): the timer fires at `at` or before.
     // The timer stays armed after a hold ends (the next hold's renewal finds it armed: a short
     // hold costs no timer operation); it is not re-armed for nobody, and the close cancels it.
-    std::shared_ptr<key_renewal> renewing;
+    std::vector<std::shared_ptr<key_renewal>> renewing;
     void arm_renewal(steady_clock::time_point at);
     void end_renewal() noexcept;  // the backend goes: a reply still due finds the renewal stopped
     // The client was closed: a key still held can no longer be renewed (its holder's guard is

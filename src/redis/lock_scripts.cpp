@@ -1,6 +1,7 @@
 // The Redis lock's Lua scripts and its waiting policy.
 #include "redis/lock_scripts.hpp"
 
+#include "redis/fencing_lua.hpp"
 #include "redis/redis_impl.hpp"
 
 #include "async/random_seed.hpp"
@@ -42,23 +43,7 @@ const std::string& process_name()
     return process_name_storage();
 }
 
-// The fencing counter's rule, one text for the mutex's and the fair lock's acquire scripts. The
-// check (KEYS[2], the counter) comes before any write; the grant (needs `t`, the server's TIME)
-// takes max(counter + 1, TIME in microseconds) and writes the counter before the key (KEYS[1],
-// ARGV[1] our value, ARGV[2] the TTL in ms).
-#define ZKCORO_FENCING_CHECK \
-    "local f = redis.call('get', KEYS[2])\n" \
-    "if f and (not string.match(f, '^%d+$') or #f > 16 or tonumber(f) >= 9007199254740992) then\n" \
-    "  return redis.error_reply('ZKFENCING ' .. KEYS[2] .. ' holds a value that is not a fencing counter (an integer below 2^53)')\n" \
-    "end\n"
-#define ZKCORO_FENCED_GRANT \
-    "local n = tonumber(t[1]) * 1000000 + tonumber(t[2])\n" \
-    "if f and tonumber(f) + 1 > n then\n" \
-    "  n = tonumber(f) + 1\n" \
-    "end\n" \
-    "redis.call('set', KEYS[2], string.format('%d', n))\n" \
-    "redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])\n" \
-    "return {1, n}"
+// The fencing counter's rule (ZKCORO_FENCING_CHECK, ZKCORO_FENCED_GRANT): redis/fencing_lua.hpp.
 
 // KEYS: key, fencing key. ARGV: our value, ttl ms. {1, fencing token} when we hold it (also when
 // an earlier attempt of ours set it and its reply was lost), else {0, pttl, the holder's value}.
@@ -187,8 +172,6 @@ return r)lua");
 }
 
 #undef ZKCORO_FAIR_PURGE
-#undef ZKCORO_FENCED_GRANT
-#undef ZKCORO_FENCING_CHECK
 #undef ZKCORO_FAIR_TYPES
 
 std::string fair_prefix(std::string_view name)

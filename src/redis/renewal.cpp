@@ -1,7 +1,12 @@
 // The Redis lock's holder: the key's TTL renewed until the release or the loss.
 #include "redis/backend.hpp"
+#include "redis/shared_lock.hpp"
 
 #include <zkcoro/detail/access.hpp>
+
+#include <algorithm>
+#include <utility>
+#include <vector>
 
 namespace zkcoro::detail {
 
@@ -28,7 +33,7 @@ public:
 
     void start()
     {
-        b_.renewing = shared_from_this();
+        b_.renewing.push_back(shared_from_this());
         ns_->monitor_stop.slot().assign([w = weak_from_this()](asio::cancellation_type) {
             if (auto self = w.lock())
                 self->stop();
@@ -55,8 +60,12 @@ public:
     void stop()
     {
         stopped_ = true;
-        if (b_.renewing.get() == this)
-            b_.renewing.reset();  // last: may end this object
+        auto& all = b_.renewing;
+        auto me = std::find_if(all.begin(), all.end(), [this](const auto& r) { return r.get() == this; });
+        if (me != all.end()) {
+            auto keep = std::move(*me);  // this object lives until the end of this function
+            all.erase(me);
+        }
     }
 
 private:
@@ -89,8 +98,12 @@ private:
             pooled([self = shared_from_this(), sent](error_code ec, redis_reply r) { self->on_reply(ec, r, sent); }),
             b_.rc->strand);
         op->inline_ok = true;
-        const std::string_view args[] = {ns_->node, ns_->value, ttl_arg_};
         arm(lost_at());  // the bound on this renewal
+        if (b_.rw) {  // a read-write lock's hold: the write key or a read lease
+            const std::string_view args[] = {ns_->node, b_.rw->readers, ns_->value, ttl_arg_};
+            return eval_acked(*b_.rc, rw_renew_script().text, rw_renew_script().sha, args, 2, std::move(op));
+        }
+        const std::string_view args[] = {ns_->node, ns_->value, ttl_arg_};
         eval_acked(*b_.rc, renew_script().text, renew_script().sha, args, 1, std::move(op));
     }
 
@@ -127,13 +140,13 @@ private:
 
 void redis_backend::end_renewal() noexcept
 {
-    if (auto r = std::move(renewing))
+    for (auto& r : std::exchange(renewing, {}))
         r->stop();
 }
 
 void redis_backend::client_closed()
 {
-    if (auto r = renewing)
+    for (auto& r : std::vector<std::shared_ptr<key_renewal>>(renewing))
         r->client_closed();
     if (renew_armed_) {
         renew_armed_ = false;
@@ -157,7 +170,12 @@ void redis_backend::arm_renewal(steady_clock::time_point at)
         if (ec || !self || gen != self->renew_gen_)
             return;  // moved earlier (a newer wait has it), or the backend is gone
         self->renew_armed_ = false;
-        if (auto r = self->renewing)
+        // Each hold's renewal runs when due, and asks for the timer again when not yet.
+        if (self->renewing.size() == 1) {
+            auto r = self->renewing.front();  // on_timer may end it
+            return r->on_timer();
+        }
+        for (auto& r : std::vector<std::shared_ptr<key_renewal>>(self->renewing))
             r->on_timer();
     }));
 }

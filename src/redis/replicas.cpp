@@ -3,6 +3,7 @@
 
 #include "redis/cluster.hpp"
 #include "redis/lock_scripts.hpp"
+#include "redis/shared_scripts.hpp"
 
 #include <fmt/format.h>
 
@@ -20,10 +21,11 @@ namespace {
 // Whether the reply of the acquire or renew script says it wrote.
 bool wrote(const std::string& script, const redis_reply& r)
 {
-    if (&script == &acquire_script().text || &script == &fair_acquire_script().text)
+    if (&script == &acquire_script().text || &script == &fair_acquire_script().text ||
+        &script == &rw_read_script().text || &script == &rw_write_script().text)
         return r.type == redis_reply::kind::array && !r.elements.empty() &&
                r.elements[0].type == redis_reply::kind::integer && r.elements[0].integer == 1;
-    if (&script == &renew_script().text)
+    if (&script == &renew_script().text || &script == &rw_renew_script().text)
         return r.type == redis_reply::kind::integer && r.integer == 1;
     return false;
 }
@@ -35,7 +37,10 @@ void eval_acked(redis_impl& rc, const std::string& script, const std::string& sh
 {
     const int n = replica_acks(rc);
     const bool fair = &script == &fair_acquire_script().text;
-    if (n <= 0 || (&script != &acquire_script().text && &script != &renew_script().text && !fair))
+    // A read-write lock's acquisition (redis_shared_mutex) or renewal.
+    const bool rw = &script == &rw_read_script().text || &script == &rw_write_script().text;
+    if (n <= 0 || (&script != &acquire_script().text && &script != &renew_script().text && !fair && !rw &&
+                   &script != &rw_renew_script().text))
         return rc.eval(script, sha, keys_and_args, nkeys, std::move(op));
     // An unconfirmed grant is given back: the acquire script's KEYS[1] and ARGV[1] (key, value);
     // a fair lock's with its queue and timeouts (KEYS[3], KEYS[4]) and channel prefix (ARGV[4]).
@@ -46,11 +51,16 @@ void eval_acked(redis_impl& rc, const std::string& script, const std::string& sh
     if (fair && keys_and_args.size() >= 8)
         give_back = {std::string(keys_and_args[0]), std::string(keys_and_args[2]), std::string(keys_and_args[3]),
                      std::string(keys_and_args[4]), std::string(keys_and_args[7])};
+    // A read-write lock's: the key, readers, writers (KEYS[1], [3], [4]), our value (ARGV[1]),
+    // and the lock's channel.
+    if (rw && keys_and_args.size() >= 5)
+        give_back = {std::string(keys_and_args[0]), std::string(keys_and_args[2]), std::string(keys_and_args[3]),
+                     std::string(keys_and_args[4]), fair_prefix(keys_and_args[0]) + ":released"};
     std::weak_ptr<redis_impl> weak = rc.shared_from_this();
     // On a cluster: the master whose connection answered the script (after MOVED or ASK too).
     auto where = rc.url.cluster_nodes.empty() ? nullptr : std::make_shared<cluster_answer_site>();
     auto after = std::make_shared<reply_op>(
-        [weak, op, n, &script, fair, give_back = std::move(give_back), where](error_code ec, redis_reply r) {
+        [weak, op, n, &script, fair, rw, give_back = std::move(give_back), where](error_code ec, redis_reply r) {
             auto self = weak.lock();
             if (!self || ec || !wrote(script, r))
                 return void(op->complete(ec, std::move(r)));
@@ -64,7 +74,8 @@ void eval_acked(redis_impl& rc, const std::string& script, const std::string& sh
             const auto timeout = self->opts.replica_ack_timeout;
             auto script_reply = std::make_shared<redis_reply>(std::move(r));
             auto waited = std::make_shared<reply_op>(
-                [weak, op, n, conn, timeout, script_reply, fair, give_back, connects_now](error_code wec, redis_reply wr) {
+                [weak, op, n, conn, timeout, script_reply, fair, rw, give_back, connects_now](error_code wec,
+                                                                                               redis_reply wr) {
                     auto s = weak.lock();
                     if (!s)
                         return void(op->complete(redis_errc::closed, std::move(*script_reply)));
@@ -83,8 +94,10 @@ void eval_acked(redis_impl& rc, const std::string& script, const std::string& sh
                             // Set on the master, not confirmed by the replicas: compare-and-delete
                             // (and PUBLISH the release), on this connection, before answering.
                             auto ignore = std::make_shared<reply_op>([](error_code, redis_reply) {}, s->strand);
-                            const auto& undo = fair ? fair_release_script() : release_script();
-                            s->eval(undo.text, undo.sha, views_of(give_back), fair ? 3 : 1, std::move(ignore));
+                            const auto& undo = fair ? fair_release_script()
+                                               : rw ? rw_release_script()
+                                                    : release_script();
+                            s->eval(undo.text, undo.sha, views_of(give_back), fair || rw ? 3 : 1, std::move(ignore));
                         }
                         // WAIT refused (an ACL user without WAIT): the server's refusal and its
                         // text, not replicas too slow.

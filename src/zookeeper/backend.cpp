@@ -5,6 +5,7 @@
 #include "engine/acquisition.hpp"
 #include "zookeeper/diagnostics.hpp"
 #include "zookeeper/lock_queue.hpp"
+#include "session/session_fsm.hpp"
 
 #include <zkcoro/detail/access.hpp>
 #include <zkcoro/holder_data.hpp>
@@ -195,6 +196,30 @@ void zk_backend::log(log_level level, std::string_view message) { access::log(zk
 bool zk_backend::still_held(const node_state& ns) const noexcept
 {
     return zk.session_generation() == ns.generation && zk.state() == session_state::connected;
+}
+
+// The lost policy's rule (held_node.cpp's monitor applies it when the session's state changes
+// or its deadline's timer fires), read from the session's state now.
+bool zk_backend::past_bound(const node_state& ns, const mutex_options& opts) const noexcept
+{
+    const auto s = zk.state();
+    if (s == session_state::connected)
+        return zk.session_generation() != ns.generation;
+    if (zk.session_generation() != ns.generation || s != session_state::suspended)
+        return true;  // expired, closed, or a new session on the way
+    switch (opts.policy) {
+    case lost_policy::suspended: return true;
+    case lost_policy::expired: return false;
+    case lost_policy::deadline: break;
+    }
+    const auto timeout = zk.session_timeout();
+    const auto margin = opts.safety_margin.count() > 0 ? opts.safety_margin : timeout / 5;
+    return steady_clock::now() >= may_expire_at(zk.last_heard(), timeout, margin);
+}
+
+void zk_backend::lost_past_bound(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns)
+{
+    end_lost_node(s, ns);
 }
 
 void zk_backend::watch_queue(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns)

@@ -30,17 +30,23 @@ using asio::awaitable;
 void unwatch_session(lock_object& s, const std::shared_ptr<node_state>& ns);
 void session_changed(const std::shared_ptr<lock_object>& s);
 
-// The node is lost: its holder's guard reports it, the node is deleted (the session may come
-// back), and the next local waiter queues anew.
+// After a loss: nothing left to watch the node for, and it is deleted (the session may come back).
+void forget_lost(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns)
+{
+    unwatch_session(*s, ns);
+    auto& zk = zk_of(*s);
+    asio::co_spawn(zk.get_executor(), delete_or_log(access::share(zk), ns->node, "the lost lock node"),
+                   asio::detached);
+}
+
+// The node is lost: its holder's guard reports it, the node is deleted, and the next local
+// waiter queues anew.
 void fire_lost(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns, std::string_view why)
 {
     if (!s->lost(ns))
         return;
-    unwatch_session(*s, ns);  // nothing left to watch it for
-    auto& zk = zk_of(*s);
-    access::log(zk, log_level::warn, fmt::format("lock {} lost: {}", ns->node, why));
-    asio::co_spawn(zk.get_executor(), delete_or_log(access::share(zk), ns->node, "the lost lock node"),
-                   asio::detached);
+    access::log(zk_of(*s), log_level::warn, fmt::format("lock {} lost: {}", ns->node, why));
+    forget_lost(s, ns);
 }
 
 // Whether an exists reply shows our node still there, owned by the session that created it.
@@ -252,6 +258,12 @@ void session_changed(const std::shared_ptr<lock_object>& s)
 }
 
 }  // namespace
+
+void end_lost_node(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns)
+{
+    asio::dispatch(zk_of(*s).get_executor(), [ns] { ns->monitor_stop.emit(asio::cancellation_type::terminal); });
+    forget_lost(s, ns);
+}
 
 guard hold_node(active_task& task, const std::string& node, const node_stat& st, zkcoro::watch queue_watch,
                 bool others_queued, std::shared_ptr<revocation_state> revocation, zkcoro::watch own_watch)

@@ -32,6 +32,8 @@ public:
     std::string failure_context(std::string_view operation, std::string_view resource, const error_code& ec) override;
     void log(log_level level, std::string_view message) override;
     bool still_held(const node_state& ns) const noexcept override;
+    bool past_bound(const node_state& ns, const mutex_options& opts) const noexcept override;
+    void lost_past_bound(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns) override;
     void watch_queue(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns) override;
     void start_immediate(active_task task, std::string name) override;
     client* zookeeper() noexcept override { return &zk; }
@@ -73,6 +75,9 @@ guard hold_node(active_task& task, const std::string& node, const node_stat& st,
 // Deletes our node after the last release (retried; a final failure is logged and counted).
 void delete_released_node(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns,
                           std::shared_ptr<op_state<>> op);
+// The engine lost `ns` past the lost policy's bound (lock_backend::lost_past_bound): stops its
+// monitor, stops watching it and deletes it, as a loss the held node's watchers find does.
+void end_lost_node(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns);
 // Lists the lock path with a children watch, so that the lock machine learns whether another
 // participant is (or was since) queued behind our node (lock_object::queue_changed). Call with
 // queue_watched just set.

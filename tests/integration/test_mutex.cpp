@@ -525,6 +525,66 @@ TEST_CASE("lost policy deadline: a long partition loses the lock before anyone e
     });
 }
 
+// Policy deadline, with a busy event loop: the loop is blocked past the moment the session may have
+// expired (the policy's deadline), so the monitor's timer has not run when the holder releases.
+// The node must not be handed to the task of ours that waits in memory (the server may have
+// expired the session and granted the lock to someone else): the holder's guard says lost, and
+// the waiter takes the lock anew on the server. The ZooKeeper twin of redis_lock's "a hold past
+// its loss bound is not handed over in memory when the event loop ran late".
+TEST_CASE("lost policy deadline: a hold past the deadline is not handed over in memory when the event loop ran late")
+{
+    tcp_proxy proxy("127.0.0.1", shared_server().port());
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        auto ex = ioc.get_executor();
+        std::vector<std::string> lines;
+        auto cfg = test_config(proxy.address(), 2000ms);
+        cfg.log = [&](log_level, std::string_view text) {
+            if (text.find("past its loss bound") != std::string_view::npos)
+                lines.emplace_back(text);
+        };
+        client c(ex, cfg);
+        co_await c.async_connect();
+        auto path = unique_path("late-loop");
+        mutex m(c, path);
+        auto g = co_await m.acquire(5s);
+        REQUIRE(g);
+        const auto first = g->fencing_token();
+        const auto held = g->node_path();
+        std::optional<guard> second;
+        bool done = false;
+        asio::co_spawn(ex, [&]() -> awaitable<void> {
+            second = co_await m.acquire(15s);
+            done = true;
+        }, asio::detached);
+        for (int i = 0; i < 5; ++i)  // the other task runs up to its wait in memory
+            co_await asio::post(ex, asio::use_awaitable);
+        REQUIRE_FALSE(done);
+        proxy.set_blackhole(true);
+        REQUIRE(co_await wait_for_state(c, session_state::suspended, 5000ms));
+        // The policy's deadline: last heard + session timeout - a fifth of it (the default margin).
+        const auto timeout = c.session_timeout();
+        const auto deadline = c.last_heard() + timeout - timeout / 5;
+        std::this_thread::sleep_until(deadline + 200ms);  // the loop is blocked: no timer runs
+        CHECK_MESSAGE(g->lost(), "a guard past its policy's deadline (the session may have expired) says it holds");
+        co_await g->release();
+        CHECK(m.metrics().local_handoffs == 0);
+        CHECK(m.metrics().losses == 1);
+        CHECK(lines.size() == 1);
+        proxy.set_blackhole(false);
+        REQUIRE_MESSAGE(co_await eventually([&]() -> awaitable<bool> { co_return done; }, 12000ms),
+                        "the waiter was not served within 12 s of the reconnection");
+        REQUIRE(second);
+        CHECK_FALSE(second->lost());
+        CHECK(second->node_path() != held);
+        CHECK((co_await c.async_exists(second->node_path())).stat.has_value());
+        CHECK(second->fencing_token() > first);
+        co_await second->release();
+        auto kids = co_await c.async_get_children(path);
+        CHECK_MESSAGE(kids.children.empty(), "nodes left under the lock path: " << kids.children.size());
+    });
+}
+
 // Policy suspended: the signal fires at the first disconnection.
 TEST_CASE("lost policy suspended fires at the disconnection")
 {

@@ -7,6 +7,7 @@
 #include <zkcoro/multi_lock.hpp>
 #include <zkcoro/redis_fair_mutex.hpp>
 #include <zkcoro/redis_mutex.hpp>
+#include <zkcoro/redis_shared_mutex.hpp>
 
 #include "../integration/common.hpp"
 #include "redis/cluster.hpp"
@@ -731,6 +732,58 @@ TEST_CASE("redis+cluster:// at a server without cluster support: a clear error, 
         CHECK_MESSAGE(rc.last_error().find("cluster support disabled") != std::string::npos, rc.last_error());
         auto [xec, xr] = co_await rc.async_exec(cmd("GET", "k"), asio::as_tuple(asio::use_awaitable));
         CHECK(xec == redis_errc::error_reply);
+    });
+}
+
+// The read-write lock (redis_shared_mutex) on a cluster: its keys (the name, {name}:fencing,
+// {name}:readers, {name}:writers) on the name's master; two readers of two clients share, a
+// writer waits for both and is then granted with a higher token; only the counter is left.
+TEST_CASE("redis_shared_mutex on a cluster: readers share, a writer waits, keys on one shard")
+{
+    auto& c = shared_cluster();
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        const auto port = c.master_ports()[2];
+        const auto name = name_on(c, port, "rw");
+        zkcoro::redis_client a(ex, c.url(1)), b(ex, c.url());
+        zkcoro::redis_shared_mutex la(a, name, {.ttl = 2s}), lb(b, name, {.ttl = 2s});
+        auto r1 = co_await la.acquire_read(2s);
+        REQUIRE(r1);
+        auto r2 = co_await lb.acquire_read(2s);
+        REQUIRE(r2);
+        auto& master = c.node_at(port);
+        CHECK(master.command(cmd("ZCARD", "{" + name + "}:readers")) == "2");
+        std::optional<std::int64_t> token;
+        rt::event granted(ex);
+        asio::co_spawn(ex, [&]() -> asio::awaitable<void> {
+            zkcoro::redis_shared_mutex lw(b, name, {.ttl = 2s});
+            auto g = co_await lw.acquire_write(3s);
+            if (g) {
+                token = g->fencing_token();
+                CHECK(master.command(cmd("EXISTS", name)) == "1");
+                co_await g->release();
+            }
+            granted.fire();
+        }, asio::detached);
+        bool marked = false;
+        for (int i = 0; i < 200 && !marked; ++i) {
+            marked = master.command(cmd("ZCARD", "{" + name + "}:writers")) == "1";
+            if (!marked)
+                co_await rt::pause(5ms);
+        }
+        CHECK_MESSAGE(marked, "the writer did not mark itself as waiting on the name's master");
+        co_await r1->release();
+        CHECK_FALSE(granted.set);  // r2 still reads
+        co_await r2->release();
+        const bool done = co_await granted.wait(3s);
+        REQUIRE(done);
+        REQUIRE(token);
+        CHECK(*token > r2->fencing_token());
+        CHECK(master.command(cmd("EXISTS", name, "{" + name + "}:readers", "{" + name + "}:writers")) == "0");
+        CHECK(master.command(cmd("EXISTS", "{" + name + "}:fencing")) == "1");
+        a.close();
+        b.close();
     });
 }
 

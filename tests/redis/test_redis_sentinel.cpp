@@ -3,6 +3,8 @@
 // bad inputs (a wrong master name, every sentinel down, a "master" that is a replica),
 // replica-acknowledged grants, a failover while a lock is held (4 runs; ZKCORO_FAILOVER_RUNS sets another number), the negative control
 // where replication is held back, and a manual failover (SENTINEL FAILOVER) followed by a holder.
+#include <zkcoro/redis_shared_mutex.hpp>
+
 #include "redis_test_util.hpp"
 #include "sentinel_cluster.hpp"
 
@@ -301,6 +303,47 @@ TEST_CASE("replica acknowledgement: WAIT n confirms a grant; more replicas than 
         MESSAGE(ec.message());
         co_await pause(100ms);  // the take-back
         CHECK(c.master().command(cmd("EXISTS", m3.key())) == "0");
+    }, 20s);
+}
+
+// The read-write lock through the sentinels, with WAIT 2: when a read or a write grant returns,
+// both replicas hold the read lease or the write key; asking more replicas than there are, a read
+// grant fails with not_replicated and is given back (nothing of the lock left on the master).
+TEST_CASE("redis_shared_mutex with sentinels: read and write grants acknowledged by both replicas")
+{
+    auto& c = shared_cluster();
+    asio::io_context ioc;
+    zktest::run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        zkcoro::redis_client rc(ex, c.url(), quick(2));
+        const auto key = unique_key("rw");
+        const auto readers = "{" + key + "}:readers";
+        zkcoro::redis_shared_mutex m(rc, key, {.ttl = 2000ms});
+        const auto master = c.master_port();
+        auto replicas_answering = [&](const std::vector<std::string>& args, const std::string& want) {
+            int n = 0;
+            for (auto& node : c.nodes())
+                if (node->running() && node->port() != master && node->command(args) == want)
+                    ++n;
+            return n;
+        };
+        auto r = co_await m.acquire_read(3s);
+        REQUIRE(r);
+        CHECK(replicas_answering(cmd("ZCARD", readers), "1") == 2);
+        co_await r->release();
+        auto w = co_await m.acquire_write(3s);
+        REQUIRE(w);
+        CHECK(replicas_answering(cmd("EXISTS", key), "1") == 2);
+        co_await w->release();
+        auto opts = quick(3);  // three replicas: there are two
+        opts.replica_ack_timeout = 150ms;
+        zkcoro::redis_client too_many(ex, c.url(), opts);
+        zkcoro::redis_shared_mutex m3(too_many, key, {.ttl = 2000ms});
+        auto [ec, g3] = co_await m3.reader().async_acquire(1, 500ms, asio::as_tuple(asio::use_awaitable));
+        CHECK_FALSE(g3);
+        CHECK(ec == redis_errc::not_replicated);
+        co_await pause(100ms);  // the take-back
+        CHECK(c.master().command(cmd("EXISTS", key, readers, "{" + key + "}:writers")) == "0");
     }, 20s);
 }
 

@@ -59,6 +59,18 @@ const std::string lock_key = "sim:lock";
 // timeout (5 s). So R = 5 s + 1 s + a trip; 6.01 s here.
 constexpr std::chrono::milliseconds redis_liveness_bound{6'010};
 
+// R_M: a multi-lock acquisition (the cases' sets have at most 3 keys) ends by its deadline + R_M.
+// The member being taken when the deadline passes ends by the deadline + R; the members already
+// taken are then given back in reverse order, each release awaited (the roll-back). A release
+// (redis_backend::compare_and_delete) tries again after a dropped connection while the TTL has not
+// passed since it began, and its last try may wait for a connection being made (the link's 5 s
+// connect timeout) and a trip. So R_M = R + 2 x (TTL + 5 s + a trip); 17.23 s with the cases' TTL
+// of 600 ms. Seen: at most 3.45 s (a soak of the fault case).
+constexpr std::chrono::milliseconds multi_liveness_bound(std::chrono::milliseconds ttl)
+{
+    return redis_liveness_bound + 2 * (ttl + std::chrono::milliseconds(5'010));
+}
+
 struct scenario {
     int processes = 4;
     int tasks = 2;   // per process
@@ -514,6 +526,9 @@ struct multi_scenario {
     int replicas = 0;
     int replica_acks = 0;
     bool cancel = false;  // 2 acquisitions in 3 cancelled (sim_checks.hpp: arm_cancel, judge_cancel)
+    // The liveness bound checked (zero: R_M, multi_liveness_bound); the control sets it below what
+    // the faults make an acquisition take past its deadline.
+    std::chrono::milliseconds bound{0};
 };
 
 struct multi_observed {
@@ -538,6 +553,8 @@ asio::awaitable<void> multi_task(zkcoro::multi_lock& ml, std::vector<std::string
             std::uniform_int_distribution<int>(sc.min_deadline_ms, sc.max_deadline_ms)(rng));
         const auto began = o.now_ns();
         const auto deadline = began + std::chrono::nanoseconds(timeout).count();
+        const int attempt = o.next_attempt++;
+        o.pending[attempt] = {process, began, deadline};
         std::optional<zkcoro::multi_guard> g;
         zkcoro::error_code ec;
         bool fired = false;
@@ -552,6 +569,7 @@ asio::awaitable<void> multi_task(zkcoro::multi_lock& ml, std::vector<std::string
             asio::steady_timer trigger(co_await asio::this_coro::executor);
             auto bc = zksim::arm_cancel(rng, pick, trigger);
             auto [e, r] = co_await ml.async_acquire(me, timeout, asio::bind_cancellation_slot(bc->sig.slot(), use_tuple));
+            o.pending.erase(attempt);
             bc->ended = true;
             trigger.cancel();
             fired = bc->fired;
@@ -561,6 +579,7 @@ asio::awaitable<void> multi_task(zkcoro::multi_lock& ml, std::vector<std::string
             ec = e;
             g = std::move(r);
         }
+        o.pending.erase(attempt);
         o.longest_past = std::max(o.longest_past, o.now_ns() - deadline);
         if (ec) {
             // As the mutex's: transient failures are waited through until the deadline.
@@ -659,7 +678,16 @@ std::string run_multi_seed(std::uint64_t seed, const multi_scenario& sc, zksim::
                                       server),
                            asio::detached);
         }
-    const bool finished = zksim::run_until(ioc, [&] { return mo.c.done == all; }, 600s) && mo.c.done == all;
+    const auto bound = sc.bound.count() > 0 ? sc.bound : multi_liveness_bound(sc.ttl);
+    // After every step: no acquisition past its deadline + R_M.
+    const bool finished = zksim::run_until(ioc, [&] {
+        for (auto& [id, a] : o.pending)
+            if (o.now_ns() > a.deadline + std::chrono::nanoseconds(bound).count() && o.late.empty())
+                o.late = fmt::format("a multi-lock of p{} begun at {:.6f} s still under way at {:.6f} s, past its "
+                                     "deadline + R_M ({} ms), at step {}",
+                                     a.process, static_cast<double>(a.began) / 1e9, o.now_s(), bound.count(), step_now());
+        return mo.c.done == all;
+    }, 600s) && mo.c.done == all;
     // The end, as the mutex's: the faults stop, the clients close, a TTL passes; no key of ours may
     // be left but the fencing counters.
     server.quiet();
@@ -710,6 +738,8 @@ std::string run_multi_seed(std::uint64_t seed, const multi_scenario& sc, zksim::
                            mo.first_partial);
     if (!o.early_failure.empty())
         why += " " + o.early_failure + ";";
+    if (!o.late.empty())
+        why += " liveness: " + o.late + ";";
     if (!server.world.token_drop.empty())
         why += " server: " + server.world.token_drop + ";";
     if (!finished)
@@ -733,11 +763,12 @@ std::string run_multi_seed(std::uint64_t seed, const multi_scenario& sc, zksim::
 }
 
 zksim::sweep_totals multi_sweep(const char* name, const char* env, std::vector<std::uint64_t> defaults,
-                                const multi_scenario& sc)
+                                const multi_scenario& sc, bool control = false)
 {
     (void)zkcoro::detail::process_name();  // drawn before any seed (see sweep above)
     return zksim::sweep(name, env, zksim::seeds_of(env, std::move(defaults)),
-                        [&](std::uint64_t seed, zksim::sweep_totals& sum) { return run_multi_seed(seed, sc, sum); });
+                        [&](std::uint64_t seed, zksim::sweep_totals& sum) { return run_multi_seed(seed, sc, sum); },
+                        control);
 }
 
 // The Redis fault case's faults, and failovers with grants and renewals acknowledged by WAIT
@@ -886,6 +917,17 @@ TEST_CASE("sim redis: multi-locks over 4 keys with faults and acknowledged failo
     CHECK(sum.broke == 0);
     CHECK(sum["granted"] > 0);
     CHECK(sum["redis failovers"] > 0);
+}
+
+TEST_CASE("sim redis negative control: the multi-lock's liveness bound, set below what the faults take, is caught")
+{
+    // The check of R_M can fail: with a bound of 1 ms, an acquisition that ends a little past its
+    // deadline (a reply in flight at the deadline, a roll-back) breaks the seed.
+    auto sc = multi_with_faults();
+    sc.bound = std::chrono::milliseconds(1);
+    const auto sum = multi_sweep("sim redis multi-lock control (R_M of 1 ms)", "ZKCORO_SIM_REDIS_MULTI_SEEDS",
+                                 zksim::first_seeds(2, 1), sc, true);
+    CHECK(sum.broke == static_cast<int>(sum.seeds_run));
 }
 
 TEST_CASE("sim redis: multi-locks over 4 keys with faults and cancellations")
