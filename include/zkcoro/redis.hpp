@@ -49,12 +49,15 @@ enum class redis_errc {
     // The semaphore's (redis_semaphore).
     bad_leases,          ///< a semaphore's max_leases below 1, or an acquisition of n < 1 or n > max_leases leases
     leases_mismatch,     ///< the semaphore's P:max holds another max_leases than this participant's
+    try_again,           ///< TRYAGAIN (cluster): the keys' slot is migrating with them partly moved, for over 2 s
+    cluster_down,        ///< CLUSTERDOWN (cluster): no master serves the key's slot now (a failover under way)
 };
 /// The code of an error reply's text, by the server's error prefix: read_only (READONLY),
 /// out_of_memory (OOM), wrong_type (WRONGTYPE), no_permission (NOPERM, or a script's "ERR The user
 /// executing the script can't ..."), no_replicas (NOREPLICAS), loading (LOADING), master_down
-/// (MASTERDOWN), leases_mismatch (ZKMAXLEASES, from a semaphore's script), else error_reply.
-/// The text itself stays in the reply (and in the throwing acquire()'s what()).
+/// (MASTERDOWN), leases_mismatch (ZKMAXLEASES, from a semaphore's script), try_again (TRYAGAIN),
+/// cluster_down (CLUSTERDOWN), else error_reply. The text itself stays in the reply (and in the
+/// throwing acquire()'s what()).
 ZKCORO_API error_code redis_error_code(std::string_view error_text) noexcept;
 ZKCORO_API const boost::system::error_category& redis_category() noexcept;
 inline error_code make_error_code(redis_errc e) noexcept { return {static_cast<int>(e), redis_category()}; }

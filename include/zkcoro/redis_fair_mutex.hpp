@@ -35,7 +35,9 @@ struct redis_fair_mutex_options {
 ///   redis_mutex or redis-py's Lock on the same key is excluded too), and under the prefix P
 ///   (the key when it has a hash tag `{...}`, else `{key}`: every key on the key's cluster slot):
 ///   `P:fencing` (the fencing counter), `P:queue` (a list of the waiters), `P:timeouts` (a sorted
-///   set: when each waiter counts as gone), and the channels `P:wake:<process>`.
+///   set: when each waiter counts as gone), and the channels `P:wake:<process>`. On a
+///   redis+cluster:// client a key without a hash tag is used as `{key}` (key() says so), as a
+///   redis_mutex's: the key is then P, and every key and channel is on one slot.
 /// - Acquire runs one script: waiters whose timeout passed leave the queue; the key is granted
 ///   when it is free and nobody else heads the queue (fencing token max(counter + 1, the server's
 ///   TIME in microseconds), as redis_mutex's); else the acquisition queues (once) and its timeout
@@ -61,7 +63,7 @@ public:
     redis_fair_mutex(redis_fair_mutex&&) noexcept;
     ~redis_fair_mutex();
 
-    /// The lock's key.
+    /// The lock's key: as given, or `{key}` on a cluster when it has no hash tag.
     const std::string& key() const noexcept;
 };
 

@@ -52,7 +52,8 @@ struct redis_mutex_options {
 ///   in memory, FIFO.
 /// - Transient failures are waited through while the acquisition's deadline has time left: a
 ///   grant no replica confirmed (not_replicated, given back), connect_failed, connection_lost,
-///   not_master, no_sentinel, read_only, master_down, loading and no_replicas are tried again
+///   not_master, no_sentinel, read_only, master_down, loading, no_replicas, and on a cluster
+///   try_again and cluster_down are tried again
 ///   after a backoff (50 ms doubling to 1 s, jittered), the master found again through the
 ///   sentinels; the acquisition fails with the last of them at its deadline (try_acquire tries
 ///   once). Anything else (no_permission, auth_failed, wrong_type, out_of_memory, a closed

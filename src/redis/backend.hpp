@@ -9,6 +9,7 @@
 #include "redis/lock_scripts.hpp"
 #include "redis/replicas.hpp"  // redis_impl, and WAIT after a grant or renewal
 #include "redis/semaphore_scripts.hpp"
+#include "redis/slot.hpp"
 
 #include <zkcoro/guard.hpp>
 #include <zkcoro/redis_mutex.hpp>
@@ -56,7 +57,6 @@ struct fair_keys {
 };
 
 struct sem_keys;  // a semaphore's keys and count, in the fair lock's layout (redis/semaphore.cpp)
-
 class key_renewal;
 struct rw_keys;  // a read-write lock's side (redis/shared_lock.cpp)
 
@@ -260,7 +260,7 @@ public:
         // many waiters is no news); else the server's own text too, when it answered with an error.
         auto level = ec == redis_errc::closed ? log_level::debug : log_level::warn;
         std::string text = server_text(ec);
-        rc->log(level, fmt::format("{} {} on redis://{}:{}: {}{}{}{}", operation, resource, rc->url.host, rc->url.port,
+        rc->log(level, fmt::format("{} {} on {}: {}{}{}{}", operation, resource, lock_site(rc->url, resource),
                                    ec.message(), text.empty() ? "" : ": the server said: ", text, advice(text)));
     }
 

@@ -247,6 +247,7 @@ void cluster_router::on_map(error_code ec, const redis_reply& r, bool shards)
     waiting_.clear();
     for (auto& c : w)
         route(std::move(c));
+    place_channels();
     if (refresh_again_) {
         refresh_again_ = false;
         refresh();
@@ -258,7 +259,7 @@ std::size_t cluster_router::node_index(std::string_view host, std::uint16_t port
     for (std::size_t i = 0; i < nodes_.size(); ++i)
         if (nodes_[i].port == port && nodes_[i].host == host)
             return i;
-    nodes_.push_back(node{std::string(host), port, nullptr});
+    nodes_.push_back(node{std::string(host), port, nullptr, nullptr});
     return nodes_.size() - 1;
 }
 
@@ -334,7 +335,7 @@ void cluster_router::route(std::shared_ptr<routed> c)
                                             server())
                              : fmt::format("CLUSTERDOWN no master in the map read from {}", server());
         refresh();
-        return void(c->op->complete(redis_errc::error_reply, std::move(r)));
+        return void(c->op->complete(redis_errc::cluster_down, std::move(r)));
     }
     send(std::move(c), static_cast<std::size_t>(n), false);
 }
@@ -386,6 +387,7 @@ void cluster_router::answered(std::shared_ptr<routed> c, std::size_t from_node, 
         // with its fencing counter moved and its key free): sent again until the move is done.
         ++c->tries;
         ++tried_again;
+        c->redirections = 0;  // each try may meet ASK again (the source still names the target)
         auto t = std::make_shared<asio::steady_timer>(strand_, std::chrono::milliseconds(20));
         return t->async_wait([t, w = weak_from_this(), c = std::move(c)](error_code) mutable {
             if (auto self = w.lock())
@@ -417,8 +419,9 @@ void cluster_router::close()
     if (control_)
         control_->close();
     for (auto& n : nodes_)
-        if (n.link)
-            n.link->close();
+        for (auto* l : {&n.link, &n.sub})
+            if (*l)
+                (*l)->close();
 }
 
 // The redis_impl side (beside client.cpp).
@@ -449,9 +452,11 @@ void redis_impl::cluster_eval_tracked(const std::string& script, const std::stri
     if (!cluster_)
         start_cluster();
     const auto n = std::to_string(nkeys);
-    arg_views args{"EVALSHA", sha, n};
+    const std::string* run_sha = &sha;
+    const auto& run = sharded_script(script, run_sha);  // PUBLISH made SPUBLISH
+    arg_views args{"EVALSHA", *run_sha, n};
     args.insert(args.end(), keys_and_args.begin(), keys_and_args.end());
-    cluster_->exec_tracked(args, std::move(op), &script, std::move(where));
+    cluster_->exec_tracked(args, std::move(op), &run, std::move(where));
     sent = cluster_->sent;
 }
 

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -47,7 +48,8 @@ public:
     // answer MOVED updates the map, refreshes it and sends again; ASK sends ASKING and the
     // command to the node named (the map stays). At most max_redirections of these, then the
     // last reply (error_reply). TRYAGAIN (a multi-key command whose keys are partly moved while
-    // its slot migrates) sends again after 20 ms, up to max_tries times (2 s), then the reply.
+    // its slot migrates) sends again after 20 ms, up to max_tries times (2 s), then the reply
+    // (try_again: retriable). No master for the slot in the map: CLUSTERDOWN (cluster_down).
     void exec(command_args args, std::shared_ptr<reply_op> op, const std::string* script);
     using answer_site = cluster_answer_site;
     // exec, and tells where the final answer came from (for WAIT on the same connection).
@@ -62,6 +64,16 @@ public:
     std::string last_error() const;
     std::string server() const;  // the node the map was last read from, HOST:PORT
 
+    // Sharded pub/sub (cluster_pubsub.cpp): each channel subscribed with SSUBSCRIBE on a link to
+    // the master of its slot (the lock's shard: the channel shares the lock keys' hash tag), moved
+    // when the map changes, a MOVED answers the subscription or the node unsubscribes us (its slot
+    // left); the scripts' SPUBLISH reaches that shard only. `on_push` gets their ssubscribe and
+    // smessage frames (and message: a PUBLISH of the same name by another client).
+    void ssubscribe(const std::string& channel);
+    void sunsubscribe(const std::string& channel);
+    bool ssubscribed(const std::string& channel) const;  // placed, and that link connected
+    std::function<void(const redis_reply&)> on_push;
+
     static constexpr int max_redirections = 16;
     static constexpr int max_tries = 100;
     std::uint64_t sent = 0, connects = 0;
@@ -74,6 +86,7 @@ private:
         std::string host;
         std::uint16_t port = 0;
         std::shared_ptr<redis_link> link;  // opened at the first command for this node
+        std::shared_ptr<redis_link> sub;   // sharded pub/sub: opened at the first channel on it
     };
     void on_control_state(redis_state s);
     void refresh();
@@ -83,6 +96,9 @@ private:
     void answered(std::shared_ptr<routed> c, std::size_t from_node, error_code ec, redis_reply r);
     std::size_t node_index(std::string_view host, std::uint16_t port);
     redis_link& link_of(std::size_t i);
+    redis_link& sub_of(std::size_t i);
+    void place_channels();
+    void sub_push(std::size_t node, const redis_reply& r);
 
     redis_strand strand_;
     redis_url url_;
@@ -97,7 +113,14 @@ private:
     bool refresh_again_ = false;
     bool closed_ = false;
     std::string map_error_;
+    std::map<std::string, std::size_t> channels_;  // sharded channel -> node it is subscribed on
 };
+
+// The text a script runs as on a cluster: its PUBLISH calls ("('publish',") made SPUBLISH, so
+// that a release tells the lock's shard only (the channel shares the keys' slot, which a script
+// may publish to), with its own SHA1. A script that publishes nothing runs as it is. Made once
+// per script (by the address of its static text) and kept until exit.
+const std::string& sharded_script(const std::string& text, const std::string*& sha);
 
 }  // namespace zkcoro::detail
 

@@ -4,6 +4,7 @@
 // stops coming back (crashed, cut off) leaves the queue when its timeout passes. The holder is a
 // redis_mutex's: the same key, renewal (redis/renewal.cpp), lost signal and fencing token.
 #include "redis/backend.hpp"
+#include "redis/slot.hpp"
 
 #include <zkcoro/detail/access.hpp>
 #include <zkcoro/redis_fair_mutex.hpp>
@@ -181,6 +182,11 @@ std::shared_ptr<detail::lock_object> make_fair_lock_object(redis_client& c, std:
                                                            const redis_fair_mutex_options& opts)
 {
     auto impl = detail::access::redis_of(c);
+    // On a cluster the key takes its name as its hash tag when it has none, as a redis_mutex's
+    // does ({K}): K, {K}:fencing, {K}:queue, {K}:timeouts and the {K}:wake: channels then share
+    // one slot (else the acquire script, which names K and {K}:..., fails with CROSSSLOT).
+    if (!impl->url.cluster_nodes.empty() && !key.empty())
+        key = detail::cluster_lock_key(key);
     redis_mutex_options m;
     m.ttl = opts.ttl;
     m.safety_margin = opts.safety_margin;

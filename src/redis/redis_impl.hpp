@@ -37,7 +37,8 @@ public:
     // `script` must outlive the command (it is referred to until it is sent): a static string.
     void eval(const std::string& script, const std::string& sha1, command_args keys_and_args, int nkeys,
               std::shared_ptr<reply_op> op);
-    // redis+cluster:// only: eval, and where its answer came from (see cluster_router::exec_tracked).
+    // redis+cluster:// only: eval, and where its answer came from (see cluster_router::exec_tracked;
+    // `where` may be null). The script runs as its sharded_script (SPUBLISH).
     void cluster_eval_tracked(const std::string& script, const std::string& sha, command_args keys_and_args,
                               int nkeys, std::shared_ptr<reply_op> op, std::shared_ptr<cluster_answer_site> where);
     std::uint64_t subscribe(const std::string& channel, std::function<void(channel_event, std::string_view)> fn);
@@ -75,6 +76,10 @@ private:
     void watch();  // redis+sentinel://: follow +switch-master
     void start_cluster();  // redis+cluster://: the router instead of the command link
     void cluster_exec(command_args args, std::shared_ptr<reply_op> op, const std::string* script);
+    // redis+cluster:// (cluster_pubsub.cpp): the channel's sharded subscription (first: its first
+    // listener); whether it is in place now.
+    bool cluster_subscribe(const std::string& channel, bool first);
+    void cluster_unsubscribe(const std::string& channel);
 
     std::shared_ptr<redis_link> watcher_;
     std::shared_ptr<redis_link> cmd_;

@@ -91,4 +91,19 @@ std::string cluster_lock_key(std::string_view key)
     return fmt::format("{{{}}}", key);
 }
 
+std::string lock_site(const redis_url& url, std::string_view key)
+{
+    auto list = [](const std::vector<redis_url::endpoint>& es) {
+        std::string out;
+        for (const auto& e : es)
+            out += fmt::format("{}{}:{}", out.empty() ? "" : ",", e.host, e.port);
+        return out;
+    };
+    if (!url.cluster_nodes.empty())
+        return fmt::format("Redis Cluster slot {} (seeds {})", key_slot(key), list(url.cluster_nodes));
+    if (!url.sentinels.empty())
+        return fmt::format("the master '{}' of the sentinels at {}", url.master_name, list(url.sentinels));
+    return fmt::format("redis://{}:{}", url.host, url.port);
+}
+
 }  // namespace zkcoro::detail

@@ -3,6 +3,8 @@
 #ifndef ZKCORO_SRC_REDIS_SLOT_HPP
 #define ZKCORO_SRC_REDIS_SLOT_HPP
 
+#include <zkcoro/redis.hpp>
+
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -34,6 +36,10 @@ std::optional<std::string_view> routing_key(std::span<const std::string_view> ar
 // else "{" + key + "}", so that the lock's keys (<key>, <key>:fencing) and its channel share one
 // slot. On one server or with Sentinel, the key is used as given.
 std::string cluster_lock_key(std::string_view key);
+
+// Where a lock on `key` lives, for log lines: "redis://HOST:PORT", "the master 'NAME' of the
+// sentinels at HOST:PORT,..." or "Redis Cluster slot N (seeds HOST:PORT,...)".
+std::string lock_site(const redis_url& url, std::string_view key);
 
 }  // namespace zkcoro::detail
 

@@ -4,6 +4,8 @@
 // exclusion between two clients, rising fencing tokens, and a slot moved while its lock is held
 // and waited for (ASK while it moves, MOVED once it has).
 #include <zkcoro/detail/access.hpp>
+#include <zkcoro/multi_lock.hpp>
+#include <zkcoro/redis_fair_mutex.hpp>
 #include <zkcoro/redis_mutex.hpp>
 #include <zkcoro/redis_shared_mutex.hpp>
 #include <zkcoro/redis_semaphore.hpp>
@@ -20,6 +22,7 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <string>
@@ -305,11 +308,13 @@ TEST_CASE("resharding a held lock's slot: ASK and TRYAGAIN while it moves, MOVED
         CHECK_FALSE(g1->lost());
         CHECK_FALSE(b_done);
         CHECK(router_of(a).asked > 0);
-        // Released through ASK. b is told (PUBLISH reaches every node) and tries: its acquire
-        // script names the key (free: on neither node) and the fencing counter (moved), which
-        // the target refuses with TRYAGAIN while the slot migrates: b keeps trying.
+        // Released through ASK: its SPUBLISH runs on the target, where b does not listen yet (b
+        // subscribed on the source), so b tries again at the key's expiry (its TTL when b last
+        // looked, about 3 s after b's first attempt): its acquire script names the key (free: on
+        // neither node) and the fencing counter (moved), which the target refuses with TRYAGAIN
+        // while the slot migrates: b keeps trying.
         co_await g1->release();
-        for (int i = 0; i < 100 && router_of(b).tried_again == 0; ++i)
+        for (int i = 0; i < 200 && router_of(b).tried_again == 0; ++i)
             co_await rt::pause(20ms);
         CHECK(router_of(b).tried_again > 0);
         CHECK_FALSE(b_done);
@@ -321,7 +326,10 @@ TEST_CASE("resharding a held lock's slot: ASK and TRYAGAIN while it moves, MOVED
         REQUIRE(b_done);
         REQUIRE(g2);
         CHECK(g2->fencing_token() > first);
-        CHECK(router_of(b).moved > 0);
+        // b learnt the slot's new master from a MOVED, or from the source unsubscribing it from
+        // the lock's shard channel (its slot left: b reads the map again, subscribes at the target
+        // and looks again), whichever came first.
+        CHECK(router_of(b).moved + router_of(b).refreshes >= 2);
         co_await g2->release();
         CHECK(c.node_at(to).command(cmd("EXISTS", ma.key())) == "0");
         CHECK(c.node_at(to).command(cmd("EXISTS", ma.key() + ":fencing")) == "1");
@@ -375,6 +383,389 @@ TEST_CASE("on a cluster a grant waits for the shard's replica (WAIT 1 on the loc
         CHECK(ec == redis_errc::not_replicated);
         co_await rt::pause(100ms);  // the take-back
         CHECK(master.command(cmd("EXISTS", m.key())) == "0");
+        a.close();
+    });
+}
+
+// A slot left migrating with the lock's keys partly moved (its fencing counter on the target, the
+// key on neither node): the acquire script meets TRYAGAIN; past the router's 2 s of it the
+// command completes with try_again, which is retriable: the acquisition tries again until its
+// deadline and then fails with try_again (it failed at 2 s with error_reply before). Once the
+// slot is assigned to the target, an acquisition waiting meanwhile is granted.
+TEST_CASE("TRYAGAIN for over 2 s: try_again, retried until the acquisition's deadline; granted once the move ends")
+{
+    auto& c = shared_cluster();
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        auto masters = c.master_ports();
+        const auto from = masters[1], to = masters[2];
+        auto name = name_on(c, from, "tryagain");
+        const int slot = zkcoro::detail::key_slot(name);
+        zkcoro::redis_client a(ex, c.url());
+        zkcoro::redis_mutex m(a, name, ttl(2s));
+        auto g = co_await m.acquire(2s);  // the counter exists, the key goes with the release
+        REQUIRE(g);
+        const auto first = g->fencing_token();
+        co_await g->release();
+        const auto from_id = c.node_id(from), to_id = c.node_id(to);
+        c.node_at(to).command(cmd("CLUSTER", "SETSLOT", std::to_string(slot), "IMPORTING", from_id));
+        c.node_at(from).command(cmd("CLUSTER", "SETSLOT", std::to_string(slot), "MIGRATING", to_id));
+        c.node_at(from).command(cmd("MIGRATE", "127.0.0.1", std::to_string(to), "", "0", "5000", "KEYS",
+                                    m.key() + ":fencing"));
+        const auto t0 = std::chrono::steady_clock::now();
+        auto [ec, none] = co_await m.async_acquire(1, 2600ms, asio::as_tuple(asio::use_awaitable));
+        const auto took = std::chrono::steady_clock::now() - t0;
+        MESSAGE("after " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                         << " ms: " << ec.message() << "; TRYAGAIN met " << router_of(a).tried_again << " times");
+        CHECK_FALSE(none);
+        CHECK(ec == redis_errc::try_again);
+        CHECK(zkcoro::classify(ec) == zkcoro::error_kind::retriable);
+        CHECK(took >= 2500ms);
+        CHECK(router_of(a).tried_again > 100);  // more than one command's 100 tries
+        // Waiting again; the move ends meanwhile: granted, higher token.
+        std::optional<zkcoro::guard> got;
+        rt::event done(ex);
+        asio::co_spawn(ex, [&]() -> asio::awaitable<void> {
+            got = co_await m.acquire(3s);
+            done.fire();
+        }, asio::detached);
+        co_await rt::pause(300ms);
+        CHECK_FALSE(done.set);
+        const auto t1 = std::chrono::steady_clock::now();
+        for (auto p : masters)
+            c.node_at(p).command(cmd("CLUSTER", "SETSLOT", std::to_string(slot), "NODE", to_id));
+        REQUIRE(co_await done.wait(3s));
+        MESSAGE("granted " << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t1).count()
+                           << " ms after the slot was assigned");
+        REQUIRE(got);
+        CHECK(got->fencing_token() > first);
+        co_await got->release();
+        // Back where it was, for the other cases.
+        c.node_at(from).command(cmd("CLUSTER", "SETSLOT", std::to_string(slot), "IMPORTING", to_id));
+        c.node_at(to).command(cmd("CLUSTER", "SETSLOT", std::to_string(slot), "MIGRATING", from_id));
+        c.node_at(to).command(cmd("MIGRATE", "127.0.0.1", std::to_string(from), "", "0", "5000", "KEYS",
+                                  m.key() + ":fencing"));
+        for (auto p : masters)
+            c.node_at(p).command(cmd("CLUSTER", "SETSLOT", std::to_string(slot), "NODE", from_id));
+        a.close();
+    });
+}
+
+// Issue 35 item 3: release notifications with sharded pub/sub on the lock's shard. A waiter of
+// another client, behind a holder with a 3 s TTL, is woken by the release's SPUBLISH (granted
+// within 500 ms; its own timer would wake it at the key's expiry, 3 s on): the channel is a shard
+// channel of the lock's master only (PUBSUB SHARDNUMSUB there; none elsewhere), the release ran
+// SPUBLISH on that master, and no node ran PUBLISH.
+TEST_CASE("sharded pub/sub: a waiter is woken by the release's SPUBLISH on the lock's shard")
+{
+    auto& c = shared_cluster();
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        const auto masters = c.master_ports();
+        const auto port = masters[1];
+        auto& master = c.node_at(port);
+        zkcoro::redis_client a(ex, c.url()), b(ex, c.url());
+        const auto name = name_on(c, port, "spub");
+        zkcoro::redis_mutex ma(a, name, ttl(3s)), mb(b, name, ttl(3s));
+        const auto channel = ma.key() + ":released";
+        std::map<std::uint16_t, std::int64_t> publish_before;
+        for (auto p : masters)
+            publish_before[p] = c.node_at(p).command_calls("publish");
+        const auto spublish_before = master.command_calls("spublish");
+        auto g1 = co_await ma.acquire(2s);
+        REQUIRE(g1);
+        std::optional<zkcoro::guard> g2;
+        rt::event granted(ex);
+        asio::co_spawn(ex, [&]() -> asio::awaitable<void> {
+            g2 = co_await mb.acquire(10s);
+            granted.fire();
+        }, asio::detached);
+        // b subscribed on the lock's master (its shard), nowhere else.
+        std::string subs;
+        for (int i = 0; i < 100; ++i) {
+            subs = master.command(cmd("PUBSUB", "SHARDNUMSUB", channel));
+            if (subs.ends_with("\n1"))
+                break;
+            co_await rt::pause(20ms);
+        }
+        CHECK_MESSAGE(subs.ends_with("\n1"), subs);
+        for (auto p : masters)
+            if (p != port)
+                CHECK(c.node_at(p).command(cmd("PUBSUB", "SHARDNUMSUB", channel)).ends_with("\n0"));
+        co_await rt::pause(200ms);  // b's first attempt and wait are behind it
+        CHECK_FALSE(granted.set);
+        const auto t0 = std::chrono::steady_clock::now();
+        co_await g1->release();
+        CHECK(co_await granted.wait(2s));
+        const auto woke = std::chrono::steady_clock::now() - t0;
+        MESSAGE("granted " << std::chrono::duration_cast<std::chrono::milliseconds>(woke).count()
+                           << " ms after the release");
+        REQUIRE(g2);
+        CHECK(woke < 500ms);
+        CHECK(master.command_calls("spublish") > spublish_before);
+        for (auto p : masters)
+            CHECK(c.node_at(p).command_calls("publish") == publish_before[p]);
+        co_await g2->release();
+        a.close();
+        b.close();
+    });
+}
+
+// The fair lock on a cluster: its key takes its name as its hash tag, as a redis_mutex's, so
+// that all its keys and its wake channels share one slot (CROSSSLOT otherwise). In every shard
+// it is taken and released; in one, 4 waiters of 2 clients are granted in their arrival order,
+// each within 500 ms of the release before it (woken by SPUBLISH on their process's channel, not
+// by their 1 s refresh or the 3 s TTL), tokens rising; only the fencing counter is left.
+TEST_CASE("the fair lock on a cluster: one slot for all its keys, FIFO, woken by sharded pub/sub")
+{
+    auto& c = shared_cluster();
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        zkcoro::redis_fair_mutex_options fo;
+        fo.ttl = 3s;
+        zkcoro::redis_client a(ex, c.url()), b(ex, c.url()), h(ex, c.url());
+        for (auto port : c.master_ports()) {
+            auto name = name_on(c, port, "fairshard");
+            zkcoro::redis_fair_mutex m(a, name, fo);
+            CHECK(m.key() == "{" + name + "}");
+            auto g = co_await m.acquire(2s);
+            REQUIRE(g);
+            CHECK(c.node_at(port).command(cmd("EXISTS", m.key(), m.key() + ":fencing")) == "2");
+            co_await g->release();
+        }
+        const auto port = c.master_ports()[2];
+        auto& master = c.node_at(port);
+        auto name = name_on(c, port, "fairfifo");
+        zkcoro::redis_fair_mutex mh(h, name, fo), ma(a, name, fo), mb(b, name, fo);
+        auto held = co_await mh.acquire(2s);
+        REQUIRE(held);
+        std::vector<int> order;
+        std::vector<std::int64_t> tokens{held->fencing_token()};
+        std::vector<std::chrono::milliseconds> gaps;
+        auto last_release = std::chrono::steady_clock::now();
+        int done = 0;
+        rt::event all_done(ex);
+        auto waiter = [&](zkcoro::redis_fair_mutex& m, int id) -> asio::awaitable<void> {
+            auto g = co_await m.acquire(10s);
+            if (g) {
+                gaps.push_back(std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                                       last_release));
+                order.push_back(id);
+                tokens.push_back(g->fencing_token());
+                co_await rt::pause(20ms);
+                last_release = std::chrono::steady_clock::now();
+                co_await g->release();
+            }
+            if (++done == 4)
+                all_done.fire();
+        };
+        zkcoro::redis_fair_mutex* who[] = {&ma, &mb, &ma, &mb};
+        for (int i = 0; i < 4; ++i) {
+            asio::co_spawn(ex, waiter(*who[i], i), asio::detached);
+            // Queued before the next one comes.
+            for (int j = 0; j < 100 && master.command(cmd("LLEN", mh.key() + ":queue")) != std::to_string(i + 1); ++j)
+                co_await rt::pause(10ms);
+            REQUIRE(master.command(cmd("LLEN", mh.key() + ":queue")) == std::to_string(i + 1));
+        }
+        last_release = std::chrono::steady_clock::now();
+        co_await held->release();
+        REQUIRE(co_await all_done.wait(8s));
+        CHECK(order == std::vector<int>{0, 1, 2, 3});
+        for (std::size_t i = 1; i < tokens.size(); ++i)
+            CHECK(tokens[i] > tokens[i - 1]);
+        for (auto g : gaps) {
+            MESSAGE("granted " << g.count() << " ms after the release before");
+            CHECK(g < 500ms);
+        }
+        CHECK(master.command(cmd("EXISTS", mh.key(), mh.key() + ":queue", mh.key() + ":timeouts")) == "0");
+        CHECK(master.command(cmd("EXISTS", mh.key() + ":fencing")) == "1");
+        a.close();
+        b.close();
+        h.close();
+    });
+}
+
+// The multi-lock over keys on 3 shards: all or nothing, in one global order (by key, the same in
+// every process). One key held elsewhere: the multi-lock times out and holds none of the others.
+// Free: it takes all three (each on its own master); a second multi-lock over the same keys,
+// listed in another order, waits and then takes all three, with higher tokens.
+TEST_CASE("a multi_lock over keys on 3 shards: all or nothing, in one order")
+{
+    auto& c = shared_cluster();
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        const auto masters = c.master_ports();
+        zkcoro::redis_client a(ex, c.url()), b(ex, c.url());
+        std::vector<std::string> names;
+        for (auto p : masters)
+            names.push_back(name_on(c, p, "multi"));
+        zkcoro::redis_mutex a0(a, names[0], ttl(2s)), a1(a, names[1], ttl(2s)), a2(a, names[2], ttl(2s));
+        zkcoro::redis_mutex b0(b, names[0], ttl(2s)), b1(b, names[1], ttl(2s)), b2(b, names[2], ttl(2s));
+        std::vector<zkcoro::lock_ref> ra{zkcoro::lock_ref(a0), zkcoro::lock_ref(a1), zkcoro::lock_ref(a2)};
+        std::vector<zkcoro::lock_ref> rb{zkcoro::lock_ref(b2), zkcoro::lock_ref(b0), zkcoro::lock_ref(b1)};
+        zkcoro::multi_lock ma(std::move(ra)), mb(std::move(rb));
+        CHECK(ma.order() == mb.order());
+        // The last in the order held elsewhere: the others are given back.
+        const auto& last_key = ma.order().back();
+        zkcoro::redis_mutex* lone = a0.key() == last_key ? &b0 : a1.key() == last_key ? &b1 : &b2;
+        auto other = co_await lone->acquire(2s);
+        REQUIRE(other);
+        auto none = co_await ma.acquire(300ms);
+        CHECK_FALSE(none);
+        co_await rt::pause(100ms);  // the take-backs
+        for (std::size_t i = 0; i < 3; ++i) {
+            const auto key = "{" + names[i] + "}";
+            CAPTURE(key);
+            CHECK(c.node_at(masters[i]).command(cmd("EXISTS", key)) == (key == last_key ? "1" : "0"));
+        }
+        co_await other->release();
+        auto all = co_await ma.acquire(2s);
+        REQUIRE(all);
+        CHECK(all->guards().size() == 3);
+        for (std::size_t i = 0; i < 3; ++i)
+            CHECK(c.node_at(masters[i]).command(cmd("EXISTS", "{" + names[i] + "}")) == "1");
+        std::vector<std::int64_t> first;
+        for (const auto& g : all->guards())
+            first.push_back(g.fencing_token());
+        std::optional<zkcoro::multi_guard> theirs;
+        rt::event got(ex);
+        asio::co_spawn(ex, [&]() -> asio::awaitable<void> {
+            theirs = co_await mb.acquire(5s);
+            got.fire();
+        }, asio::detached);
+        CHECK_FALSE(co_await got.wait(300ms));
+        co_await all->release();
+        REQUIRE(co_await got.wait(3s));
+        REQUIRE(theirs);
+        REQUIRE(theirs->guards().size() == 3);
+        for (std::size_t i = 0; i < 3; ++i)
+            CHECK(theirs->guards()[i].fencing_token() > first[i]);  // both in the same (key) order
+        co_await theirs->release();
+        a.close();
+        b.close();
+    });
+}
+
+// Issue 35 item 5: a master SIGKILLed while a lock in its slots is held (granted with WAIT 1: its
+// replica has the key) and another client waits. The replica is made master at once with CLUSTER
+// FAILOVER TAKEOVER (no election, no wait for cluster-node-timeout: deterministic and fast; an
+// automatic failover ends in the same state, later), and the old master is restarted, rejoining
+// as the new master's replica (WAIT 1 can be met again). The clients follow (their links to the
+// dead master drop, the map is read again, from another seed if theirs died). Never two holders:
+// when the waiter is granted, the holder's guard has been released or signalled lost; the key
+// and its counter were on the replica; tokens keep rising.
+TEST_CASE("a master SIGKILLed while holding: the replica takes over, never two holders, tokens rise")
+{
+    auto& c = shared_cluster();
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        const auto port = c.master_ports()[0];
+        const auto replica = c.replica_of(port);
+        REQUIRE(replica != 0);
+        zkcoro::redis_options o;
+        o.replica_ack_timeout = 300ms;
+        zkcoro::redis_client a(ex, c.url(), o), b(ex, c.url(), o);
+        auto name = name_on(c, port, "failover");
+        zkcoro::redis_mutex ma(a, name, ttl(3s)), mb(b, name, ttl(3s));
+        auto g1 = co_await ma.acquire(2s);
+        REQUIRE(g1);
+        const auto first = g1->fencing_token();
+        bool released = false, overlap = false;
+        std::optional<zkcoro::guard> g2;
+        rt::event granted(ex);
+        asio::co_spawn(ex, [&]() -> asio::awaitable<void> {
+            g2 = co_await mb.acquire(15s);
+            overlap = g2 && !released && !g1->lost();
+            granted.fire();
+        }, asio::detached);
+        co_await rt::pause(100ms);
+        const auto refreshes = router_of(a).refreshes;
+        c.node_at(port).kill9();
+        c.node_at(replica).command(cmd("CLUSTER", "FAILOVER", "TAKEOVER"));
+        std::string role;
+        for (int i = 0; i < 100 && role != "master"; ++i) {
+            role = c.node_at(replica).info("replication")["role"];
+            if (role != "master")
+                co_await rt::pause(20ms);
+        }
+        REQUIRE(role == "master");
+        // WAIT 1 made the replica have the key and its counter before the grant.
+        CHECK(c.node_at(replica).command(cmd("EXISTS", ma.key(), ma.key() + ":fencing")) == "2");
+        c.node_at(port).restart();  // rejoins as the new master's replica
+        c.wait_ok(10s);
+        CHECK(c.replica_of(replica) == port);
+        CHECK(c.master_of_slot(zkcoro::detail::key_slot(ma.key())) == replica);
+        // The holder renews on the new master (if it kept its lock through the failover).
+        co_await rt::pause(1200ms);
+        const bool kept = !g1->lost();
+        MESSAGE("the holder " << std::string(kept ? "kept its lock" : "lost its lock (signalled)")
+                              << " through the failover; a: refreshes " << router_of(a).refreshes);
+        CHECK(router_of(a).refreshes > refreshes);
+        if (kept) {
+            CHECK_FALSE(granted.set);
+            released = true;
+            co_await g1->release();
+        }
+        REQUIRE(co_await granted.wait(5s));
+        REQUIRE(g2);
+        CHECK_FALSE(overlap);
+        CHECK(g2->fencing_token() > first);
+        CHECK(c.node_at(replica).command(cmd("GET", mb.key())) != "");
+        co_await g2->release();
+        // And on: a third grant, higher again.
+        auto g3 = co_await ma.acquire(2s);
+        REQUIRE(g3);
+        CHECK(g3->fencing_token() > g2->fencing_token());
+        co_await g3->release();
+        a.close();
+        b.close();
+    }, 30s);
+}
+
+// zklock -c redis+cluster://... (issue 35 item 4): the command runs under the lock on the key
+// {LOCKPATH} (ZKLOCK_NODE) with a fencing token above the last holder's; with the key held by
+// another client, zklock -n gives up at once (a nonzero exit status).
+TEST_CASE("zklock with a redis+cluster:// URL")
+{
+    const char* zklock = std::getenv("ZKLOCK_BIN");
+    if (zklock == nullptr || *zklock == '\0') {
+        MESSAGE("ZKLOCK_BIN not set (built without the tools): skipped");
+        return;
+    }
+    auto& c = shared_cluster();
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        const auto port = c.master_ports()[2];
+        const auto name = name_on(c, port, "zklock");
+        zkcoro::redis_client a(ex, c.url());
+        zkcoro::redis_mutex m(a, name, ttl(3s));
+        auto g = co_await m.acquire(2s);
+        REQUIRE(g);
+        const auto held_token = g->fencing_token();
+        std::string refused;
+        try {
+            c.run_cli({zklock, "-n", "-c", c.url(), name, "--", "/bin/true"}, std::chrono::seconds(10));
+        } catch (const std::exception& e) {
+            refused = e.what();
+        }
+        MESSAGE("zklock -n while held: " << refused);
+        CHECK(refused.find("is held by another process") != std::string::npos);
+        co_await g->release();
+        const auto out = c.run_cli({zklock, "-t", "5", "-c", c.url(), name, "--", "/bin/sh", "-c",
+                                    "echo \"node=$ZKLOCK_NODE token=$ZKLOCK_FENCING_TOKEN\""},
+                                   std::chrono::seconds(10));
+        CAPTURE(out);
+        const auto at = out.find("node={" + name + "} token=");
+        REQUIRE(at != std::string::npos);
+        const auto token = std::stoll(out.substr(at + name.size() + 14));
+        CHECK(token > held_token);
+        CHECK(c.node_at(port).command(cmd("EXISTS", m.key())) == "0");
         a.close();
     });
 }
@@ -461,7 +852,11 @@ TEST_CASE("a shard with all its nodes stopped: the acquisition ends by its deadl
         const auto port = c.master_ports()[1];
         const auto replica = c.replica_of(port);
         REQUIRE(replica != 0);
-        zkcoro::redis_client a(ex, c.url());
+        // The failure's log line names the lock's slot and the seeds (it said "redis://:0").
+        std::vector<std::string> lines;
+        zkcoro::redis_options o;
+        o.log = [&lines](zkcoro::log_level, std::string_view m) { lines.emplace_back(m); };
+        zkcoro::redis_client a(ex, c.url(), o);
         zkcoro::redis_mutex m(a, name_on(c, port, "down"), ttl(2s));
         auto g = co_await m.acquire(2s);  // the master's link is open
         REQUIRE(g);
@@ -476,6 +871,13 @@ TEST_CASE("a shard with all its nodes stopped: the acquisition ends by its deadl
         CHECK_FALSE(g2);
         CHECK(ec == redis_errc::connection_lost);  // the master's connection dropped under it
         CHECK(took < 3s);
+        const auto site = fmt::format("on Redis Cluster slot {} (seeds 127.0.0.1:", zkcoro::detail::key_slot(m.key()));
+        bool named = false;
+        for (const auto& l : lines) {
+            CHECK_MESSAGE(l.find("redis://:0") == std::string::npos, l);
+            named = named || (l.find(m.key()) != std::string::npos && l.find(site) != std::string::npos);
+        }
+        CHECK_MESSAGE(named, fmt::format("no line names {} {}", m.key(), site));
         a.close();
     }, 20s);
 }

@@ -425,13 +425,18 @@ TEST_CASE("classify() of the server's refusals: NOPERM permanent; NOREPLICAS, LO
     CHECK(redis_error_code("LOADING Redis is loading the dataset in memory") == redis_errc::loading);
     CHECK(redis_error_code("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.") ==
           redis_errc::master_down);
+    CHECK(redis_error_code("TRYAGAIN Multiple keys request during rehashing of slot") == redis_errc::try_again);
+    CHECK(redis_error_code("CLUSTERDOWN Hash slot not served") == redis_errc::cluster_down);
+    CHECK(redis_error_code("CLUSTERDOWN The cluster is down") == redis_errc::cluster_down);
     CHECK(redis_error_code("ERR unknown command 'eval'") == redis_errc::error_reply);
     CHECK(zkcoro::classify(redis_errc::no_permission) == error_kind::permanent);
-    for (auto e : {redis_errc::no_replicas, redis_errc::loading, redis_errc::master_down}) {
+    for (auto e : {redis_errc::no_replicas, redis_errc::loading, redis_errc::master_down, redis_errc::try_again,
+                   redis_errc::cluster_down}) {
         CAPTURE(error_code(e).message());
         CHECK(zkcoro::classify(e) == error_kind::retriable);
     }
-    for (auto e : {redis_errc::no_permission, redis_errc::no_replicas, redis_errc::loading, redis_errc::master_down})
+    for (auto e : {redis_errc::no_permission, redis_errc::no_replicas, redis_errc::loading, redis_errc::master_down,
+                   redis_errc::try_again, redis_errc::cluster_down})
         CHECK_FALSE(has(error_code(e).message(), "unknown"));
 }
 

@@ -50,7 +50,9 @@ void add_lock_options(CLI::App& app, options& o, cli_values& v)
                        "127.0.0.1:2181), or redis://[[USER]:PASSWORD@]HOST:PORT[/DB] for a Redis lock on "
                        "the key LOCKPATH, or redis+sentinel://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT...]"
                        "/MASTER[/DB] for the master that Sentinel names, each grant acknowledged by a "
-                       "replica (WAIT 1). Put a password in $ZK_CONNECT to keep it out of ps")
+                       "replica (WAIT 1), or redis+cluster://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT...] for a "
+                       "Redis Cluster (the key gets its name as hash tag: {LOCKPATH}). Put a password in "
+                       "$ZK_CONNECT to keep it out of ps")
             ->type_name("HOSTS"));
     v.t_opt = app.add_option("-t,--timeout", v.timeout, "Give up after SECONDS waiting (exit 75)")
                   ->type_name("SECONDS")

@@ -1,4 +1,4 @@
-// The Redis backend of a run (lock_backend.hpp), for -c redis://... and redis+sentinel://...: a
+// The Redis backend of a run (lock_backend.hpp), for -c redis://..., redis+sentinel://... and redis+cluster://...: a
 // redis_mutex on the key LOCKPATH (--fair: a redis_fair_mutex). There is no waiting line to show. The
 // still-held check is a PING; the lease is the key's TTL, renewed every third of it while held.
 #ifdef ZKLOCK_REDIS
@@ -200,7 +200,10 @@ public:
     void connected() override
     {
         // With Sentinel the URL names no server: the master the sentinels named is the client's.
-        say(o_, rc_.url().sentinels.empty()
+        // On a cluster: the node the slot map was read from (the lock's key goes to its slot's master).
+        say(o_, !rc_.url().cluster_nodes.empty()
+                    ? fmt::format("connected to Redis Cluster (slot map from {})", escape(rc_.server()))
+                : rc_.url().sentinels.empty()
                     ? fmt::format("connected to Redis at {}", escape(rc_.server()))
                     : fmt::format("connected to Redis master '{}' at {}, named by Sentinel",
                                   escape(rc_.url().master_name), escape(rc_.server())));

@@ -181,7 +181,8 @@ inline bool is_redis_url(std::string_view connect)
                 return false;
         return true;
     };
-    return starts_nocase("redis://") || starts_nocase("rediss://") || starts_nocase("redis+sentinel://");
+    return starts_nocase("redis://") || starts_nocase("rediss://") || starts_nocase("redis+sentinel://") ||
+           starts_nocase("redis+cluster://");
 }
 
 // The Redis connect bound: 5 s, shortened by -t (at least 100 ms) and by -n (1 s).
