@@ -125,10 +125,11 @@ return 0)lua");
     "end\n"
 
 // A head without a timeout (written by someone else) is dropped too: nothing would ever time it
-// out. The queue and the timeouts expire 1 ms after the latest timeout, by when a purge would have
-// emptied them: a waiter that never comes back (its process crashed, its client closed while it
-// waited, its leave lost) leaves no key behind although nobody runs a script on the lock again. The head is told on `prefix .. <its process name>` (the value up to its first ':'), with its
-// value: only the process that queued it hears it, and there only that waiter tries again.
+// out. The head is told on `prefix .. <its process name>` (the value up to its first ':'), with its
+// value: only the process that queued it hears it, and there only that waiter tries again. The
+// queue and the timeouts expire 1 ms after the latest timeout, by when a purge would have emptied
+// them: a waiter that never comes back (its process crashed, its client closed while it waited,
+// its leave lost) leaves no key behind although nobody runs a script on the lock again.
 const lua_script& fair_acquire_script()
 {
     static const lua_script s = with_sha(ZKCORO_FENCING_CHECK R"lua(local held = redis.call('get', KEYS[1])
