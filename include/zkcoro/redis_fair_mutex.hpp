@@ -47,7 +47,9 @@ struct redis_fair_mutex_options {
 /// - Release deletes the key while it holds our value and publishes the next waiter's name on its
 ///   own process's channel: only that waiter tries again (no herd).
 /// - Cancellation, the deadline and a failure take the waiter out of the queue (and give back a
-///   grant its last attempt may have made). When everyone has left, only `P:fencing` remains.
+///   grant its last attempt may have made). When everyone has left, only `P:fencing` remains;
+///   `P:queue` and `P:timeouts` expire 1 ms after the latest waiter's timeout, so waiters that
+///   never come back (crashed, their client closed while waiting) leave no key behind either.
 /// - Lease, renewal, the lost signal, transient failures and WAIT for replicas: as redis_mutex.
 /// Its acquisition members are basic_mutex's; a multi_lock takes it as a member (lock_ref).
 /// The client must outlive the mutex and its guards.

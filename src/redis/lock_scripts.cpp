@@ -111,7 +111,10 @@ return 0)lua");
 
 // A head without a timeout (written by someone else) is dropped too: nothing would ever time it
 // out. The head is told on `prefix .. <its process name>` (the value up to its first ':'), with its
-// value: only the process that queued it hears it, and there only that waiter tries again.
+// value: only the process that queued it hears it, and there only that waiter tries again. The
+// queue and the timeouts expire 1 ms after the latest timeout, by when a purge would have emptied
+// them: a waiter that never comes back (its process crashed, its client closed while it waited,
+// its leave lost) leaves no key behind although nobody runs a script on the lock again.
 const lua_script& fair_acquire_script()
 {
     static const lua_script s = with_sha(ZKCORO_FENCING_CHECK R"lua(local held = redis.call('get', KEYS[1])
@@ -133,6 +136,9 @@ if not redis.call('zscore', KEYS[4], ARGV[1]) then
   redis.call('rpush', KEYS[3], ARGV[1])
 end
 redis.call('zadd', KEYS[4], now + tonumber(ARGV[3]), ARGV[1])
+local last = tonumber(redis.call('zrange', KEYS[4], -1, -1, 'WITHSCORES')[2])
+redis.call('pexpire', KEYS[3], last - now + 1)
+redis.call('pexpire', KEYS[4], last - now + 1)
 local left = -1
 if head then
   local hs = redis.call('zscore', KEYS[4], head)

@@ -318,6 +318,47 @@ TEST_CASE("fair lock: a crashed waiter at the head is skipped once its timeout h
     });
 }
 
+// A waiter whose client closes while it waits (as a crashed one: no leave) and nobody coming to
+// the lock again: its queue entry must not stay for ever. The queue and the timeouts expire 1 ms
+// after the latest timeout (found by the simulation, tests/sim: the clients closed with waiters
+// queued left both keys without a TTL).
+TEST_CASE("fair lock: a waiter gone for good leaves no queue key once its timeout has passed")
+{
+    auto& srv = shared_redis();
+    asio::io_context ioc;
+    zktest::run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        const fair_names n(unique_key("gone-waiter"));
+        constexpr auto waiter_timeout = 300ms;
+        zkcoro::redis_client a(ex, srv.url()), gone(ex, srv.url());
+        zkcoro::redis_fair_mutex ma(a, n.key, fair_opts(3000ms, waiter_timeout));
+        zkcoro::redis_fair_mutex mg(gone, n.key, fair_opts(3000ms, waiter_timeout));
+        auto held = co_await ma.acquire(1s);
+        REQUIRE(held);
+        asio::co_spawn(ex, [&]() -> asio::awaitable<void> {
+            auto me = co_await zkcoro::this_task::id();
+            auto [ec, g] = co_await mg.async_acquire(me, 10s, asio::as_tuple(asio::use_awaitable));
+        }, asio::detached);
+        bool one = co_await queued(srv, n, 1);
+        REQUIRE(one);
+        const auto ttl = count_of(srv, cmd("PTTL", n.queue));
+        CHECK(ttl > 0);
+        CHECK(ttl <= waiter_timeout.count() + 1);
+        CHECK(count_of(srv, cmd("PTTL", n.timeouts)) == doctest::Approx(ttl).epsilon(0.2));
+        gone.close();
+        co_await held->release();  // tells the head, which is gone; nobody runs a script after it
+        const auto t0 = std::chrono::steady_clock::now();
+        bool clean = false;
+        while (!clean && ms_since(t0) < waiter_timeout.count() + 1000) {
+            clean = existing(srv, n) == std::vector<std::string>{n.fencing};
+            if (!clean)
+                co_await pause(10ms);
+        }
+        CHECK_MESSAGE(clean, "left " << existing(srv, n).size() << " keys " << waiter_timeout.count() + 1000
+                                     << " ms after the release");
+    });
+}
+
 // A waiter in a child process killed with SIGKILL (no leaving, no renewal of its place) is
 // skipped once its timeout has passed: the same as above with a real crash.
 TEST_CASE("fair lock: a waiter process killed with SIGKILL is skipped after its timeout")

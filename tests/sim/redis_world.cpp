@@ -103,15 +103,30 @@ redis_world::entry* redis_world::find(const std::string& key)
 
 void redis_world::set(const std::string& key, std::string value, std::int64_t expires_ms)
 {
-    entry e{std::move(value), expires_ms};
+    entry e;
+    e.value = std::move(value);
+    e.expires_ms = expires_ms;
+    put(key, e);
+}
+
+void redis_world::put(const std::string& key, const entry& e)
+{
+    if ((e.type == entry::kind::list && e.list.empty()) || (e.type == entry::kind::zset && e.zset.empty()))
+        return del(key);  // Redis deletes an empty list or set
     keys_[key] = e;
-    log_.emplace_back(key, e);
+    if (batch_)
+        batch_->emplace_back(key, e);
+    else
+        log_.push_back({{key, e}});
 }
 
 void redis_world::del(const std::string& key)
 {
     keys_.erase(key);
-    log_.emplace_back(key, std::nullopt);
+    if (batch_)
+        batch_->emplace_back(key, std::nullopt);
+    else
+        log_.push_back({{key, std::nullopt}});
 }
 
 std::int64_t redis_world::pttl(const std::string& key)
@@ -127,7 +142,7 @@ std::int64_t redis_world::pttl(const std::string& key)
 std::optional<std::string> redis_world::get(const std::string& key)
 {
     auto* e = find(key);
-    if (!e)
+    if (!e || e->type != entry::kind::string)
         return std::nullopt;
     return e->value;
 }
@@ -139,8 +154,18 @@ std::map<std::string, std::string> redis_world::live_keys()
     for (auto& [k, e] : keys_)
         names.push_back(k);
     for (auto& k : names)
-        if (auto* e = find(k))
-            out.emplace(k, e->value);
+        if (auto* e = find(k)) {
+            std::string v = e->value;
+            if (e->type == entry::kind::list)
+                v = fmt::format("[{}]", fmt::join(e->list, ", "));
+            if (e->type == entry::kind::zset) {
+                std::vector<std::string> ms;
+                for (auto& [m, score] : e->zset)
+                    ms.push_back(fmt::format("{} {}", m, score));
+                v = fmt::format("{{{}}}", fmt::join(ms, ", "));
+            }
+            out.emplace(k, std::move(v));
+        }
     return out;
 }
 
@@ -149,12 +174,13 @@ void redis_world::roll_back_to(std::int64_t n)
     n = std::clamp<std::int64_t>(n, 0, writes());
     log_.resize(static_cast<std::size_t>(n));
     keys_.clear();
-    for (auto& [k, e] : log_) {
-        if (e)
-            keys_[k] = *e;
-        else
-            keys_.erase(k);
-    }
+    for (auto& writes : log_)
+        for (auto& [k, e] : writes) {
+            if (e)
+                keys_[k] = *e;
+            else
+                keys_.erase(k);
+        }
     scripts_.clear();
 }
 
@@ -248,6 +274,10 @@ resp redis_world::run_script(const std::string& text, const std::vector<std::str
         }
         return resp::number(0);
     }
+    if (text == fair_acquire_script().text)
+        return fair_acquire(keys, argv);
+    if (text == fair_release_script().text)
+        return fair_release(keys, argv);
     if (text == renew_script().text) {
         if (keys.size() < 1 || argv.size() < 2)
             return resp::error("ERR the renew script's model needs 1 key and 2 arguments");
@@ -299,6 +329,8 @@ std::vector<resp> redis_world::exec(int conn, const std::vector<std::string>& ar
     if (cmd == "GET") {
         if (n != 2)
             return {wrong_args("get")};
+        if (auto* e = find(args[1]); e && e->type != entry::kind::string)
+            return {resp::error("WRONGTYPE Operation against a key holding the wrong kind of value")};
         auto v = get(args[1]);
         return {v ? resp::bulk(*v) : resp::nil()};
     }
@@ -353,10 +385,13 @@ std::vector<resp> redis_world::exec(int conn, const std::vector<std::string>& ar
         auto* e = find(args[1]);
         if (!e)
             return {resp::number(0)};
-        if (*t <= 0)
+        if (*t <= 0) {
             del(args[1]);
-        else
-            set(args[1], e->value, now_ms() + *t);
+        } else {
+            entry c = *e;
+            c.expires_ms = now_ms() + *t;
+            put(args[1], c);
+        }
         return {resp::number(1)};
     }
     if (cmd == "SCRIPT") {
@@ -390,7 +425,8 @@ std::vector<resp> redis_world::exec(int conn, const std::vector<std::string>& ar
             if (!scripts_.count(sha))
                 return {resp::error("NOSCRIPT No matching script. Please use EVAL.")};
             using namespace zkcoro::detail;
-            for (auto* s : {&acquire_script(), &release_script(), &renew_script()})
+            for (auto* s : {&acquire_script(), &release_script(), &renew_script(), &fair_acquire_script(),
+                            &fair_release_script()})
                 if (s->sha == sha)
                     text = s->text;
         }
@@ -439,6 +475,8 @@ std::vector<resp> redis_world::exec(int conn, const std::vector<std::string>& ar
             return {wrong_args("wait")};
         return {resp::number(replicas)};
     }
+    if (auto r = exec_collection(cmd, args))
+        return {*r};
     return {resp::error(fmt::format("ERR unknown command '{}' (the simulated Redis does not model it)", args[0]))};
 }
 

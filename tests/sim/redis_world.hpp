@@ -1,5 +1,6 @@
 // The simulated Redis's data (issue 34, item 2): string keys with millisecond TTLs on the
-// simulated clock, the lock's three Lua scripts as C++ models of exactly what their Lua does (by
+// simulated clock (and the fair lock's list and sorted set), the lock's three Lua scripts and the
+// fair lock's two (redis_world_fair.cpp) as C++ models of exactly what their Lua does (by
 // SHA through EVALSHA, NOSCRIPT until loaded by EVAL or SCRIPT LOAD), publish/subscribe, WAIT, and
 // the few commands the client's handshake sends. A deterministic function of the commands and the
 // clock: the network, the connections and the faults are redis_sim's. Checked against a real
@@ -71,6 +72,9 @@ public:
     // Negative control (test only): the release script deletes nothing and answers 0 (as if the
     // key were not ours); the key stays until its TTL, nobody is told.
     bool broken_release = false;
+    // Negative control (test only): the fair acquire script grants a free key to any acquisition,
+    // not only to the queue's head (a fair lock without its order).
+    bool broken_fair_order = false;
     long commands = 0;
     // Every grant of the acquire script gets a token above every earlier grant's of the same
     // lock (fencing counter), across failovers (roll_back_to keeps these): the first that does
@@ -78,10 +82,28 @@ public:
     std::string token_drop;
     std::map<std::string, std::int64_t> last_grant_token;  // by fencing counter
 
+    // The fair lock's order (redis_world_fair.cpp), per queue key. An acquisition is its value:
+    // it arrives with the first acquire script that runs for it (granted at once or queued), and
+    // is granted by the first that answers {1, token} to it; it departs when its timeout passes
+    // (purged), when it heads the queue without a timeout (dropped), or by the release script
+    // (left). `fifo_break`: the first grant that went to an acquisition while one that arrived
+    // before it was still there (neither granted nor departed), or "". Not rolled back by a
+    // failover (with failovers the order is not checked).
+    struct fair_order {
+        std::int64_t next = 0;
+        std::map<std::string, std::int64_t> waiting;  // value -> arrival number
+        long arrived = 0, granted = 0, purged = 0, dropped = 0, left = 0;
+    };
+    std::map<std::string, fair_order> fair;
+    std::string fifo_break;
+
 private:
     struct entry {
         std::string value;
         std::int64_t expires_ms = -1;  // -1: no TTL
+        enum class kind { string, list, zset } type = kind::string;
+        std::vector<std::string> list;               // a list's elements, head first
+        std::map<std::string, std::int64_t> zset;    // a sorted set: member -> score (integers here)
     };
     // An entry that is there (not expired), or null.
     entry* find(const std::string& key);
@@ -91,6 +113,18 @@ private:
     std::int64_t pttl(const std::string& key);
     resp run_script(const std::string& text, const std::vector<std::string>& keys, const std::vector<std::string>& argv);
     resp publish(const std::string& channel, const std::string& message);
+    // redis_world_fair.cpp: the fair lock's scripts, and the list and sorted-set commands.
+    resp fair_acquire(const std::vector<std::string>& keys, const std::vector<std::string>& argv);
+    resp fair_release(const std::vector<std::string>& keys, const std::vector<std::string>& argv);
+    std::optional<resp> fair_types(const std::string& q, const std::string& z);
+    void fair_purge(const std::string& q, const std::string& z);
+    void fair_grant_order(const std::string& q, const std::string& value);
+    std::optional<resp> exec_collection(const std::string& cmd, const std::vector<std::string>& args);
+    entry* find_list(const std::string& key);
+    entry* find_zset(const std::string& key);
+    void put(const std::string& key, const entry& e);  // a list or a set written (gone when empty)
+    void lrem(const std::string& key, std::int64_t count, const std::string& v);
+    bool zrem(const std::string& key, const std::string& member);
 
     std::int64_t now_us_ = 1'700'000'000'000'000;
     std::map<std::string, entry> keys_;
@@ -98,8 +132,12 @@ private:
     std::map<std::string, std::set<int>> channels_;
     std::map<int, std::set<std::string>> subs_of_;
     std::vector<std::pair<int, resp>> published_;
-    // Every write, in order: (key, the entry after it; nullopt: deleted), for roll_back_to.
-    std::vector<std::pair<std::string, std::optional<entry>>> log_;
+    // Every write, in order: (key, the entry after it; nullopt: deleted), for roll_back_to. A
+    // fair script's writes are one element (Redis replicates a script's effects in MULTI/EXEC:
+    // a replica has all of them or none); every other write is one of its own.
+    using write = std::pair<std::string, std::optional<entry>>;
+    std::vector<std::vector<write>> log_;
+    std::optional<std::vector<write>> batch_;  // a fair script's writes so far
 };
 
 // The SHA1 of a script, in hex (as EVALSHA names it).

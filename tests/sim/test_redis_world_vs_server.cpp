@@ -234,3 +234,178 @@ TEST_CASE("redis_world against a real redis-server: the lock scripts' models, st
         summary += fmt::format("{} {}, ", what, n);
     MESSAGE("redis_world vs redis-server: " << seeds << " seeds x " << ops << " commands, every reply the same: " << summary);
 }
+
+// The fair lock's scripts (fair_acquire_script, fair_release_script; redis_world_fair.cpp) and
+// the renewal on a fair lock's key, the same way: values of four waiters of two processes (their
+// wake channels `P:wake:pa`, `P:wake:pb` listened to on both), TTLs and waiter timeouts of 30 to
+// 120 s; between them: a waiter's timeout set in the past (the purge), a queue entry without a
+// timeout (the head dropped) or a timeout without a queue entry (LPOS nil: a nil element in the
+// reply), a foreign holder, the key or the counter deleted or set (bad ones too), the queue made
+// a string (WRONGTYPE) or deleted. After every command the queue (LRANGE) and the key (GET) are
+// compared exactly, the timeouts (ZRANGE WITHSCORES) member for member with the scores within
+// 2 s, the PTTLs of both (they expire 1 ms after the latest timeout) within 2 s; then the model takes the server's counter and scores (the clocks differ by their TIMEs).
+TEST_CASE("redis_world against a real redis-server: the fair lock's scripts' models, its queue and timeouts")
+{
+    zktest::redis_server server;
+    connection real(server.port());
+    connection listener(server.port());
+    zksim::redis_world model;
+    using namespace zkcoro::detail;
+    const std::string key = "d:fair", p = "{d:fair}", fence = p + ":fencing", q = p + ":queue", z = p + ":timeouts",
+                      prefix = p + ":wake:";
+    const int model_listener = 99;
+    for (const auto* proc : {"pa", "pb"}) {
+        const std::vector<std::string> sub{"SUBSCRIBE", prefix + proc};
+        CHECK(listener.run(sub) == model.exec(model_listener, sub).at(0));
+    }
+    const char* seeds_env = std::getenv("ZKCORO_SIM_REDIS_DIFF_SEEDS");
+    const int seeds = seeds_env ? std::atoi(seeds_env) : 5;
+    const int ops = 500;
+    std::map<std::string, long> counts;
+    auto scores_of = [](const resp& r) {
+        std::map<std::string, std::int64_t> out;
+        for (std::size_t i = 0; i + 1 < r.elements.size(); i += 2)
+            out[r.elements[i].str] = std::stoll(r.elements[i + 1].str);
+        return out;
+    };
+    for (int seed = 1; seed <= seeds; ++seed) {
+        std::mt19937_64 rng(static_cast<std::uint64_t>(seed) + 1000);
+        auto pick = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
+        real.run({"DEL", key, fence, q, z});
+        real.run({"SCRIPT", "FLUSH"});
+        model.exec(1, {"DEL", key, fence, q, z});
+        model.exec(1, {"SCRIPT", "FLUSH"});
+        const std::string values[] = {"pa:1:1:q", "pa:2:2:q", "pb:3:3:q", "pb:4:4:q"};
+        const std::string counters[] = {"5", "1700000000000000", "abc", "-5", "9007199254740992"};
+        for (int i = 0; i < ops; ++i) {
+            std::vector<std::string> args;
+            std::string what;
+            const int op = pick(24);
+            const auto ms = [&] { return std::to_string(30'000 + 1000 * pick(90)); };
+            const auto& v = values[pick(4)];
+            auto eval = [&](const lua_script& s, std::vector<std::string> rest, int nkeys) {
+                std::vector<std::string> a;
+                if (pick(10) == 0)
+                    a = {"EVAL", s.text, std::to_string(nkeys)};
+                else
+                    a = {"EVALSHA", s.sha, std::to_string(nkeys)};
+                a.insert(a.end(), rest.begin(), rest.end());
+                return a;
+            };
+            const auto now_ms = server_time_us(real) / 1000;
+            if (op < 8) {
+                what = "fair acquire";
+                args = eval(fair_acquire_script(), {key, fence, q, z, v, ms(), ms(), prefix}, 4);
+            } else if (op < 12) {
+                what = "fair release";
+                args = eval(fair_release_script(), {key, q, z, v, prefix}, 3);
+            } else if (op == 12) {
+                what = "renew";
+                args = eval(renew_script(), {key, v, ms()}, 1);
+            } else if (op == 13 || op == 14) {
+                what = "timeout passed";
+                args = {"ZADD", z, std::to_string(now_ms - 1000 - pick(5000)), v};
+            } else if (op == 15) {
+                what = "queue entry without a timeout";
+                args = {"RPUSH", q, v};
+            } else if (op == 16) {
+                what = "timeout without a queue entry";
+                args = {"ZADD", z, std::to_string(now_ms + 60'000), v};
+            } else if (op == 17) {
+                what = "foreign holder";
+                args = {"SET", key, "redis-py-token", "NX", "PX", ms()};
+            } else if (op == 18) {
+                what = "del key";
+                args = {"DEL", key};
+            } else if (op == 19) {
+                what = pick(2) == 0 ? "set counter" : "del counter";
+                args = what == "set counter" ? std::vector<std::string>{"SET", fence, counters[pick(4) == 0 ? 2 + pick(3) : pick(2)]}
+                                             : std::vector<std::string>{"DEL", fence};
+            } else if (op == 20) {
+                what = pick(8) == 0 ? "queue a string" : "del queue";
+                args = what == "del queue" ? std::vector<std::string>{"DEL", q, z}
+                                           : std::vector<std::string>{"SET", q, "x"};
+            } else if (op == 21) {
+                what = "type";
+                args = {"TYPE", pick(2) ? q : z};
+            } else if (op == 22) {
+                what = "zscore";
+                args = {"ZSCORE", z, v};
+            } else {
+                what = "script load";
+                args = {"SCRIPT", "LOAD", pick(2) ? fair_acquire_script().text : fair_release_script().text};
+            }
+            model.set_now_us(server_time_us(real));
+            const auto before = model.get(fence);
+            const auto m = model.exec(1, args).at(0);
+            const auto r = real.run(args);
+            bool same = r == m;
+            auto near = [](const resp& a, const resp& b) {
+                return a.type == resp::kind::integer && b.type == resp::kind::integer &&
+                       (a.integer == b.integer ||
+                        (a.integer >= 0 && b.integer >= 0 && std::abs(b.integer - a.integer) < 2000));
+            };
+            std::string shape = m.type == resp::kind::error ? m.str.substr(0, m.str.find(' ')) : "ok";
+            if (what == "fair acquire" && m.type == resp::kind::array && r.type == resp::kind::array &&
+                m.elements.size() == r.elements.size() && !m.elements.empty() && m.elements[0] == r.elements[0]) {
+                if (m.elements[0].integer == 1) {
+                    shape = "granted";
+                    const bool from_clock =
+                        !before || m.elements[1].integer != std::strtoll(before->c_str(), nullptr, 10) + 1;
+                    const auto d = r.elements[1].integer - m.elements[1].integer;
+                    same = from_clock ? d >= 0 && d < 2'000'000 : d == 0;
+                } else {
+                    shape = m.elements.size() == 5 && m.elements[3].type == resp::kind::nil ? "queued, not in the list" : "queued";
+                    same = near(r.elements[1], m.elements[1]) && r.elements[2] == m.elements[2] &&
+                           m.elements.size() == 5 && r.elements[3] == m.elements[3] && near(r.elements[4], m.elements[4]);
+                }
+            }
+            if (what == "zscore" && m.type == resp::kind::bulk && r.type == resp::kind::bulk)
+                same = std::abs(std::stoll(m.str) - std::stoll(r.str)) < 2000;
+            if (what == "fair release" && m.type == resp::kind::integer)
+                shape = std::to_string(m.integer);
+            ++counts[what + " " + shape];
+            REQUIRE_MESSAGE(same, "seed " << seed << " op " << i << " (" << what << "): "
+                                          << fmt::format("{}", fmt::join(args, " ")).substr(0, 160)
+                                          << "\n  server: " << r.show() << "\n  model:  " << m.show());
+            for (auto& [conn, push] : model.take_published()) {
+                CHECK(conn == model_listener);
+                CHECK(listener.next() == push);
+            }
+            // The state: the key and the queue exactly, the timeouts' members exactly and their
+            // scores within 2 s; then the model takes the server's counter and scores.
+            CHECK_MESSAGE(real.run({"GET", key}) == model.exec(1, {"GET", key}).at(0), "seed " << seed << " op " << i);
+            CHECK_MESSAGE(real.run({"TYPE", q}) == model.exec(1, {"TYPE", q}).at(0), "seed " << seed << " op " << i);
+            if (real.run({"TYPE", q}) == resp::status("list"))
+                CHECK_MESSAGE(real.run({"LRANGE", q, "0", "-1"}) == model.exec(1, {"LRANGE", q, "0", "-1"}).at(0),
+                              "seed " << seed << " op " << i);
+            const auto rz = scores_of(real.run({"ZRANGE", z, "0", "-1", "WITHSCORES"}));
+            const auto mz = scores_of(model.exec(1, {"ZRANGE", z, "0", "-1", "WITHSCORES"}).at(0));
+            bool zsame = rz.size() == mz.size();
+            for (auto& [member, score] : rz)
+                zsame = zsame && mz.count(member) && std::abs(mz.at(member) - score) < 2000;
+            REQUIRE_MESSAGE(zsame, "seed " << seed << " op " << i << " (" << what << "): the timeouts differ");
+            for (const auto& k : {q, z}) {
+                const auto rt = real.run({"PTTL", k});
+                const auto mt = model.exec(1, {"PTTL", k}).at(0);
+                CHECK_MESSAGE((rt == mt || (rt.integer >= 0 && mt.integer >= 0 && std::abs(rt.integer - mt.integer) < 2000)),
+                              "seed " << seed << " op " << i << ": PTTL " << k << ": server " << rt.show() << ", model "
+                                      << mt.show());
+            }
+            const auto zttl = real.run({"PTTL", z});
+            model.exec(1, {"DEL", z});
+            for (auto& [member, score] : rz)
+                model.exec(1, {"ZADD", z, std::to_string(score), member});
+            if (zttl.type == resp::kind::integer && zttl.integer > 0)
+                model.exec(1, {"PEXPIRE", z, std::to_string(zttl.integer)});
+            auto counter = real.run({"GET", fence});
+            if (counter.type == resp::kind::bulk)
+                model.exec(1, {"SET", fence, counter.str});
+        }
+    }
+    std::string summary;
+    for (auto& [what, n] : counts)
+        summary += fmt::format("{} {}, ", what, n);
+    MESSAGE("redis_world vs redis-server, the fair lock: " << seeds << " seeds x " << ops
+                                                           << " commands, every reply and state the same: " << summary);
+}

@@ -9,8 +9,11 @@
 // end every task done, and once the clients have closed and a TTL has passed, no key of ours
 // left but the fencing counter. zkcoro::multi_lock over four keys, under the same faults (and
 // acknowledged failovers), with and without cancellations: per key one holder not told it lost
-// its member guard and rising tokens, all or nothing. The negative control: a server whose
-// acquire script grants without the owner check is caught.
+// its member guard and rising tokens, all or nothing. zkcoro::redis_fair_mutex under the same
+// faults and checkers, and its order on the server (grants to the earliest arrival still queued;
+// without faults exactly in arrival order). The negative controls: a server whose acquire script
+// grants without the owner check, whose release deletes nothing, or whose fair acquire script
+// grants a free key to any waiter, is caught.
 #include "redis_sim.hpp"
 #include "sim_checks.hpp"
 #include "sim_harness.hpp"
@@ -19,6 +22,7 @@
 
 #include <zkcoro/multi_lock.hpp>
 #include <zkcoro/redis.hpp>
+#include <zkcoro/redis_fair_mutex.hpp>
 #include <zkcoro/redis_mutex.hpp>
 #include <zkcoro/this_task.hpp>
 
@@ -95,7 +99,21 @@ struct scenario {
     std::chrono::milliseconds quiet_grant{0};
     // Each holder acquires again while holding (reentrancy) and releases that guard first.
     bool reentrant = false;
+    // zkcoro::redis_fair_mutex on the key instead (its fencing counter `{sim:lock}:fencing`).
+    bool fair = false;
+    // The fair lock's order on the server (redis_world::fair_order): every grant to the earliest
+    // arrival still queued; `strict_fifo` besides: no queued acquisition departs before its grant
+    // (no timeout passes, none leaves), so grants come in the order of arrival.
+    bool fifo = false;
+    bool strict_fifo = false;
+    bool broken_fair_order = false;  // the negative control of the order (redis_world)
+    // The clients close at this simulated time (0: when every task has ended), acquisitions
+    // still queued: nothing of theirs may outlive a TTL (and the waiter timeout, the same here).
+    std::chrono::milliseconds close_early{0};
 };
+
+// The mutex the tasks share (a redis_mutex's or a redis_fair_mutex's members).
+using redis_lock = zkcoro::basic_mutex<zkcoro::redis_lock_backend>;
 
 struct observed {
     int inside = 0;  // holders not told they lost the lock
@@ -174,7 +192,7 @@ struct canceller : std::enable_shared_from_this<canceller> {
 
 // The holder acquires again (reentrancy): the second guard shares the first's grant (its token),
 // and its release leaves the key ours while the first holds. Reports what broke, or "".
-asio::awaitable<std::string> reenter(zkcoro::redis_mutex& m, zkcoro::guard& g, const zksim::redis_sim& server)
+asio::awaitable<std::string> reenter(redis_lock& m, zkcoro::guard& g, const zksim::redis_sim& server)
 {
     if (g.lost())
         co_return std::string();
@@ -199,7 +217,7 @@ asio::awaitable<std::string> reenter(zkcoro::redis_mutex& m, zkcoro::guard& g, c
 }
 
 asio::awaitable<void> hold(observed& o, int process, zkcoro::guard& g, std::mt19937_64& rng, int max_hold_ms,
-                           zkcoro::redis_mutex* reentrant_on = nullptr, const zksim::redis_sim* server = nullptr)
+                           redis_lock* reentrant_on = nullptr, const zksim::redis_sim* server = nullptr)
 {
     auto ex = co_await asio::this_coro::executor;
     ++o.acquired;
@@ -243,7 +261,7 @@ asio::awaitable<void> hold(observed& o, int process, zkcoro::guard& g, std::mt19
     }
 }
 
-asio::awaitable<void> task(zkcoro::redis_mutex& m, observed& o, int process, std::uint64_t seed, const scenario& sc)
+asio::awaitable<void> task(redis_lock& m, observed& o, int process, std::uint64_t seed, const scenario& sc)
 {
     std::mt19937_64 rng(seed);
     for (int i = 0; i < sc.rounds; ++i) {
@@ -342,9 +360,12 @@ std::string run_seed(std::uint64_t seed, const scenario& sc, zksim::sweep_totals
     o.server = &server;
     server.world.broken_acquire = sc.broken_acquire;
     server.world.broken_release = sc.broken_release;
+    server.world.broken_fair_order = sc.broken_fair_order;
     asio::io_context ioc;
     std::vector<std::unique_ptr<zkcoro::redis_client>> clients;
     std::vector<std::unique_ptr<zkcoro::redis_mutex>> mutexes;
+    std::vector<std::unique_ptr<zkcoro::redis_fair_mutex>> fair_mutexes;
+    std::vector<redis_lock*> locks;
     for (int p = 0; p < sc.processes; ++p) {
         zkcoro::redis_options opts;
         opts.first_connect_wait = 30s;  // a refused first connect is tried again
@@ -353,15 +374,23 @@ std::string run_seed(std::uint64_t seed, const scenario& sc, zksim::sweep_totals
             o.note(p, fmt::format("{}: {}", zkcoro::to_string(l), m));
         };
         clients.push_back(std::make_unique<zkcoro::redis_client>(ioc.get_executor(), server.url(), opts));
+        if (sc.fair) {
+            zkcoro::redis_fair_mutex_options fo;
+            fo.ttl = sc.ttl;  // and the waiter timeout: the TTL (a waiter comes back every 200 ms)
+            fair_mutexes.push_back(std::make_unique<zkcoro::redis_fair_mutex>(*clients.back(), lock_key, fo));
+            locks.push_back(fair_mutexes.back().get());
+            continue;
+        }
         zkcoro::redis_mutex_options mo;
         mo.ttl = sc.ttl;
         mutexes.push_back(std::make_unique<zkcoro::redis_mutex>(*clients.back(), lock_key, mo));
+        locks.push_back(mutexes.back().get());
     }
     const int all = sc.processes * sc.tasks;
     for (int p = 0; p < sc.processes; ++p)
         for (int t = 0; t < sc.tasks; ++t)
             asio::co_spawn(ioc,
-                           task(*mutexes[static_cast<std::size_t>(p)], o, p, seed * 1000 + static_cast<std::uint64_t>(p * 10 + t), sc),
+                           task(*locks[static_cast<std::size_t>(p)], o, p, seed * 1000 + static_cast<std::uint64_t>(p * 10 + t), sc),
                            asio::detached);
     const auto bound = std::chrono::nanoseconds(redis_liveness_bound).count();
     // After every step: one holder not told it lost the lock; no acquisition past its deadline + R.
@@ -390,8 +419,9 @@ std::string run_seed(std::uint64_t seed, const scenario& sc, zksim::sweep_totals
             }
         }
         return o.tasks_done == all || (o.overlaps > 0 && sc.exclusion_promised) || !o.late.empty() ||
-               !o.stalled.empty();
-    }, 600s) && o.tasks_done == all;
+               !o.stalled.empty() || (sc.fifo && !server.world.fifo_break.empty()) ||
+               (sc.close_early.count() > 0 && o.now_ns() >= std::chrono::nanoseconds(sc.close_early).count());
+    }, 600s) && (o.tasks_done == all || sc.close_early.count() > 0);
     // The end: the faults stop, the clients close; once a TTL has passed (a release that a dropped
     // connection swallowed leaves the key until then), no key of ours may be left but the fencing
     // counter.
@@ -409,10 +439,13 @@ std::string run_seed(std::uint64_t seed, const scenario& sc, zksim::sweep_totals
     zksim::run_until(ioc, [] { return false; }, sc.ttl + 10ms);
     std::string left;
     server.sync_clock();
+    const auto fence_key = sc.fair ? "{" + lock_key + "}:fencing" : lock_key + ":fencing";
     for (auto& [k, v] : server.world.live_keys())
-        if (k != lock_key + ":fencing")
+        if (k != fence_key)
             left += fmt::format(" {}={}", k, v);
+    locks.clear();
     mutexes.clear();
+    fair_mutexes.clear();
     clients.clear();
     for (int i = 0; i < 1000 && ioc.poll() > 0; ++i) {
     }
@@ -457,6 +490,20 @@ std::string run_seed(std::uint64_t seed, const scenario& sc, zksim::sweep_totals
     // The server's grants: each token above every earlier grant's, across failovers too.
     if (!server.world.token_drop.empty())
         why += " server: " + server.world.token_drop + ";";
+    if (sc.fair) {
+        const auto& order = server.world.fair["{" + lock_key + "}:queue"];
+        sum.counts["fair: arrivals"] += order.arrived;
+        sum.counts["fair: grants"] += order.granted;
+        sum.counts["fair: waiters whose timeout passed (purged)"] += order.purged;
+        sum.counts["fair: waiters dropped without a timeout"] += order.dropped;
+        sum.counts["fair: waiters that left (deadline, cancellation, failure)"] += order.left;
+        if (sc.fifo && !server.world.fifo_break.empty())
+            why += " FIFO: " + server.world.fifo_break + ";";
+        if (sc.strict_fifo && order.purged + order.dropped + order.left > 0)
+            why += fmt::format(" FIFO: queued acquisitions departed before their grant ({} purged, {} dropped, {} "
+                               "left);",
+                               order.purged, order.dropped, order.left);
+    }
     if (!o.late.empty())
         why += " liveness: " + o.late + ";";
     if (!finished && o.overlaps == 0 && o.late.empty() && o.stalled.empty())
@@ -943,4 +990,108 @@ TEST_CASE("sim redis: multi-locks over 4 keys with faults and cancellations")
                                  zksim::first_seeds(5, 2), sc);
     CHECK(sum.broke == 0);
     CHECK(sum["cancelled"] > 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// zkcoro::redis_fair_mutex (src/redis/fair_lock.cpp; its scripts modelled in redis_world_fair.cpp):
+// the mutex's processes, tasks, holds, faults and checkers, on one fair lock (TTL and waiter
+// timeout 600 ms), and its order on the server: every grant to the earliest arrival still queued
+// (redis_world::fair_order); without faults also no queued acquisition departs before its grant,
+// so grants come exactly in the order the acquisitions reached the server.
+
+TEST_CASE("sim redis fair: processes on one redis_fair_mutex, no faults: granted in arrival order, one holder, W 200 ms")
+{
+    scenario sc;
+    sc.fair = sc.fifo = sc.strict_fifo = true;
+    sc.min_deadline_ms = sc.max_deadline_ms = 60'000;  // each acquisition waits its turn
+    sc.quiet_grant = std::chrono::milliseconds(200);
+    const auto sum = sweep("sim redis fair", "ZKCORO_SIM_REDIS_FAIR_SEEDS", zksim::first_seeds(2, 1), sc);
+    CHECK(sum.broke == 0);
+    CHECK(sum["acquisitions"] == static_cast<long>(sum.seeds_run) * sc.processes * sc.tasks * sc.rounds);
+    CHECK(sum["fair: grants"] == sum["fair: arrivals"]);
+}
+
+TEST_CASE("sim redis fair: with faults: one holder, tokens rising, R, the queue's order, nothing left")
+{
+    auto sc = with_faults();
+    sc.fair = sc.fifo = true;
+    const auto sum = sweep("sim redis fair with faults", "ZKCORO_SIM_REDIS_FAIR_FAULT_SEEDS", zksim::first_seeds(3, 2), sc);
+    CHECK(sum.broke == 0);
+    CHECK(sum["acquisitions"] > 0);
+}
+
+TEST_CASE("sim redis fair: cancellations with faults")
+{
+    auto sc = with_faults();
+    sc.fair = sc.fifo = true;
+    sc.cancel = true;
+    const auto sum = sweep("sim redis fair cancellations with faults", "ZKCORO_SIM_REDIS_FAIR_CANCEL_SEEDS",
+                           zksim::first_seeds(3, 2), sc);
+    CHECK(sum.broke == 0);
+    CHECK(sum["cancelled"] > 0);
+}
+
+TEST_CASE("sim redis fair: reentered by its holder, with faults: one grant, one token, the key kept")
+{
+    auto sc = with_faults();
+    sc.fair = sc.fifo = true;
+    sc.reentrant = true;
+    const auto sum = sweep("sim redis fair reentrant with faults", "ZKCORO_SIM_REDIS_FAIR_REENTRANT_SEEDS",
+                           zksim::first_seeds(1, 1), sc);
+    CHECK(sum.broke == 0);
+    CHECK(sum["acquisitions"] > 0);
+}
+
+TEST_CASE("sim redis fair: failovers, grants and renewals acknowledged by WAIT: one holder, tokens rising")
+{
+    auto sc = with_faults();
+    sc.fair = true;  // the order is not checked: a failover loses queue entries (they queue again)
+    sc.replicas = 1;
+    sc.replica_acks = 1;
+    sc.faults.replica_lag_ms = 300;
+    sc.faults.failovers_per_s = 0.2;
+    const auto sum = sweep("sim redis fair with failovers, acknowledged", "ZKCORO_SIM_REDIS_FAIR_FAILOVER_SEEDS",
+                           zksim::first_seeds(1, 1), sc);
+    CHECK(sum.broke == 0);
+    CHECK(sum["acquisitions"] > 0);
+    CHECK(sum["redis failovers"] > 0);
+}
+
+TEST_CASE("sim redis fair negative control: a fair acquire script that grants a free key to any waiter is caught")
+{
+    scenario sc;
+    sc.fair = sc.fifo = sc.strict_fifo = true;
+    sc.broken_fair_order = true;
+    sc.min_deadline_ms = sc.max_deadline_ms = 60'000;
+    const auto sum = sweep("sim redis fair control (no queue order)", "ZKCORO_SIM_REDIS_FAIR_CONTROL_SEEDS",
+                           zksim::first_seeds(2, 1), sc, true);
+    CHECK(sum.broke == static_cast<int>(sum.seeds_run));
+}
+
+// Every client closes at 4 s, acquisitions still queued (the tasks run about 10 s): their queue
+// entries must not outlive the waiter timeout (the keys' check after close + a TTL, which is the
+// waiter timeout here).
+TEST_CASE("sim redis fair: clients closed while acquisitions wait in the queue: nothing left")
+{
+    auto sc = with_faults();
+    sc.fair = sc.fifo = true;
+    sc.min_deadline_ms = sc.max_deadline_ms = 60'000;
+    sc.close_early = std::chrono::milliseconds(4000);
+    const auto sum = sweep("sim redis fair closed while waiting", "ZKCORO_SIM_REDIS_FAIR_CLOSE_SEEDS",
+                           zksim::first_seeds(2, 1), sc);
+    CHECK(sum.broke == 0);
+    CHECK(sum["acquisitions"] > 0);
+}
+
+// As the mutex's late replies (the bug 0ecfa38 fixed): a grant whose reply comes after the
+// guard's loss deadline is not handed on (take_fair checks held_until(sent) too). Seeds 1-40: none
+// broke; a waiter whose refresh's reply is late renews its place late and may lose it (809 of
+// 3 264 arrivals purged there).
+TEST_CASE("sim redis fair: late replies, delayed up to 1.5 s (past the loss deadline): one holder, tokens rising")
+{
+    auto sc = with_faults();
+    sc.fair = sc.fifo = true;
+    sc.faults.max_delay_ms = 1500;
+    const auto sum = sweep("sim redis fair with late replies", "ZKCORO_SIM_REDIS_FAIR_LATE_SEEDS", zksim::first_seeds(1, 1), sc);
+    CHECK(sum.broke == 0);
 }
