@@ -64,6 +64,7 @@ public:
     /// One side of the lock: a basic_mutex, usable wherever a Redis lock is (e.g. a multi_lock).
     class ZKCORO_API side : public basic_mutex<redis_lock_backend> {
     public:
+        /// Moves the side's lock object; the moved-from side may only be destroyed.
         side(side&&) noexcept;
         ~side();
 
