@@ -610,7 +610,7 @@ TEST_CASE("a multi_lock over keys on 3 shards: all or nothing, in one order")
         zkcoro::multi_lock ma(std::move(ra)), mb(std::move(rb));
         CHECK(ma.order() == mb.order());
         // The last in the order held elsewhere: the others are given back.
-        const auto& last_key = ma.order().back();
+        const auto last_key = ma.order().back();  // order() returns a copy
         zkcoro::redis_mutex* lone = a0.key() == last_key ? &b0 : a1.key() == last_key ? &b1 : &b2;
         auto other = co_await lone->acquire(2s);
         REQUIRE(other);
