@@ -5,7 +5,6 @@
 #include "engine/acquisition.hpp"
 #include "zookeeper/diagnostics.hpp"
 #include "zookeeper/lock_queue.hpp"
-#include "session/session_fsm.hpp"
 
 #include <zkcoro/detail/access.hpp>
 #include <zkcoro/holder_data.hpp>
@@ -212,9 +211,7 @@ bool zk_backend::past_bound(const node_state& ns, const mutex_options& opts) con
     case lost_policy::expired: return false;
     case lost_policy::deadline: break;
     }
-    const auto timeout = zk.session_timeout();
-    const auto margin = opts.safety_margin.count() > 0 ? opts.safety_margin : timeout / 5;
-    return steady_clock::now() >= may_expire_at(zk.last_heard(), timeout, margin);
+    return steady_clock::now() >= policy_deadline(zk, opts);
 }
 
 void zk_backend::lost_past_bound(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns)

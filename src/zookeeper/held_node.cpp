@@ -81,9 +81,7 @@ awaitable<void> monitor(std::shared_ptr<lock_object> st, std::shared_ptr<node_st
                 co_return;
             }
             if (st->opts.policy == lost_policy::deadline) {
-                auto timeout = zk.session_timeout();
-                auto margin = st->opts.safety_margin.count() > 0 ? st->opts.safety_margin : timeout / 5;
-                asio::steady_timer t(ex, may_expire_at(zk.last_heard(), timeout, margin));
+                asio::steady_timer t(ex, policy_deadline(zk, st->opts));
                 auto [order, ec1, next, ec2] =
                     co_await asio::experimental::make_parallel_group(zk.async_wait_state(s, asio::deferred),
                                                                      t.async_wait(asio::deferred))
@@ -258,6 +256,12 @@ void session_changed(const std::shared_ptr<lock_object>& s)
 }
 
 }  // namespace
+
+steady_clock::time_point policy_deadline(const client& zk, const mutex_options& opts) noexcept
+{
+    const auto timeout = zk.session_timeout();
+    return may_expire_at(zk.last_heard(), timeout, opts.safety_margin.count() > 0 ? opts.safety_margin : timeout / 5);
+}
 
 void end_lost_node(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns)
 {

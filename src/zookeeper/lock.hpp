@@ -78,6 +78,9 @@ void delete_released_node(const std::shared_ptr<lock_object>& s, const std::shar
 // The engine lost `ns` past the lost policy's bound (lock_backend::lost_past_bound): stops its
 // monitor, stops watching it and deletes it, as a loss the held node's watchers find does.
 void end_lost_node(const std::shared_ptr<lock_object>& s, const std::shared_ptr<node_state>& ns);
+// When the lost policy `deadline` counts a hold on `zk`'s session lost: when the session may have
+// expired (last heard + session timeout - opts.safety_margin, or a fifth of the timeout).
+steady_clock::time_point policy_deadline(const client& zk, const mutex_options& opts) noexcept;
 // Lists the lock path with a children watch, so that the lock machine learns whether another
 // participant is (or was since) queued behind our node (lock_object::queue_changed). Call with
 // queue_watched just set.
