@@ -29,6 +29,7 @@
 
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -221,6 +222,44 @@ struct quiet_grant_check {
     }
 };
 
+// A stated bound on how long a wait may outlast its deadline (B) or its cancellation (C), asked
+// after every step: each wait is registered when it starts, with its deadline and bounds and,
+// when it has a drawn cancellation, the cancellation's bound_cancel (fired_ns is read as it
+// fires); a wait still under way past min(deadline + B, cancellation + C) breaks the seed, which
+// reports the wait, the step and the bound. `worst_*` keep the longest seen past each moment.
+struct bound_cancel;
+struct due_check {
+    struct wait {
+        std::string what;
+        std::int64_t deadline_ns;  // sim_now's ns; max() when the wait has none
+        std::int64_t b_ns, c_ns;
+        std::shared_ptr<const bound_cancel> cancel;
+        bool terminal_only;  // C holds for terminal cancellations only (the op may ignore a partial one)
+    };
+    std::map<int, wait> pending;
+    int next = 0;
+    std::string late;             // the first wait past its bound
+    std::int64_t worst_past_deadline_ns = 0, worst_past_cancel_ns = 0;
+    int begin(std::string what, std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds b,
+              std::chrono::milliseconds c, bool terminal_only = false)
+    {
+        pending[next] = {std::move(what), deadline == std::chrono::steady_clock::time_point::max()
+                                              ? std::numeric_limits<std::int64_t>::max()
+                                              : deadline.time_since_epoch().count(),
+                         std::chrono::nanoseconds(b).count(), std::chrono::nanoseconds(c).count(), nullptr,
+                         terminal_only};
+        return next++;
+    }
+    // The wait's drawn cancellation, once armed (cancelled_op's `due`).
+    void armed(int id, std::shared_ptr<const bound_cancel> bc)
+    {
+        if (auto it = pending.find(id); it != pending.end())
+            it->second.cancel = std::move(bc);
+    }
+    inline void end(int id);
+    inline void check(const zksim::sim_processes& procs);
+};
+
 // A recipe's cancellation case (test_sim_recipes.cpp): 2 of 3 acquisitions get a signal bound to
 // the co_await of their async_acquire, emitted (terminal or partial, drawn) within 1.5 ms (the
 // first round trips in flight) or within 800 ms (queued), unless the acquisition ended first.
@@ -228,11 +267,54 @@ struct bound_cancel {
     asio::cancellation_signal sig;
     bool fired = false;
     std::int64_t fired_ns = -1;  // when it fired (sim_now, ns since its epoch)
+    bool terminal = false;       // the signal's type (the || way cancels terminal)
     bool ended = false;
     // The || way (cancelled_op with cancel_counts::use_or): the timer on the other side of the
     // ||; firing cancels it, so that the || cancels the acquisition.
     asio::steady_timer* race = nullptr;
 };
+
+inline void due_check::end(int id)
+{
+    auto it = pending.find(id);
+    if (it == pending.end())
+        return;
+    const auto now = zksim::sim_now().time_since_epoch().count();
+    const auto& w = it->second;
+    if (w.deadline_ns != std::numeric_limits<std::int64_t>::max())
+        worst_past_deadline_ns = std::max(worst_past_deadline_ns, now - w.deadline_ns);
+    if (w.cancel && w.cancel->fired && (w.cancel->terminal || !w.terminal_only))
+        worst_past_cancel_ns = std::max(worst_past_cancel_ns, now - w.cancel->fired_ns);
+    pending.erase(it);
+}
+
+inline void due_check::check(const zksim::sim_processes& procs)
+{
+    if (!late.empty())
+        return;
+    const auto now = zksim::sim_now().time_since_epoch().count();
+    for (auto& [id, w] : pending) {
+        const auto by_deadline = w.deadline_ns == std::numeric_limits<std::int64_t>::max() ? w.deadline_ns
+                                                                                          : w.deadline_ns + w.b_ns;
+        const bool cancelled = w.cancel && w.cancel->fired && (w.cancel->terminal || !w.terminal_only);
+        const auto due = cancelled ? std::min(by_deadline, w.cancel->fired_ns + w.c_ns) : by_deadline;
+        if (now <= due)
+            continue;
+        late = fmt::format("{} still under way at {:.6f} s, past {} + {} ms (step {})", w.what, procs.now_s(),
+                           cancelled && due != by_deadline ? "its cancellation" : "its deadline",
+                           (cancelled && due != by_deadline ? w.c_ns : w.b_ns) / 1'000'000, zksim::sim_stats().steps);
+        return;
+    }
+}
+
+// The longest a seed's waits outlasted their deadlines and their cancellations, for the totals.
+inline void add_due(zksim::sweep_totals& sum, const due_check& d, const std::string& what)
+{
+    if (d.worst_past_deadline_ns > 0)
+        sum.most(what + ": longest past a deadline (s)", static_cast<double>(d.worst_past_deadline_ns) / 1e9);
+    if (d.worst_past_cancel_ns > 0)
+        sum.most(what + ": longest from a cancellation to the end (s)", static_cast<double>(d.worst_past_cancel_ns) / 1e9);
+}
 
 struct cancel_counts {
     int cancelled = 0;    // ended with operation_aborted after a cancellation
@@ -264,6 +346,7 @@ inline std::shared_ptr<bound_cancel> arm_cancel(std::mt19937_64& rng, int pick, 
             return;
         bc->fired = true;
         bc->fired_ns = zksim::sim_now().time_since_epoch().count();
+        bc->terminal = bc->race || type == asio::cancellation_type::terminal;
         if (bc->race)
             bc->race->cancel();
         else
@@ -298,11 +381,14 @@ inline bool judge_cancel(cancel_counts& cc, const bound_cancel& bc, zkcoro::erro
 // co_await, or `op(use_tuple) || race.async_wait(use_tuple)`, cancelled by cancelling the timer
 // (the || then cancels the acquisition, terminal, and waits for it; a grant that raced the timer
 // is dropped with the || 's losing side: its guards are destroyed, which gives them back).
-// `fired_ns`, when given, gets the moment the cancellation fired (sim_now's ns), or -1.
+// `fired_ns`, when given, gets the moment the cancellation fired (sim_now's ns), or -1;
+// `due`, when given, bounds the wait `due_id` by the cancellation as well once it is armed.
+// (Pointers, not a std::function: g++ 12.2 may destroy a coroutine's default argument twice.)
 template <class R, class Op>
 asio::awaitable<std::tuple<bool, zkcoro::error_code, R>> cancelled_op(std::mt19937_64& rng, int pick, cancel_counts& cc,
                                                                       zksim::sim_processes& procs, Op op,
-                                                                      std::int64_t* fired_ns = nullptr)
+                                                                      std::int64_t* fired_ns = nullptr, due_check* due = nullptr,
+                                                                      int due_id = -1)
 {
     auto ex = co_await asio::this_coro::executor;
     bool by_or = false;
@@ -311,6 +397,8 @@ asio::awaitable<std::tuple<bool, zkcoro::error_code, R>> cancelled_op(std::mt199
     asio::steady_timer trigger(ex);
     asio::steady_timer race(ex, std::chrono::steady_clock::time_point::max());
     auto bc = arm_cancel(rng, pick, trigger);
+    if (due)
+        due->armed(due_id, bc);
     zkcoro::error_code ec;
     R r{};
     if (by_or) {

@@ -76,6 +76,36 @@ constexpr std::chrono::milliseconds semaphore_liveness_bound(int n)
     return std::chrono::milliseconds{(2 * n + 4) * 9'002 + 10};
 }
 inline constexpr std::chrono::milliseconds semaphore_cancel_bound{3 * 9'002 + 10};
+// The leader latch's wait (await_leadership with a timeout; test_sim_leaders.cpp) sends no
+// request: it waits for the latch's state to change or for its deadline's timer, and a
+// cancellation ends it at once (src/recipes/leader_latch.cpp, await_term). B_L = C_L = 0;
+// 10 ms here (a margin, not a cost: nothing the wait does takes simulated time).
+inline constexpr std::chrono::milliseconds latch_wait_bound{10};
+// The leader selector (run_as_leader, no deadline), a terminal cancellation (a coroutine, it keeps
+// co_spawn's default filter: a partial one is not taken, and the call goes on as if not asked;
+// the || way cancels terminal): while it waits for its term it is
+// the mutex acquisition's (C, one request); while it leads, the term is cancelled at once and the
+// release follows, a delete retried once connected again (2 R); a cancellation that raced the
+// grant reaches no term (it fired before the term began), which runs its course (at most 300 ms
+// in test_sim_leaders.cpp) before that release. C_sel = 300 ms + 2 R = 18.304 s; 18.31 s here.
+inline constexpr std::chrono::milliseconds selector_cancel_bound{300 + 2 * 9'002 + 6};
+// The multi-lock of k members (test_sim_recipes.cpp), one deadline: its members are taken in
+// order, each acquisition with the time left. Past the deadline, the member under way ends within
+// B (2 R); each later member's acquisition starts with no time left, so makes its first round
+// trip and the listing a lost reply needs (2 R, as for B_S); a failure gives back the members
+// taken, in series, each a delete retried once connected again (2 R). At most k acquisitions and
+// k - 1 releases: B_M(k) = (4k - 2) R, 90.02 s for 3 members. A cancellation ends the member under
+// way within C (1 R), then the roll-back: C_M(k) = (2k - 1) R, 45.01 s for 3. Not counted: a
+// member found lost once all are taken (the set is given back and taken again, as B_S leaves out
+// a lease lost past the deadline).
+constexpr std::chrono::milliseconds zk_multi_liveness_bound(int k)
+{
+    return std::chrono::milliseconds{(4 * k - 2) * 9'002 + 10};
+}
+constexpr std::chrono::milliseconds zk_multi_cancel_bound(int k)
+{
+    return std::chrono::milliseconds{(2 * k - 1) * 9'002 + 10};
+}
 
 // The seeds of a case: `defaults`, or FROM or FROM:COUNT from the environment variable `env`.
 std::vector<std::uint64_t> seeds_of(const char* env, std::vector<std::uint64_t> defaults);

@@ -17,7 +17,7 @@ using namespace zksim;
 // The cancellation case (cancels): 2 of 3 waits for leadership get a drawn cancellation
 // (sim_checks.hpp); a cancelled wait leaves the latch in the election until it is closed.
 asio::awaitable<void> latch_task(zkcoro::client& cl, int p, tally& t, counts& c, zksim::sim_processes& procs,
-                                 std::uint64_t seed, cancel_counts* cancels, quiet_grant_check& quiet)
+                                 std::uint64_t seed, cancel_counts* cancels, quiet_grant_check& quiet, due_check& due)
 {
     std::mt19937_64 rng(seed);
     for (int i = 0; i < 6; ++i) {
@@ -28,15 +28,22 @@ asio::awaitable<void> latch_task(zkcoro::client& cl, int p, tally& t, counts& c,
         std::optional<zkcoro::leadership> l;
         const int pick = cancels ? draw_cancel(rng) : 0;
         ++quiet.waiting;
+        // B_L and C_L (sim_harness.hpp, latch_wait_bound): the wait ends at its deadline or its
+        // cancellation.
+        const int waiting = due.begin(fmt::format("p{}'s wait {} for leadership", p, i), zksim::sim_now() + 10s,
+                                      zksim::latch_wait_bound, zksim::latch_wait_bound);
         if (pick == 0) {
             try {
                 l = co_await latch.await_leadership(10s);
             } catch (const boost::system::system_error& e) {
                 c.fail(e);
             }
+            due.end(waiting);
         } else {
             auto [cancelled, ec, r] = co_await cancelled_op<std::optional<zkcoro::leadership>>(
-                rng, pick, *cancels, procs, [&](auto token) { return latch.async_await_leadership(10s, std::move(token)); });
+                rng, pick, *cancels, procs, [&](auto token) { return latch.async_await_leadership(10s, std::move(token)); },
+                nullptr, &due, waiting);
+            due.end(waiting);
             if (cancelled) {
                 --quiet.waiting;
                 co_await latch.async_close(use_tuple);
@@ -88,21 +95,24 @@ std::string run_latch(std::uint64_t seed, const faults& f, zksim::sweep_totals& 
     cancel_counts cancels;
     cancels.use_or = use_or;
     quiet_grant_check quiet;
+    due_check due;
     for (int p = 0; p < 3; ++p)
         asio::co_spawn(procs.ioc,
                        latch_task(*procs.clients[static_cast<std::size_t>(p)], p, t, c, procs, seed * 1000 + p,
-                                  cancel ? &cancels : nullptr, quiet),
+                                  cancel ? &cancels : nullptr, quiet, due),
                        asio::detached);
     std::string why;
     if (!zksim::run_until(procs.ioc, [&] {
             if (check_w)
                 quiet.check(procs);
-            return c.done == 3 || !quiet.stalled.empty();  // (a liveness failure ends the run)
-        }, 600s) || (c.done != 3 && quiet.stalled.empty()))
+            due.check(procs);
+            return c.done == 3 || !quiet.stalled.empty() || !due.late.empty();  // (a liveness failure ends the run)
+        }, 600s) || (c.done != 3 && quiet.stalled.empty() && due.late.empty()))
         why += fmt::format(" only {} of 3 tasks done within 600 s;", c.done);
     why += t.report("leaders");
-    if (!quiet.stalled.empty()) {
-        why += " liveness: " + quiet.stalled + ";";
+    add_due(sum, due, "latch waits");
+    if (!quiet.stalled.empty() || !due.late.empty()) {
+        why += " liveness: " + quiet.stalled + due.late + ";";
         why += end_of_run(procs, {"/sim/leader"}, [&] { return c.done == 3; });
         add(sum, c, t, procs);
         return verdict(procs, why);
@@ -183,7 +193,7 @@ asio::awaitable<std::tuple<std::exception_ptr>> selection(zkcoro::client& cl, ta
 // cancels the selection, terminal, and waits for it: a term under way is cancelled too).
 asio::awaitable<void> cancelled_selection(zkcoro::client& cl, tally& t, counts& c, zksim::sim_processes& procs,
                                           std::uint64_t seed, std::mt19937_64& rng, int pick, cancel_counts& cancels,
-                                          quiet_grant_check& quiet)
+                                          quiet_grant_check& quiet, due_check& due, int waiting)
 {
     auto ex = co_await asio::this_coro::executor;
     bool by_or = false;
@@ -192,6 +202,7 @@ asio::awaitable<void> cancelled_selection(zkcoro::client& cl, tally& t, counts& 
     asio::steady_timer trigger(ex);
     asio::steady_timer race(ex, std::chrono::steady_clock::time_point::max());
     auto bc = arm_cancel(rng, pick, trigger);
+    due.armed(waiting, bc);
     std::exception_ptr e;
     if (by_or) {
         using namespace asio::experimental::awaitable_operators;
@@ -228,14 +239,20 @@ asio::awaitable<void> cancelled_selection(zkcoro::client& cl, tally& t, counts& 
 }
 
 asio::awaitable<void> selector_task(zkcoro::client& cl, tally& t, counts& c, zksim::sim_processes& procs, std::uint64_t seed,
-                                    cancel_counts* cancels, quiet_grant_check& quiet)
+                                    cancel_counts* cancels, quiet_grant_check& quiet, due_check& due)
 {
     std::mt19937_64 rng(seed);
     for (std::uint64_t i = 0; i < 5; ++i) {
         const int pick = cancels ? draw_cancel(rng) : 0;
         ++quiet.waiting;
         if (pick != 0) {
-            co_await cancelled_selection(cl, t, c, procs, seed * 100 + i, rng, pick, *cancels, quiet);
+            // C_sel (sim_harness.hpp, selector_cancel_bound) for a terminal cancellation: run_as_leader
+            // takes no partial one (co_spawn's default filter); no deadline (W bounds the rest).
+            const int waiting = due.begin(fmt::format("run_as_leader call {} of task {}", i, seed),
+                                          std::chrono::steady_clock::time_point::max(), 0ms, zksim::selector_cancel_bound,
+                                          true);
+            co_await cancelled_selection(cl, t, c, procs, seed * 100 + i, rng, pick, *cancels, quiet, due, waiting);
+            due.end(waiting);
             --quiet.waiting;
             continue;
         }
@@ -269,20 +286,25 @@ std::string run_selector(std::uint64_t seed, const faults& f, zksim::sweep_total
     cancel_counts cancels;
     cancels.use_or = use_or;
     quiet_grant_check quiet;
+    due_check due;
     for (std::size_t p = 0; p < 3; ++p)
         for (std::uint64_t k = 0; k < 2; ++k)
             asio::co_spawn(procs.ioc,
                            selector_task(*procs.clients[p], t, c, procs, seed * 1000 + p * 10 + k, cancel ? &cancels : nullptr,
-                                         quiet),
+                                         quiet, due),
                            asio::detached);
     std::string why;
     if (!zksim::run_until(procs.ioc, [&] {
             if (check_w)
                 quiet.check(procs);
-            return c.done == 6 || !quiet.stalled.empty();  // (a liveness failure ends the run)
-        }, 600s) || (c.done != 6 && quiet.stalled.empty()))
+            due.check(procs);
+            return c.done == 6 || !quiet.stalled.empty() || !due.late.empty();  // (a liveness failure ends the run)
+        }, 600s) || (c.done != 6 && quiet.stalled.empty() && due.late.empty()))
         why += fmt::format(" only {} of 6 tasks done within 600 s;", c.done);
     why += t.report("leaders");
+    add_due(sum, due, "selector calls");
+    if (!due.late.empty())
+        why += " liveness: " + due.late + ";";
     if (!quiet.stalled.empty()) {
         // (The W control: its waiters were never told of their predecessor's deletion and
         // run_as_leader waits as long as it takes. Without the lie and with connections breaking,

@@ -506,6 +506,8 @@ struct multi_check {
     int subsets = 0;
     std::string first;
     rollback_check* rollback = nullptr;  // the roll-back case
+    due_check due;  // B_M and C_M (sim_harness.hpp, zk_multi_liveness_bound), every case
+    std::chrono::milliseconds bound{0};  // its negative control: B_M and C_M replaced by this
 };
 
 // A task's fresh multi-lock for one acquisition, its nodes tagged (the roll-back case).
@@ -531,6 +533,11 @@ asio::awaitable<void> multi_task(zkcoro::multi_lock& task_ml, std::vector<std::s
         auto& ml = *mlp;
         const long breaks = mc.rollback ? mc.rollback->breaks[process] : 0;
         const bool up = mc.rollback && mc.rollback->connected[process];
+        const int members = static_cast<int>(paths.size());
+        const int waiting = mc.due.begin(fmt::format("multi-lock acquisition {} of task {} ({} locks)", i, seed, members),
+                                         zksim::sim_now() + 3s,
+                                         mc.bound.count() > 0 ? mc.bound : zksim::zk_multi_liveness_bound(members),
+                                         mc.bound.count() > 0 ? mc.bound : zksim::zk_multi_cancel_bound(members));
         if (pick == 0) {
             try {
                 g = co_await ml.acquire(3s);
@@ -538,9 +545,12 @@ asio::awaitable<void> multi_task(zkcoro::multi_lock& task_ml, std::vector<std::s
                 c.fail(e);
                 failure = e.code();
             }
+            mc.due.end(waiting);
         } else {
             auto [cancelled, ec, r] = co_await cancelled_op<std::optional<zkcoro::multi_guard>>(
-                rng, pick, *cancels, procs, [&](auto token) { return ml.async_acquire(me, 3s, std::move(token)); });
+                rng, pick, *cancels, procs, [&](auto token) { return ml.async_acquire(me, 3s, std::move(token)); }, nullptr,
+                &mc.due, waiting);
+            mc.due.end(waiting);
             if (cancelled) {
                 failure = asio::error::operation_aborted;
             } else if (ec) {
@@ -660,6 +670,7 @@ struct multi_case {
     bool check_w = false;
     bool own_objects = false;  // the roll-back case (rollback_check)
     bool leaky = false;        // with own_objects: its negative control (leaky_lock as the first member)
+    std::chrono::milliseconds bound{0};  // negative control: B_M and C_M replaced by this (0: derived)
 };
 
 std::string run_multi(std::uint64_t seed, const faults& f, zksim::sweep_totals& sum, const multi_case& mcase = {})
@@ -687,6 +698,7 @@ std::string run_multi(std::uint64_t seed, const faults& f, zksim::sweep_totals& 
     rb.connected.assign(procs.clients.size(), true);
     if (mcase.own_objects)
         mc.rollback = &rb;
+    mc.bound = mcase.bound;
     std::vector<std::unique_ptr<zkcoro::mutex>> fresh_ms;  // the roll-back case's, kept until the end
     std::vector<std::unique_ptr<zkcoro::multi_lock>> fresh_mls;
     std::vector<std::unique_ptr<leaky_lock>> leaks;
@@ -733,11 +745,15 @@ std::string run_multi(std::uint64_t seed, const faults& f, zksim::sweep_totals& 
                 quiet.check(procs);
             if (mcase.own_objects)
                 rb.observe(procs);
-            return c.done == 9 || !quiet.stalled.empty();  // (a liveness failure ends the run)
-        }, 600s) || (c.done != 9 && quiet.stalled.empty()))
+            mc.due.check(procs);
+            return c.done == 9 || !quiet.stalled.empty() || !mc.due.late.empty();  // (a liveness failure ends the run)
+        }, 600s) || (c.done != 9 && quiet.stalled.empty() && mc.due.late.empty()))
         why += fmt::format(" only {} of 9 tasks done within 600 s;", c.done);
     if (!quiet.stalled.empty())
         why += " liveness: " + quiet.stalled + ";";
+    if (!mc.due.late.empty())
+        why += " liveness: " + mc.due.late + ";";
+    add_due(sum, mc.due, "multi-lock acquisitions");
     tally all;
     for (auto& [path, t] : mc.members) {
         why += t.report(path);
@@ -1141,6 +1157,24 @@ TEST_CASE("negative control: a multi-lock member that keeps its node after the r
                                       mcase.own_objects = mcase.leaky = true;
                                       auto why = run_multi(seed, {0, 0, 0}, s, mcase);
                                       return why.find("roll-back:") != std::string::npos ? why : std::string();
+                                  }, true);
+    CHECK(sum.broke == static_cast<int>(seeds.size()));
+}
+
+TEST_CASE("negative control: a multi-lock acquisition past a bound below B_M is caught by the liveness check")
+{
+    // The cancellation case with faults, B_M and C_M replaced by 1 ms: an acquisition that ends
+    // 1 ms or more past its deadline or its cancellation must break the seed (the check observes
+    // only: its digests are those of the case).
+    const char* env = "ZKCORO_SIM_MULTI_B_CONTROL_SEEDS";
+    const auto seeds = zksim::seeds_of(env, zksim::first_seeds(2, 1));
+    const auto sum = zksim::sweep("sim multi-lock B_M control (1 ms)", env, seeds,
+                                  [](std::uint64_t seed, zksim::sweep_totals& s) {
+                                      multi_case mcase;
+                                      mcase.cancel = true;
+                                      mcase.bound = 1ms;
+                                      auto why = run_multi(seed, {}, s, mcase);
+                                      return why.find("past its") != std::string::npos ? why : std::string();
                                   }, true);
     CHECK(sum.broke == static_cast<int>(seeds.size()));
 }
