@@ -15,7 +15,9 @@
 #   the normal build's tests, examples and benchmark smoke test run: they mostly wait on servers,
 #   and at idle priority the compiler only takes the CPU they leave, so their timing is not
 #   squeezed. The consumer checks and the fuzzers run the same way beside the sanitizer build's
-#   tests.
+#   tests; the examples and the benchmark smoke tests (which mostly wait on their servers) run in
+#   the background from the end of the normal build's tests, beside the end of the sanitizer
+#   build's compile and its tests, instead of before them.
 # - The fuzzers link the normal build's objects for the code they do not fuzz
 #   (FUZZ_OBJECTS_FROM=build) instead of compiling the library once more.
 # - In each `meson test`, the tests that may share the machine start first (the longest,
@@ -207,22 +209,42 @@ san_targets=$(test_targets build-san "${san_tests[@]}")
 idle=(nice -n 19)
 if chrt --idle 0 true 2>/dev/null; then idle=(chrt --idle 0 nice -n 19); fi
 san_log=build-san/meson-logs/background-ninja.log
+# Its end is stamped in its log (whether the run waited for it shows there). Job control: a
+# process group of its own, which the trap ends whole.
+set -m
 # shellcheck disable=SC2086  # one build path a line, no spaces
-"${idle[@]}" ninja -C build-san $san_targets </dev/null >"$san_log" 2>&1 &
+( rc=0; "${idle[@]}" ninja -C build-san $san_targets || rc=$?
+  echo "== [$(( $(date +%s) - t0 )) s] sanitizer build: the background compile ended (exit $rc)"
+  exit "$rc" ) </dev/null >"$san_log" 2>&1 &
 san_pid=$!
+set +m
 tmp=$(mktemp -d)
 checks_pid=
-trap 'kill "$san_pid" 2>/dev/null || true; [ -z "$checks_pid" ] || kill -- -"$checks_pid" 2>/dev/null || true
+smoke_pid=
+trap 'kill -- -"$san_pid" 2>/dev/null || true; [ -z "$checks_pid" ] || kill -- -"$checks_pid" 2>/dev/null || true
+[ -z "$smoke_pid" ] || kill -- -"$smoke_pid" 2>/dev/null || true
 rm -rf "$tmp"' EXIT
 
 stamp "normal build: tests"
 run_tests build
 grep -h '^fault-suite:' build/meson-logs/testlog.txt || true  # the fault suite's summary line
-run_examples build
-stamp "benchmark smoke test (tiny counts; the full run is bash bench/run.sh)"
-limited 240 env BUILD_DIR=build bash bench/run.sh --quick  # about 40 s
-stamp "scale curve smoke test (tiny sizes; the full curves: bash bench/scale.sh)"
-limited 120 env BUILD_DIR=build bash bench/scale.sh --quick  # about 10 s
+
+# The examples and the benchmark's smoke tests need the normal build only: they run in the
+# background from here (see the top), beside the rest of the sanitizer build's compile and then
+# its tests; their output is printed when they end.
+smoke_checks() {
+  run_examples build
+  stamp "benchmark smoke test (tiny counts; the full run is bash bench/run.sh)"
+  limited 240 env BUILD_DIR=build bash bench/run.sh --quick  # about 40 s
+  stamp "scale curve smoke test (tiny sizes; the full curves: bash bench/scale.sh)"
+  limited 120 env BUILD_DIR=build bash bench/scale.sh --quick  # about 10 s
+}
+stamp "examples and benchmark smoke tests: started in the background"
+smoke_log=$tmp/smoke-checks.log
+set -m
+( set -e; smoke_checks ) </dev/null >"$smoke_log" 2>&1 &
+smoke_pid=$!
+set +m
 
 # The checks that need the normal build only: the consumer checks and the fuzzers. They run in the
 # background, beside the sanitizer build's tests (which mostly wait on servers), with their
@@ -266,7 +288,7 @@ if ! wait "$san_pid"; then
   echo "== FAIL: the sanitizer build failed; its whole output is in $san_log" >&2
   exit 1
 fi
-tail -n 1 "$san_log"
+tail -n 2 "$san_log"
 
 stamp "consumer checks and fuzzers: started in the background"
 checks_log=$tmp/other-checks.log
@@ -286,6 +308,14 @@ mkdir -p "$san_logs"
 export ASAN_OPTIONS=exitcode=86:log_path=$san_logs/report:log_exe_name=1
 export UBSAN_OPTIONS=$UBSAN_OPTIONS:exitcode=86
 run_tests build-san --no-rebuild "${san_tests[@]}"
+stamp "examples and benchmark smoke tests: waiting for them"
+smoke_rc=0
+wait "$smoke_pid" || smoke_rc=$?
+cat "$smoke_log"
+if [ "$smoke_rc" -ne 0 ]; then
+  echo "== FAIL: an example or a benchmark smoke test failed (exit $smoke_rc): see their output above" >&2
+  exit 1
+fi
 stamp "consumer checks and fuzzers: waiting for them"
 checks_rc=0
 wait "$checks_pid" || checks_rc=$?

@@ -11,6 +11,7 @@ extra=()
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 count=0
+: >"$tmp/list"
 for doc in "$root/README.md" "$root"/docs/*.md; do
   [ -f "$doc" ] || continue
   name=$(basename "$doc" .md)
@@ -24,10 +25,29 @@ for doc in "$root/README.md" "$root"/docs/*.md; do
     [ -e "$f" ] || continue
     n=$((n + 1))
     count=$((count + 1))
-    "$cxx" -std=c++20 -fsyntax-only -Wall -Wextra -Werror "${extra[@]}" -I"$root/include" "$f" ||
-      { echo "FAIL: snippet $n of ${doc#"$root"/} does not compile"; exit 1; }
-    echo "${doc#"$root"/} snippet $n compiles"
+    printf '%s\t%s\t%s\n' "$f" "${doc#"$root"/}" "$n" >>"$tmp/list"
   done
 done
 [ "$count" -gt 0 ] || { echo "no cpp snippet found in README.md or docs/*.md"; exit 1; }
+# Each snippet is a compilation of Asio on its own, CPU-bound: as many at once as there are cores
+# (each one's output is kept apart and printed whole).
+compile_one() {  # FILE DOC N
+  if "$cxx" -std=c++20 -fsyntax-only -Wall -Wextra -Werror "${extra[@]}" -I"$root/include" "$1" >"$1.log" 2>&1; then
+    echo "$2 snippet $3 compiles"
+  else
+    cat "$1.log"
+    echo "FAIL: snippet $3 of $2 does not compile"
+    return 1
+  fi
+}
+export -f compile_one
+export cxx root
+extra_flags=${extra[*]:-}
+export extra_flags
+rc=0
+# shellcheck disable=SC2016  # expanded by the inner bash
+tr '\t' '\n' <"$tmp/list" |
+  xargs -d '\n' -n 3 -P "$(nproc)" bash -c 'extra=(); [ -n "$extra_flags" ] && extra=("$extra_flags"); compile_one "$@"' _ ||
+  rc=$?
+[ "$rc" -eq 0 ] || { echo "FAIL: some snippets do not compile (above)"; exit 1; }
 echo "$count snippets compile"
