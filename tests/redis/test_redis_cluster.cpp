@@ -729,7 +729,8 @@ TEST_CASE("a master SIGKILLed while holding: the replica takes over, never two h
 
 // zklock -c redis+cluster://... (issue 35 item 4): the command runs under the lock on the key
 // {LOCKPATH} (ZKLOCK_NODE) with a fencing token above the last holder's; with the key held by
-// another client, zklock -n gives up at once (a nonzero exit status).
+// another client, zklock -n gives up at once (a nonzero exit status), and status shows the holder;
+// -s and --semaphore 2 run on the name's shard.
 TEST_CASE("zklock with a redis+cluster:// URL")
 {
     const char* zklock = std::getenv("ZKLOCK_BIN");
@@ -756,6 +757,13 @@ TEST_CASE("zklock with a redis+cluster:// URL")
         }
         MESSAGE("zklock -n while held: " << refused);
         CHECK(refused.find("is held by another process") != std::string::npos);
+        // status reads the holder's key {name} on its master (issue 35 item 4).
+        const auto st = c.run_cli({zklock, "-c", c.url(), "status", name}, std::chrono::seconds(10));
+        CAPTURE(st);
+        CHECK(st.find(name + " (mutex): 1 entry\n") != std::string::npos);
+        CHECK(st.find("  {" + name + "}\n") != std::string::npos);
+        CHECK(st.find("fencing counter: ") != std::string::npos);
+        CHECK(st.find(" ({" + name + "}:fencing)\n") != std::string::npos);
         co_await g->release();
         const auto out = c.run_cli({zklock, "-t", "5", "-c", c.url(), name, "--", "/bin/sh", "-c",
                                     "echo \"node=$ZKLOCK_NODE token=$ZKLOCK_FENCING_TOKEN\""},
@@ -766,6 +774,18 @@ TEST_CASE("zklock with a redis+cluster:// URL")
         const auto token = std::stoll(out.substr(at + name.size() + 14));
         CHECK(token > held_token);
         CHECK(c.node_at(port).command(cmd("EXISTS", m.key())) == "0");
+        // The read side and a semaphore's lease through zklock: their keys ({name}:...) on the
+        // name's shard, tokens from {name}:fencing.
+        for (const char* recipe : {"-s", "--semaphore=2"}) {
+            CAPTURE(recipe);
+            const auto o = c.run_cli({zklock, "-n", recipe, "-c", c.url(), name, "--", "/bin/sh", "-c",
+                                      "echo \"token=$ZKLOCK_FENCING_TOKEN\""},
+                                     std::chrono::seconds(10));
+            CAPTURE(o);
+            const auto t = o.find("token=");
+            REQUIRE(t != std::string::npos);
+            CHECK(std::stoll(o.substr(t + 6)) > token);
+        }
         a.close();
     });
 }

@@ -71,6 +71,7 @@ int main()
     expect("Redis: no master found", zklock::exit_for_connect(redis_errc::unknown_master), ec::unavailable);
     expect("Redis: bad key", zklock::exit_for_error(redis_errc::bad_key), ec::usage);
     expect("Redis: bad TTL", zklock::exit_for_error(redis_errc::bad_ttl), ec::usage);
+    expect("Redis: semaphore leases mismatch", zklock::exit_for_error(redis_errc::leases_mismatch), ec::usage);
     expect("Redis: connection lost", zklock::exit_for_error(redis_errc::connection_lost), ec::unavailable);
     expect("Redis: READONLY", zklock::exit_for_error(redis_errc::read_only), ec::unavailable);
     expect("Redis: NOPERM", zklock::exit_for_error(redis_errc::no_permission), ec::refused);

@@ -3,7 +3,8 @@
 # started ($ZKCORO_TEST_REDIS, $ZKCORO_TEST_REDIS_PORT): the command's environment and exit
 # status, --nonblock against a holder, the lock lost while the command runs (exit 70, the command
 # terminated), bad or unreachable servers (64, 69), no password in any message, other schemes
-# and keys named like a subcommand (zklock run KEY), --fair's order.
+# and keys named like a subcommand (zklock run KEY), --fair's order; -s/-w, --semaphore N and
+# status on each recipe.
 #   zklock_redis.sh ZKLOCK
 set -uo pipefail
 zklock=$1
@@ -36,6 +37,9 @@ for _ in $(seq 1 100); do [ -e "$tmp/holding" ] && break; sleep 0.05; done
 rc=$?
 [ "$rc" -eq 75 ] || fail "--nonblock on a held key: exit $rc, expected 75"
 [ ! -e "$tmp/second-ran" ] || fail "--nonblock ran its command while the key was held"
+"$zklock" -c "$url" status "$key" >"$tmp/st" 2>&1
+grep -q "^$key (mutex): 1 entry" "$tmp/st" && grep -q "^  1 holds .*expires in .*  $key\$" "$tmp/st" &&
+    grep -q "^fencing counter: [0-9]* ($key:fencing)" "$tmp/st" || fail "status of a held mutex: $(cat "$tmp/st")"
 wait "$holder" || fail "the first holder exited with $?"
 
 # 3. The lock lost while the command runs: the key is taken away (as an expiry would); the renewal
@@ -59,8 +63,6 @@ grep -q 65535 "$tmp/err" || fail "bad URL: the message does not say why: $(cat "
 "$zklock" -c "redis://127.0.0.1:1" "$key" -- true 2>"$tmp/err"
 rc=$?
 [ "$rc" -eq 69 ] || fail "no server: exit $rc, expected 69"
-"$zklock" -c "$url" --shared "$key" -- true 2>/dev/null
-[ $? -eq 64 ] || fail "--shared on Redis is not refused as a usage error"
 "$zklock" -c "$url" --revocable "$key" -- true 2>/dev/null
 [ $? -eq 64 ] || fail "--revocable on Redis is not refused as a usage error"
 
@@ -271,12 +273,121 @@ for i in 1 2 3; do
     for _ in $(seq 1 250); do [ "$(rcli LLEN "{$fkey}:queue")" = "$i" ] && break; sleep 0.02; done
     [ "$(rcli LLEN "{$fkey}:queue")" = "$i" ] || fail "--fair: waiter $i is not queued within 5 s"
 done
+"$zklock" -c "$url" status "$fkey" >"$tmp/st" 2>&1
+grep -q "^$fkey (fair): 4 entries" "$tmp/st" && [ "$(grep -c ' waits .*timeout in .*{'"$fkey"'}:queue$' "$tmp/st")" = 3 ] &&
+    grep -q "^  1 holds .*expires in" "$tmp/st" && grep -q "^fencing counter: [0-9]* ({$fkey}:fencing)" "$tmp/st" ||
+    fail "status of a fair lock with 3 waiting: $(cat "$tmp/st")"
 touch "$tmp/fair-go"
 wait "$holder" || fail "--fair: the holder exited with $?"
 for w in "${waiters[@]}"; do wait "$w" || fail "--fair: a waiter exited with $?"; done
 [ "$(tr '\n' ' ' <"$tmp/fair.out")" = "1 2 3 " ] || fail "--fair: ran in the order '$(tr '\n' ' ' <"$tmp/fair.out")', expected 1 2 3"
 [ "$(rcli EXISTS "$fkey" "{$fkey}:queue" "{$fkey}:timeouts")" = 0 ] || fail "--fair: a key other than the counter is left"
 [ "$(rcli EXISTS "{$fkey}:fencing")" = 1 ] || fail "--fair: no fencing counter {$fkey}:fencing"
+
+# 14. Issue 35 item 4: the read-write lock, the semaphore and status on Redis. Holders hold until
+# a file appears (bounded: 10 s), so that each check runs while they hold. (The lost lock is the
+# mutex's case above: the hold loop is the same for every recipe, and a lost case costs 1.5 s.)
+wait_file() {  # FILE WHAT: at most 5 s
+    for _ in $(seq 1 100); do [ -e "$1" ] && return 0; sleep 0.05; done
+    fail "$2: not within 5 s"
+    return 1
+}
+hold_until() {  # STARTED-FILE GO-FILE: the command of a holder
+    echo "touch $1; for i in \$(seq 1 200); do [ -e $2 ] && exit 0; sleep 0.05; done; exit 9"
+}
+rkey="zklock-rw-$$"
+"$zklock" -c "$url" status "$rkey" >"$tmp/st" 2>&1
+[ $? -eq 0 ] && grep -q "^$rkey (none): 0 entries" "$tmp/st" && grep -q "^note: free: no key" "$tmp/st" ||
+    fail "status of an unused name: $(cat "$tmp/st")"
+"$zklock" -c "$url" -s "$rkey" -- sh -c "$(hold_until "$tmp/r1" "$tmp/rw-go")" &
+r1=$!
+wait_file "$tmp/r1" "-s: the first reader did not start"
+out=$("$zklock" -c "$url" -s -n "$rkey" -- sh -c 'echo "$ZKLOCK_FENCING_TOKEN"' 2>"$tmp/err")
+[ $? -eq 0 ] && [ "${out:-0}" -gt 0 ] || fail "-s -n beside a reader: '$out' $(cat "$tmp/err")"
+"$zklock" -c "$url" -w -n "$rkey" -- touch "$tmp/w-ran" 2>/dev/null
+rc=$?
+[ "$rc" -eq 75 ] && [ ! -e "$tmp/w-ran" ] || fail "-w -n beside a reader: exit $rc, expected 75"
+"$zklock" -c "$url" -n "$rkey" -- true 2>/dev/null
+[ $? -eq 0 ] || fail "a plain mutex beside a reader: not granted (a mutex does not exclude readers)"
+# A waiting writer: its mark shows, and it holds back a new reader.
+"$zklock" -c "$url" -w -t 10 "$rkey" -- sh -c "echo \$ZKLOCK_FENCING_TOKEN >$tmp/w-token" &
+w1=$!
+for _ in $(seq 1 100); do [ "$(rcli ZCARD "{$rkey}:writers")" = 1 ] && break; sleep 0.05; done
+"$zklock" -c "$url" status "$rkey" >"$tmp/st" 2>&1
+grep -q "^$rkey (read-write): 2 entries" "$tmp/st" && grep -q "^  1 read, holds .*{$rkey}:readers\$" "$tmp/st" &&
+    grep -q "^  2 write, waits .*timeout in .*{$rkey}:writers\$" "$tmp/st" || fail "status of a read-write lock: $(cat "$tmp/st")"
+"$zklock" -c "$url" status --json "$rkey" >"$tmp/st.json" 2>&1
+# (grep on the indented JSON: a python3 start costs most of a second on a loaded machine)
+tr -d ' \n' <"$tmp/st.json" >"$tmp/st.flat"
+grep -q '^{"path":"'"$rkey"'","recipe":"read-write","participants":\[{"node":"[^"]*r","session":null,"data":"","age_s":null,"mode":"read","holding":true,"key":"{'"$rkey"'}:readers","expires_in_s":[0-9.]*},{"node":"[^"]*w","session":null,"data":"","age_s":null,"mode":"write","holding":false,"key":"{'"$rkey"'}:writers","expires_in_s":[0-9.]*}\],"fencing":{.*"{'"$rkey"'}:fencing":"[0-9]*"},"notes":\[\]}$' "$tmp/st.flat" ||
+    fail "status --json of a read-write lock: $(cat "$tmp/st.json")"
+"$zklock" -c "$url" -s -n "$rkey" -- true 2>/dev/null
+[ $? -eq 75 ] || fail "-s -n with a writer waiting: not refused (75)"
+touch "$tmp/rw-go"
+wait "$r1" || fail "-s: the first reader exited with $?"
+wait "$w1" || fail "-w: the waiting writer exited with $?"
+[ "$(cat "$tmp/w-token" 2>/dev/null || echo 0)" -gt "${out:-0}" ] || fail "-w: the writer's token is not above the reader's"
+[ "$(rcli EXISTS "$rkey" "{$rkey}:readers" "{$rkey}:writers")" = 0 ] || fail "-s/-w: keys left other than the counter"
+
+# The semaphore: 2 of 2 held, a third -n fails (75), another count is a usage error (64), a
+# waiter queues and gets a lease at the release.
+skey="zklock-sem-$$"
+for i in 1 2; do
+    "$zklock" -c "$url" --semaphore 2 -t 5 "$skey" -- sh -c "$(hold_until "$tmp/s$i" "$tmp/sem-go")" &
+    eval "s$i=\$!"
+    wait_file "$tmp/s$i" "--semaphore 2: holder $i did not start"
+done
+"$zklock" -c "$url" --semaphore 2 -n "$skey" -- touch "$tmp/s3-ran" 2>"$tmp/err"
+rc=$?
+[ "$rc" -eq 75 ] && [ ! -e "$tmp/s3-ran" ] || fail "--semaphore 2 -n, 2 of 2 held: exit $rc, expected 75: $(cat "$tmp/err")"
+"$zklock" -c "$url" --semaphore 3 -n "$skey" -- touch "$tmp/s3-ran" 2>"$tmp/err"
+rc=$?
+[ "$rc" -eq 64 ] && [ ! -e "$tmp/s3-ran" ] || fail "--semaphore 3 beside holders of 2: exit $rc, expected 64"
+grep -q "\-\-semaphore 3: the semaphore's holders and waiters use another number of leases (the server said: .*has 2 leases; this participant was made with 3): every participant must give the same N" "$tmp/err" ||
+    fail "--semaphore 3 beside holders of 2: the message: $(cat "$tmp/err")"
+"$zklock" -c "$url" --semaphore 2 -t 10 "$skey" -- touch "$tmp/s3-ran" &
+s3=$!
+for _ in $(seq 1 100); do [ "$(rcli LLEN "{$skey}:queue")" = 1 ] && break; sleep 0.05; done
+"$zklock" -c "$url" status "$skey" >"$tmp/st" 2>&1
+grep -q "^$skey (semaphore): 3 entries" "$tmp/st" && [ "$(grep -c '^  [12] lease, holds x1 .*expires in .*{'"$skey"'}:leases$' "$tmp/st")" = 2 ] &&
+    grep -q "^  3 queued, waits x1 .*timeout in .*{$skey}:queue\$" "$tmp/st" && grep -q "^max: 2 leases ({$skey}:max)" "$tmp/st" ||
+    fail "status of a semaphore, 2 of 2 held, 1 waiting: $(cat "$tmp/st")"
+touch "$tmp/sem-go"
+for p in "$s1" "$s2" "$s3"; do wait "$p" || fail "--semaphore 2: a participant exited with $?"; done
+[ -e "$tmp/s3-ran" ] || fail "--semaphore 2: the waiter did not run its command"
+"$zklock" -c "$url" status "$skey" >"$tmp/st" 2>&1
+grep -q "^$skey (none): 0 entries" "$tmp/st" && grep -q "^fencing counter: [0-9]* ({$skey}:fencing)" "$tmp/st" &&
+    grep -q "^note: free: nobody holds it" "$tmp/st" || fail "status of a semaphore left by all: $(cat "$tmp/st")"
+
+# Combinations that make no sense, and status's options on Redis: 64 with the reason.
+while IFS='|' read -r want args; do
+    eval "set -- $args"
+    "$zklock" -c "$url" "$@" 2>"$tmp/err" </dev/null >/dev/null
+    rc=$?
+    [ "$rc" -eq 64 ] && grep -q -- "$want" "$tmp/err" || fail "zklock $args: exit $rc, expected 64 and '$want': $(cat "$tmp/err")"
+done <<'ARGS'
+--fair and --shared|--fair -s k -- true
+--fair and --write|--fair -w k -- true
+--fair and --semaphore|--fair --semaphore 2 k -- true
+excludes|-s -w k -- true
+excludes|-s --semaphore 2 k -- true
+number of leases|--semaphore 0 k -- true
+walk a ZooKeeper tree|status -r k
+walk a ZooKeeper tree|status -r --json k
+-s, -w, --semaphore, --fair and --ttl are for a run|-s status k
+-s, -w, --semaphore, --fair and --ttl are for a run|--ttl 3 status k
+status takes no command|status k -- true
+ARGS
+rcli SET "$key-plain" x >/dev/null
+"$zklock" -c "$url" status "$key-plain" >"$tmp/st" 2>&1
+grep -q "^$key-plain (mutex): 1 entry" "$tmp/st" && grep -q "^note: $key-plain has no TTL" "$tmp/st" ||
+    fail "status of a plain key without TTL: $(cat "$tmp/st")"
+rcli DEL "$key-plain" >/dev/null
+rcli LPUSH "{$key-odd}:readers" x >/dev/null
+"$zklock" -c "$url" status "$key-odd" >"$tmp/st" 2>&1
+[ $? -eq 0 ] && grep -q "^note: {$key-odd}:readers is a list, not the zset" "$tmp/st" ||
+    fail "status beside a key of another type: $(cat "$tmp/st")"
+rcli DEL "{$key-odd}:readers" >/dev/null
 
 if [ "$failures" -gt 0 ]; then
     echo "zklock_redis: $failures failure(s)" >&2

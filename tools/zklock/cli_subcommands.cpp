@@ -18,13 +18,16 @@ namespace zklock {
 void add_status(CLI::App& app, options& o, cli_values& v)
 {
     auto* st = v.st =
-        app.add_subcommand("status", "Show the queue at LOCKPATH, holder first (any recipe, Curator's nodes too)");
+        app.add_subcommand("status", "Show the queue at LOCKPATH, holder first (any recipe, Curator's nodes too; on "
+                                     "Redis the keys of the lock named LOCKPATH)");
     st->add_option("LOCKPATH", v.status_path, "The lock's path")->required();
     st->add_flag("--json", o.json,
                  "Print JSON: {path, recipe, participants: [{node, session, data, age_s, mode?, holding?, recipe?}], "
                  "notes}");
     v.connect_opts.push_back(
-        st->add_option("-c,--connect", v.connect, "ZooKeeper hosts (default: $ZK_CONNECT, else 127.0.0.1:2181)")
+        st->add_option("-c,--connect", v.connect,
+                       "ZooKeeper hosts (default: $ZK_CONNECT, else 127.0.0.1:2181), or a redis://, "
+                       "redis+sentinel:// or redis+cluster:// URL")
             ->type_name("HOSTS"));
     st->add_option("--auth-file", v.auth_file, "Read credentials from FILE (default: $ZK_AUTH)")->type_name("FILE");
     st->add_flag("-v,--verbose", o.verbose, "Say what happens on stderr");

@@ -27,7 +27,9 @@ int exit_for_error(const zkcoro::error_code& ec)
     if (ec == client_errc::invalid_path || ec == client_errc::invalid_argument)
         return exit_code::usage;
 #ifdef ZKLOCK_REDIS
-    if (ec == zkcoro::redis_errc::bad_key || ec == zkcoro::redis_errc::bad_ttl || ec == zkcoro::redis_errc::bad_url)
+    // A semaphore's --semaphore N other than its holders' (the count is the user's to fix).
+    if (ec == zkcoro::redis_errc::bad_key || ec == zkcoro::redis_errc::bad_ttl || ec == zkcoro::redis_errc::bad_url ||
+        ec == zkcoro::redis_errc::bad_leases || ec == zkcoro::redis_errc::leases_mismatch)
         return exit_code::usage;
 #endif
     if (zkcoro::is_session_lost(ec) || zkcoro::is_retriable(ec))

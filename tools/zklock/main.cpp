@@ -63,12 +63,14 @@ void add_lock_options(CLI::App& app, options& o, cli_values& v)
                    "Exit status when timed out or the lock is held (default 75), as flock -E")
         ->type_name("N")
         ->check(integer_validator(0, 255, "an exit status"));
-    auto* s_opt = app.add_flag("-s,--shared", v.shared, "Take the read side of the read-write lock at LOCKPATH");
+    auto* s_opt = app.add_flag("-s,--shared", v.shared, "Take the read side of the read-write lock at LOCKPATH (on Redis: "
+                                                         "zkcoro::redis_shared_mutex)");
     auto* w_opt = app.add_flag("-w,--write", v.write,
                                "Take the write side of the read-write lock at LOCKPATH (excludes -s holders; a plain "
                                "zklock mutex does not)");
     s_opt->excludes(w_opt);
-    v.sem_opt = app.add_option("--semaphore", o.semaphore_leases, "Take one of N leases of the semaphore at LOCKPATH")
+    v.sem_opt = app.add_option("--semaphore", o.semaphore_leases, "Take one of N leases of the semaphore at LOCKPATH (on Redis: "
+                                                                         "zkcoro::redis_semaphore; every holder must give the same N)")
                     ->type_name("N")
                     ->check(integer_validator(1, 1000000, "a number of leases"));
     s_opt->excludes(v.sem_opt);
@@ -112,7 +114,7 @@ void add_lock_options(CLI::App& app, options& o, cli_values& v)
                     ->check(seconds_validator(86400, "a number of seconds"));
     app.add_flag("--fair", o.redis_fair,
                  "With -c redis://...: the fair lock, waiters granted in arrival order across processes (a "
-                 "ZooKeeper lock always is)");
+                 "ZooKeeper lock always is); a mutex only, not with -s, -w or --semaphore");
     auto* rev_opt = app.add_flag("--revocable", o.revocable,
                                  "Take revocation requests (Curator's makeRevocable; `zklock revoke`, Curator's "
                                  "Revoker): the lock node then stores no data");
@@ -129,17 +131,22 @@ void add_lock_options(CLI::App& app, options& o, cli_values& v)
     app.add_option("LOCKPATH", v.lock_path, "The lock's path in ZooKeeper, e.g. /locks/nightly");
 }
 
-// The lock's run on Redis: LOCKPATH is the key; one recipe (a mutex), no credentials file (the
-// password is in the URL), no queue to list.
+// The lock's run on Redis: LOCKPATH is the key; a mutex, the fair lock (--fair), a read-write
+// lock's side (-s, -w) or a semaphore's lease (--semaphore N); no credentials file (the password
+// is in the URL), no revocation. `status` reads the key's state (redis_status.cpp).
 int finish_redis_run(options& o, const cli_values& v, bool status)
 {
 #ifdef ZKLOCK_REDIS
-    if (status)
-        return usage_error("status lists a ZooKeeper lock's queue; a Redis lock keeps none (use redis-cli GET KEY)");
+    if (status && (o.recursive || o.cycles || o.dot || v.older_opt->count() > 0))
+        return usage_error("status: -r, --cycles, --dot and --older-than walk a ZooKeeper tree; on Redis status "
+                           "shows one key: zklock -c redis://HOST:PORT status [--json] KEY");
     if (o.revoke || o.revocable)
         return usage_error("revocation is a ZooKeeper (Curator) protocol; a Redis lock has none");
-    if (v.shared || v.write || v.sem_opt->count() > 0)
-        return usage_error("--shared, --write and --semaphore are ZooKeeper recipes; on Redis zklock takes a mutex");
+    if (o.redis_fair && (v.shared || v.write || v.sem_opt->count() > 0))
+        return usage_error(fmt::format("--fair and {}: --fair takes the fair mutex; the read-write lock and the "
+                                       "semaphore are recipes of their own (the semaphore's waiters are served in "
+                                       "arrival order already)",
+                                       v.shared ? "--shared" : v.write ? "--write" : "--semaphore"));
     if (!v.auth_file.empty() || v.acl != "open")
         return usage_error("--auth-file and --acl are for ZooKeeper; give a Redis password in the URL "
                            "(redis://PASSWORD@HOST:PORT)");
@@ -151,17 +158,28 @@ int finish_redis_run(options& o, const cli_values& v, bool status)
     if (v.session_opt->count() > 0)
         return usage_error("--session-timeout is ZooKeeper's; on Redis the key's TTL plays its part: use --ttl "
                            "SECONDS");
+    zkcoro::error_code ec;
+    std::string why;
+    if (status) {
+        zkcoro::parse_redis_url(o.connect, ec, &why);
+        if (ec)
+            return usage_error(fmt::format("{}: {}", o.connect_origin, escape(why)));
+        // status finds the recipe from the keys; the run's choices say nothing to it.
+        if (v.shared || v.write || v.sem_opt->count() > 0 || o.redis_fair || v.ttl_opt->count() > 0)
+            return usage_error("status reads the key's state whatever its recipe: -s, -w, --semaphore, --fair and "
+                               "--ttl are for a run (zklock -c redis://HOST:PORT status [--json] KEY)");
+        return -1;
+    }
     if (!v.has_separator || o.command.empty())
         return usage_error("COMMAND is missing: zklock -c redis://HOST:PORT [OPTIONS] KEY -- COMMAND [ARGS...]");
     if (v.redis_ttl_s < 0.1 || v.redis_ttl_s > 86400)
         return usage_error(fmt::format("--ttl {}: must be from 0.1 to 86400 seconds", v.redis_ttl_s));
     if (v.t_opt->count() > 0)
         o.timeout_s = v.timeout;
+    o.kind = v.shared ? recipe::read : v.write ? recipe::write : v.sem_opt->count() > 0 ? recipe::semaphore : recipe::mutex;
     o.lost_action = v.lost == "kill" ? on_lost::kill : v.lost == "ignore" ? on_lost::ignore : on_lost::term;
     o.kill_after = std::chrono::milliseconds(static_cast<long long>(v.kill_after * 1000.0));
     o.redis_ttl = std::chrono::milliseconds(static_cast<long long>(v.redis_ttl_s * 1000.0));
-    zkcoro::error_code ec;
-    std::string why;
     zkcoro::parse_redis_url(o.connect, ec, &why);
     if (ec)
         return usage_error(fmt::format("{}: {}", o.connect_origin, escape(why)));

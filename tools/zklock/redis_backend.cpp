@@ -1,11 +1,14 @@
 // The Redis backend of a run (lock_backend.hpp), for -c redis://..., redis+sentinel://... and redis+cluster://...: a
-// redis_mutex on the key LOCKPATH (--fair: a redis_fair_mutex). There is no waiting line to show. The
-// still-held check is a PING; the lease is the key's TTL, renewed every third of it while held.
+// redis_mutex on the key LOCKPATH (--fair: a redis_fair_mutex; -s/-w: a side of a redis_shared_mutex;
+// --semaphore N: one lease of a redis_semaphore of N). There is no waiting line to show. The
+// still-held check is a PING; the lease is the TTL, renewed every third of it while held.
 #ifdef ZKLOCK_REDIS
 #include "lock_backend.hpp"
 
 #include <zkcoro/redis_fair_mutex.hpp>
 #include <zkcoro/redis_mutex.hpp>
+#include <zkcoro/redis_semaphore.hpp>
+#include <zkcoro/redis_shared_mutex.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
@@ -18,6 +21,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <optional>
 #include <variant>
 
@@ -118,17 +122,29 @@ std::string redis_refusal(const boost::system::system_error& e, const std::strin
     return e.code().message() + std::string(what.substr(head.size(), what.size() - head.size() - tail.size()));
 }
 
-asio::awaitable<acquired> redis_acquire(zkcoro::basic_mutex<zkcoro::redis_lock_backend>& m, const std::string& key,
-                                        zkcoro::redis_client& rc, clock::duration wait)
+// One acquisition (of any recipe): its awaitable, made when called.
+using attempt_fn = std::function<asio::awaitable<std::optional<zkcoro::guard>>()>;
+
+asio::awaitable<acquired> redis_acquire(attempt_fn attempt, const options& o, zkcoro::redis_client& rc)
 {
     acquired out;
     // The throwing form: its error carries the server's text (an ACL refusal, NOREPLICAS, ...).
     try {
-        if (auto g = co_await m.acquire(wait))
+        if (auto g = co_await attempt())
             out.guards.push_back(std::move(*g));
     } catch (const boost::system::system_error& e) {
         out.ec = e.code();
-        out.what = escape(redis_refusal(e, key));  // the server's text may echo the key's bytes
+        out.what = escape(redis_refusal(e, o.lock_path));  // the server's text may echo the key's bytes
+    }
+    // Another --semaphore N than the holders' and waiters': say which, and what to do (ZKMAXLEASES
+    // names both counts).
+    if (out.ec == zkcoro::redis_errc::leases_mismatch) {
+        const auto at = out.what.find("ZKMAXLEASES");
+        out.what = fmt::format("--semaphore {}: the semaphore's holders and waiters use another number of leases "
+                               "({}): every participant must give the same N (the count is kept while anyone "
+                               "holds or waits)",
+                               o.semaphore_leases,
+                               at == std::string::npos ? out.what : "the server said: " + out.what.substr(at));
     }
     // Replicas that did not confirm in time, or none to confirm (issue 32 item 11): ROLE tells.
     bool no_replica = false;
@@ -178,6 +194,19 @@ public:
 
     void make_lock() override
     {
+        if (o_.kind == recipe::read || o_.kind == recipe::write) {
+            zkcoro::redis_shared_mutex_options so;
+            so.ttl = o_.redis_ttl;
+            auto& rw = shared_.emplace(rc_, o_.lock_path, so);
+            lock_ = o_.kind == recipe::read ? &rw.reader() : &rw.writer();
+            return;
+        }
+        if (o_.kind == recipe::semaphore) {
+            zkcoro::redis_semaphore_options so;
+            so.ttl = o_.redis_ttl;
+            sem_.emplace(rc_, o_.lock_path, o_.semaphore_leases, so);
+            return;
+        }
         if (o_.redis_fair) {
             zkcoro::redis_fair_mutex_options fo;
             fo.ttl = o_.redis_ttl;
@@ -209,7 +238,15 @@ public:
                                   escape(rc_.url().master_name), escape(rc_.server())));
     }
 
-    asio::awaitable<acquired> acquire(clock::duration wait, bool) override { return redis_acquire(*lock_, o_.lock_path, rc_, wait); }
+    asio::awaitable<acquired> acquire(clock::duration wait, bool) override
+    {
+        // Not coroutines themselves: each returns the library's awaitable, which holds `wait`.
+        if (sem_)
+            return redis_acquire(
+                [this, wait] { return wait == clock::duration::zero() ? sem_->try_acquire(1) : sem_->acquire(1, wait); },
+                o_, rc_);
+        return redis_acquire([this, wait] { return lock_->acquire(wait); }, o_, rc_);
+    }
     std::string acquire_failure(const acquired& got) const override { return got.what; }
 
     asio::awaitable<zkcoro::error_code> probe(zkcoro::guard&) override { return redis_ping(rc_); }
@@ -228,6 +265,8 @@ public:
         lock_ = nullptr;
         mutex_.reset();
         fair_.reset();
+        shared_.reset();
+        sem_.reset();
         // The close writes out what is queued (a cancelled acquisition's take-back of a key it may
         // have set) and ends the connection after the replies, 1 s at most: run until then (run_for
         // returns as soon as nothing is left to do).
@@ -243,7 +282,9 @@ private:
     zkcoro::redis_client rc_;
     std::optional<zkcoro::redis_mutex> mutex_;
     std::optional<zkcoro::redis_fair_mutex> fair_;  // --fair
-    zkcoro::basic_mutex<zkcoro::redis_lock_backend>* lock_ = nullptr;  // the one of the two
+    std::optional<zkcoro::redis_shared_mutex> shared_;  // -s, -w
+    std::optional<zkcoro::redis_semaphore> sem_;        // --semaphore N
+    zkcoro::basic_mutex<zkcoro::redis_lock_backend>* lock_ = nullptr;  // the lock taken (none: the semaphore)
 };
 
 }  // namespace

@@ -98,6 +98,10 @@ int run_with_client(const options& o, std::string_view what,
 
 int run_status(const options& o)
 {
+#ifdef ZKLOCK_REDIS
+    if (is_redis_url(o.connect))
+        return run_redis_status(o);
+#endif
     return run_with_client(o, "status of", [&o](zkcoro::client& zk) { return status_main(zk, o); });
 }
 

@@ -210,6 +210,10 @@ std::optional<double> parse_duration(std::string_view text);
 
 int run_lock(const options& o);
 int run_status(const options& o);
+#ifdef ZKLOCK_REDIS
+// `zklock -c redis://... status KEY` (redis_status.cpp): the Redis recipes' keys of KEY.
+int run_redis_status(const options& o);
+#endif
 int run_revoke(const options& o);
 
 }  // namespace zklock
