@@ -308,20 +308,19 @@ mkdir -p "$san_logs"
 export ASAN_OPTIONS=exitcode=86:log_path=$san_logs/report:log_exe_name=1
 export UBSAN_OPTIONS=$UBSAN_OPTIONS:exitcode=86
 run_tests build-san --no-rebuild "${san_tests[@]}"
+# wait_for PID LOG WHAT: waits for the background checks PID, prints their LOG, fails the run if
+# they failed.
+wait_for() {
+  local rc=0
+  wait "$1" || rc=$?
+  cat "$2"
+  if [ "$rc" -ne 0 ]; then
+    echo "== FAIL: $3 failed (exit $rc): see their output above" >&2
+    exit 1
+  fi
+}
 stamp "examples and benchmark smoke tests: waiting for them"
-smoke_rc=0
-wait "$smoke_pid" || smoke_rc=$?
-cat "$smoke_log"
-if [ "$smoke_rc" -ne 0 ]; then
-  echo "== FAIL: an example or a benchmark smoke test failed (exit $smoke_rc): see their output above" >&2
-  exit 1
-fi
+wait_for "$smoke_pid" "$smoke_log" "the examples or the benchmark smoke tests"
 stamp "consumer checks and fuzzers: waiting for them"
-checks_rc=0
-wait "$checks_pid" || checks_rc=$?
-cat "$checks_log"
-if [ "$checks_rc" -ne 0 ]; then
-  echo "== FAIL: the consumer checks or the fuzzers failed (exit $checks_rc): see their output above" >&2
-  exit 1
-fi
+wait_for "$checks_pid" "$checks_log" "the consumer checks or the fuzzers"
 stamp "all tests passed"
