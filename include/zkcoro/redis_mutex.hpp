@@ -71,7 +71,8 @@ public:
     redis_mutex(redis_mutex&&) noexcept;
     ~redis_mutex();
 
-    /// The lock's key.
+    /// The lock's key: its name, or `{name}` on a cluster when the name has no hash tag (the rule
+    /// of every Redis recipe).
     const std::string& key() const noexcept;
 };
 

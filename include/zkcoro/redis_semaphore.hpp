@@ -109,7 +109,8 @@ public:
             token);
     }
 
-    /// The semaphore's key (its name; never written itself).
+    /// The semaphore's key: its name, or `{name}` on a cluster when the name has no hash tag (the
+    /// rule of every Redis recipe); never written itself.
     const std::string& key() const noexcept;
     /// The number of leases, as given.
     int max_leases() const noexcept { return max_; }

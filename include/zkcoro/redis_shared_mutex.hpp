@@ -34,8 +34,9 @@ struct redis_shared_mutex_options {
 /// readers wait too (writers are preferred: readers can wait behind a stream of writers).
 /// Writers among themselves are not ordered (whoever tries first once the lock is free).
 /// - The keys: the key itself (K: the writer's value while a writer holds, with its TTL, as a
-///   redis_mutex's key) and, under the prefix P (the key when it has a hash tag `{...}`, else
-///   `{key}`: every key on the key's cluster slot), `P:fencing` (the fencing counter, shared by
+///   redis_mutex's key; on a cluster `{key}` when the key has no hash tag, as a redis_mutex's)
+///   and, under the prefix P (the key when it has a hash tag `{...}`, else `{key}`: every key on
+///   the key's cluster slot), `P:fencing` (the fencing counter, shared by
 ///   both sides), `P:readers` (a sorted set: each reader's value and when its lease ends),
 ///   `P:writers` (a sorted set: each waiting writer and when its mark runs out) and the channel
 ///   `P:released`. The sorted sets expire with their last member.
@@ -100,7 +101,9 @@ public:
         return writer_->acquire(timeout);
     }
 
-    /// The lock's key.
+    /// The lock's key (K, the write key): its name, or `{name}` on a cluster when the name has no
+    /// hash tag, as redis_mutex's key: a redis_mutex and this lock's writer on one name exclude
+    /// each other.
     const std::string& key() const noexcept;
 
 private:

@@ -185,8 +185,7 @@ std::shared_ptr<detail::lock_object> make_fair_lock_object(redis_client& c, std:
     // On a cluster the key takes its name as its hash tag when it has none, as a redis_mutex's
     // does ({K}): K, {K}:fencing, {K}:queue, {K}:timeouts and the {K}:wake: channels then share
     // one slot (else the acquire script, which names K and {K}:..., fails with CROSSSLOT).
-    if (!impl->url.cluster_nodes.empty() && !key.empty())
-        key = detail::cluster_lock_key(key);
+    key = detail::recipe_key(impl->url, std::move(key));
     redis_mutex_options m;
     m.ttl = opts.ttl;
     m.safety_margin = opts.safety_margin;

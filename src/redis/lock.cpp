@@ -318,8 +318,7 @@ std::shared_ptr<detail::lock_object> make_lock_object(redis_client& c, std::stri
     auto impl = detail::access::redis_of(c);
     // On a cluster every key of the lock must share one slot: a key without a hash tag gets its
     // own name as its tag ({key}, {key}:fencing, {key}:released). Elsewhere the key is as given.
-    if (!impl->url.cluster_nodes.empty() && !key.empty())
-        key = detail::cluster_lock_key(key);
+    key = detail::recipe_key(impl->url, std::move(key));
     auto backend = std::make_shared<detail::redis_backend>(impl, key, opts);
     return std::make_shared<detail::lock_object>(std::move(backend), impl->strand, std::move(key),
                                                  engine_options(opts), redis_recipe());

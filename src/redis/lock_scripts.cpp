@@ -3,6 +3,7 @@
 
 #include "redis/fencing_lua.hpp"
 #include "redis/redis_impl.hpp"
+#include "redis/slot.hpp"
 
 #include "async/random_seed.hpp"
 
@@ -180,16 +181,7 @@ return r)lua");
 #undef ZKCORO_FAIR_PURGE
 #undef ZKCORO_FAIR_TYPES
 
-std::string fair_prefix(std::string_view name)
-{
-    const auto open = name.find('{');
-    if (open != std::string_view::npos) {
-        const auto close = name.find('}', open + 1);
-        if (close != std::string_view::npos && close > open + 1)
-            return std::string(name);
-    }
-    return "{" + std::string(name) + "}";
-}
+std::string fair_prefix(std::string_view name) { return cluster_lock_key(name); }
 
 bool fair_holder(std::string_view v)
 {

@@ -43,8 +43,8 @@ const lua_script& fair_acquire_script();
 const lua_script& fair_release_script();
 
 // The prefix of the fair lock's keys other than the key itself: `name` when it has a hash tag
-// (a '{', later a '}', something between), else "{name}". Both hash to the same cluster slot as
-// the key `name`.
+// (a '{', later a '}', something between), else "{name}" (cluster_lock_key, on every
+// deployment). Both hash to the same cluster slot as the key `name`.
 std::string fair_prefix(std::string_view name);
 // A fair lock's value: new_value's "<process>:<task hex>:<n>" + ":q". A redis_mutex waiter
 // behind it polls (it is not a publishing_holder's: a fair release publishes to the fair queue).

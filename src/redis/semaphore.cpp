@@ -247,6 +247,9 @@ std::shared_ptr<detail::lock_object> make_semaphore_object(redis_client& c, std:
                                                            const redis_semaphore_options& opts)
 {
     auto impl = detail::access::redis_of(c);
+    // The recipes' one naming rule (key() says {key} on a cluster); the semaphore's keys are all
+    // under P, the same either way.
+    key = detail::recipe_key(impl->url, std::move(key));
     redis_mutex_options m;
     m.ttl = opts.ttl;
     m.safety_margin = opts.safety_margin;

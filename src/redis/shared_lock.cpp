@@ -299,6 +299,9 @@ redis_shared_mutex::redis_shared_mutex(redis_client& c, std::string key, redis_s
     // through this object (another object's read on the key waits, as another task's would).
     static std::atomic<std::uint64_t> objects{0};
     const auto tag = ":" + std::to_string(++objects);
+    // The recipes' one naming rule: on a cluster the write key is {key}, as a redis_mutex's key on
+    // the same name, so that the two exclude each other there as they do on one server.
+    key = detail::recipe_key(detail::access::redis_of(c)->url, std::move(key));
     auto write_state = make_side(c, key, opts, true, tag, std::move(wp));
     auto read_state = make_side(c, key, opts, false, tag, {});
     links->read = read_state;

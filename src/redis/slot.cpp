@@ -91,6 +91,13 @@ std::string cluster_lock_key(std::string_view key)
     return fmt::format("{{{}}}", key);
 }
 
+std::string recipe_key(const redis_url& url, std::string name)
+{
+    if (url.cluster_nodes.empty() || name.empty())
+        return name;
+    return cluster_lock_key(name);
+}
+
 std::string lock_site(const redis_url& url, std::string_view key)
 {
     auto list = [](const std::vector<redis_url::endpoint>& es) {

@@ -37,6 +37,13 @@ std::optional<std::string_view> routing_key(std::span<const std::string_view> ar
 // slot. On one server or with Sentinel, the key is used as given.
 std::string cluster_lock_key(std::string_view key);
 
+// The one naming rule of every Redis recipe (redis_mutex, redis_fair_mutex, redis_shared_mutex,
+// redis_semaphore, and so the multi-lock's members): on a redis+cluster:// client a non-empty
+// name is cluster_lock_key(name) (K becomes {K}); elsewhere the name as given. Every recipe on
+// one name thus names one key K (the mutexes' key, the read-write lock's write key) and one
+// prefix P (fair_prefix(K)) on every deployment, and they exclude each other where they should.
+std::string recipe_key(const redis_url& url, std::string name);
+
 // Where a lock on `key` lives, for log lines: "redis://HOST:PORT", "the master 'NAME' of the
 // sentinels at HOST:PORT,..." or "Redis Cluster slot N (seeds HOST:PORT,...)".
 std::string lock_site(const redis_url& url, std::string_view key);

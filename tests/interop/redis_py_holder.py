@@ -8,7 +8,9 @@ Loops N times: acquire redis-py's Lock on KEY (blocking, bounded by the time lef
 time, hold M ms, log the exit time, release. Each hold becomes one line of FILE,
 "<id> X <enter_ns> <exit_ns>" in CLOCK_MONOTONIC ns (time.monotonic_ns(), the clock of C++'s
 std::chrono::steady_clock), the format of tests/interop/interval_checker.hpp; lines are appended
-and flushed one by one. Prints acquired=<count> at the end.
+and flushed one by one. Prints acquired=<count> at the end. URLs: redis://, redis+sentinel://HOSTS/MASTER
+(redis.sentinel) and redis+cluster://HOST:PORT[,HOST:PORT...] (redis.cluster.RedisCluster; the
+cluster test, tests/redis/test_redis_cluster.cpp, runs it so).
 
 Exit 0 when all N holds happened; 1 when the time limit ended the loop first, or a release found
 the lock no longer ours (its TTL passed during the hold); 2 on bad usage or a missing redis-py.
@@ -67,6 +69,13 @@ def main(argv):
         hosts, _, name = o.url[len("redis+sentinel://"):].partition("/")
         addrs = [(h.rpartition(":")[0], int(h.rpartition(":")[2])) for h in hosts.split(",")]
         r = Sentinel(addrs, socket_timeout=10).master_for(name.split("/")[0], socket_timeout=10)
+    elif o.url.lower().startswith("redis+cluster://"):
+        # redis+cluster://host:port[,host:port...]: redis-py's RedisCluster (its Lock's key is
+        # the name as given: a name with braces, {name}, is on the slot of zkcoro's lock there).
+        from redis.cluster import ClusterNode, RedisCluster
+        hosts = o.url[len("redis+cluster://"):].split("/")[0]
+        nodes = [ClusterNode(h.rpartition(":")[0], int(h.rpartition(":")[2])) for h in hosts.split(",")]
+        r = RedisCluster(startup_nodes=nodes, socket_timeout=10, socket_connect_timeout=5)
     else:
         r = redis.Redis.from_url(o.url, socket_timeout=10, socket_connect_timeout=5)
     lock = r.lock(o.key, timeout=o.ttl_ms / 1000.0, sleep=o.sleep)

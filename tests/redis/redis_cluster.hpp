@@ -198,6 +198,21 @@ public:
     std::string run_cli(const std::vector<std::string>& cmd, std::chrono::milliseconds limit) const
     {
         const auto out_path = (std::filesystem::path(nodes_.at(0)->dir()) / "redis-cli.out").string();
+        const pid_t pid = start_process(cmd, out_path);
+        const int status = wait_process(pid, limit);
+        std::ifstream f(out_path);
+        std::stringstream text;
+        text << f.rdbuf();
+        if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            throw std::runtime_error(fmt::format("zktest: {} {} (status {}): {}", cmd.at(0),
+                                                 status != -1 ? "failed" : "overran", status, text.str()));
+        return text.str();
+    }
+
+    // Starts a command (the first word a path) in the background, stdin /dev/null, stdout and
+    // stderr to `out_path`: its PID, for wait_process.
+    static pid_t start_process(const std::vector<std::string>& cmd, const std::string& out_path)
+    {
         std::vector<std::string> args = cmd;
         std::vector<char*> argv;
         for (auto& a : args)
@@ -220,26 +235,23 @@ public:
             ::execv(argv[0], argv.data());
             ::_exit(127);
         }
+        return pid;
+    }
+
+    // Waits up to `limit` for the process `pid` started by start_process: its wait status, or -1
+    // when it overran (it is then SIGKILLed and reaped).
+    static int wait_process(pid_t pid, std::chrono::milliseconds limit)
+    {
         const auto until = std::chrono::steady_clock::now() + limit;
         int status = 0;
-        bool done = false;
-        while (!done && std::chrono::steady_clock::now() < until) {
+        while (std::chrono::steady_clock::now() < until) {
             if (::waitpid(pid, &status, WNOHANG) == pid)
-                done = true;
-            else
-                std::this_thread::sleep_for(std::chrono::milliseconds(10));
+                return status;
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
         }
-        if (!done) {
-            ::kill(pid, SIGKILL);
-            ::waitpid(pid, &status, 0);
-        }
-        std::ifstream f(out_path);
-        std::stringstream text;
-        text << f.rdbuf();
-        if (!done || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-            throw std::runtime_error(fmt::format("zktest: {} {} (status {}): {}", cmd.at(0), done ? "failed" : "overran",
-                                                 status, text.str()));
-        return text.str();
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, &status, 0);
+        return -1;
     }
 
 private:

@@ -17,13 +17,19 @@
 #include "redis_cluster.hpp"
 #include "redis_test_util.hpp"
 
+#include <interval_checker.hpp>
+
 #include <boost/asio.hpp>
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
 #include <map>
+#include <sstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -808,7 +814,7 @@ TEST_CASE("redis+cluster:// at a server without cluster support: a clear error, 
     });
 }
 
-// The read-write lock (redis_shared_mutex) on a cluster: its keys (the name, {name}:fencing,
+// The read-write lock (redis_shared_mutex) on a cluster: its keys ({name}: the write key, {name}:fencing,
 // {name}:readers, {name}:writers) on the name's master; two readers of two clients share, a
 // writer waits for both and is then granted with a higher token; only the counter is left.
 TEST_CASE("redis_shared_mutex on a cluster: readers share, a writer waits, keys on one shard")
@@ -834,7 +840,7 @@ TEST_CASE("redis_shared_mutex on a cluster: readers share, a writer waits, keys 
             auto g = co_await lw.acquire_write(3s);
             if (g) {
                 token = g->fencing_token();
-                CHECK(master.command(cmd("EXISTS", name)) == "1");
+                CHECK(master.command(cmd("EXISTS", "{" + name + "}")) == "1");  // the write key: {name}
                 co_await g->release();
             }
             granted.fire();
@@ -853,11 +859,281 @@ TEST_CASE("redis_shared_mutex on a cluster: readers share, a writer waits, keys 
         REQUIRE(done);
         REQUIRE(token);
         CHECK(*token > r2->fencing_token());
-        CHECK(master.command(cmd("EXISTS", name, "{" + name + "}:readers", "{" + name + "}:writers")) == "0");
+        CHECK(la.key() == "{" + name + "}");
+        CHECK(master.command(cmd("EXISTS", la.key(), "{" + name + "}:readers", "{" + name + "}:writers")) == "0");
         CHECK(master.command(cmd("EXISTS", "{" + name + "}:fencing")) == "1");
         a.close();
         b.close();
     });
+}
+
+// One naming rule for every Redis recipe (slot.hpp, recipe_key): on a cluster a name without a
+// hash tag is {name} for the mutex, the fair lock, the read-write lock and the semaphore alike,
+// so a redis_mutex and a redis_shared_mutex's writer on one name write one key and exclude each
+// other there, as on one server (the read-write lock's write key was the bare name on a
+// cluster, beside the mutex's {name}: both held at once). They share {name}:fencing and
+// {name}:released too: tokens rise across them, and a release wakes the other's waiter.
+TEST_CASE("one name, one key: a redis_mutex and a redis_shared_mutex's writer exclude each other on a cluster")
+{
+    auto& c = shared_cluster();
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        const auto port = c.master_ports()[1];
+        const auto name = name_on(c, port, "onekey");
+        zkcoro::redis_client a(ex, c.url()), b(ex, c.url(1));
+        zkcoro::redis_mutex m(a, name, ttl(2s));
+        zkcoro::redis_shared_mutex rw(b, name, {.ttl = 2s});
+        zkcoro::redis_fair_mutex f(b, name);
+        zkcoro::redis_semaphore s(b, name, 2);
+        const auto key = "{" + name + "}";
+        CHECK(m.key() == key);
+        CHECK(rw.key() == key);
+        CHECK(f.key() == key);
+        CHECK(s.key() == key);
+        auto g = co_await m.acquire(2s);
+        REQUIRE(g);
+        auto refused = co_await rw.acquire_write(200ms);
+        CHECK_MESSAGE(!refused, "the writer was granted while the mutex held the name");
+        // A writer waiting while the mutex holds: granted after the mutex's release.
+        std::optional<zkcoro::guard> w;
+        std::chrono::steady_clock::time_point released, granted;
+        rt::event got(ex);
+        asio::co_spawn(ex, [&]() -> asio::awaitable<void> {
+            w = co_await rw.acquire_write(3s);
+            granted = std::chrono::steady_clock::now();
+            got.fire();
+        }, asio::detached);
+        co_await rt::pause(100ms);
+        CHECK_FALSE(got.set);
+        released = std::chrono::steady_clock::now();
+        co_await g->release();
+        REQUIRE(co_await got.wait(3s));
+        REQUIRE(w);
+        const auto after = std::chrono::duration_cast<std::chrono::milliseconds>(granted - released);
+        MESSAGE("the writer granted " << after.count() << " ms after the mutex's release");
+        CHECK(after < 1s);  // the writer's own refresh: writer_timeout / 3 = 667 ms
+        CHECK(w->fencing_token() > g->fencing_token());
+        CHECK(c.node_at(port).command(cmd("EXISTS", key)) == "1");
+        auto refused2 = co_await m.acquire(200ms);
+        CHECK_MESSAGE(!refused2, "the mutex was granted while the read-write lock's writer held the name");
+        co_await w->release();
+        auto g2 = co_await m.acquire(2s);
+        REQUIRE(g2);
+        CHECK(g2->fencing_token() > w->fencing_token());
+        co_await g2->release();
+        CHECK(c.node_at(port).command(cmd("EXISTS", name)) == "0");  // the bare name: never written
+        a.close();
+        b.close();
+    });
+}
+
+// Issue 35 item 5's interop: redis-py's RedisCluster Lock (Debian python3-redis, run as
+// tests/interop/redis_py_holder.py against this cluster) on "{name}" and our redis_mutex on
+// "name" (which is {name} on a cluster: the same key) take turns; both logs, in
+// CLOCK_MONOTONIC ns, checked by the interval checker: no overlap, both held, interleaved. Each
+// pauses 20 ms after a release: redis-py re-acquiring at once keeps a waiter of ours out (Redis
+// keeps no queue; docs/redis.md), and this case is about exclusion.
+TEST_CASE("redis-py's RedisCluster Lock and our redis_mutex on one key exclude each other")
+{
+    const char* holder = std::getenv("REDIS_PY_HOLDER");
+    REQUIRE_MESSAGE(holder != nullptr, "REDIS_PY_HOLDER not set (run through meson test)");
+    auto& c = shared_cluster();
+    const auto dir = std::filesystem::path(c.nodes().at(0)->dir());
+    const bool skips = std::getenv("ZKCORO_ALLOW_SKIPS") && std::string(std::getenv("ZKCORO_ALLOW_SKIPS")) == "1";
+    try {
+        c.run_cli({"/usr/bin/python3", "-c", "import redis.cluster"}, 10s);
+    } catch (const std::exception& e) {
+        if (skips) {
+            MESSAGE("redis-py's redis.cluster missing (ZKCORO_ALLOW_SKIPS=1): skipped: " << e.what());
+            return;
+        }
+        FAIL("redis-py's redis.cluster missing (install python3-redis; ZKCORO_ALLOW_SKIPS=1 skips): " << e.what());
+    }
+    const auto py_log = (dir / "redis-py-holds.log").string();
+    const auto our_log = (dir / "zkcoro-holds.log").string();
+    std::filesystem::remove(py_log);
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        const auto name = name_on(c, c.master_ports()[0], "redispy");
+        zkcoro::redis_client a(ex, c.url());
+        zkcoro::redis_mutex m(a, name, ttl(2s));
+        CHECK(m.key() == "{" + name + "}");
+        constexpr int py_holds = 20, our_holds = 10;
+        const pid_t py = zktest::redis_cluster::start_process(
+                {"/usr/bin/python3", holder, "--url", c.url(), "--key", "{" + name + "}", "--holds",
+                 std::to_string(py_holds), "--hold-ms", "20", "--id", "redis-py", "--log", py_log, "--sleep", "0.005",
+                 "--gap-ms", "20", "--ttl-ms", "2000", "--time-limit", "20"},
+                (dir / "redis-py-holder.out").string());
+        // Ours start once redis-py has held once (its start, imports included, takes ~0.3 s).
+        bool started = false;
+        for (int i = 0; i < 500 && !started; ++i) {
+            std::error_code fec;
+            started = std::filesystem::file_size(py_log, fec) > 0 && !fec;
+            if (!started)
+                co_await rt::pause(20ms);
+        }
+        if (!started)
+            ::kill(py, SIGKILL);
+        REQUIRE_MESSAGE(started, "redis-py's holder logged no hold within 10 s");
+        std::string lines;
+        std::chrono::steady_clock::duration longest{};
+        auto ns = [](std::chrono::steady_clock::time_point t) {
+            return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+        };
+        for (int i = 0; i < our_holds; ++i) {
+            const auto asked = std::chrono::steady_clock::now();
+            auto g = co_await m.acquire(5s);
+            REQUIRE(g);
+            const auto enter = std::chrono::steady_clock::now();
+            longest = std::max(longest, enter - asked);
+            co_await rt::pause(20ms);
+            const auto exit = std::chrono::steady_clock::now();
+            lines += fmt::format("zkcoro X {} {}\n", ns(enter), ns(exit));
+            co_await g->release();
+            co_await rt::pause(20ms);  // as redis-py's --gap-ms: each lets the other in (Redis keeps no queue)
+        }
+        const int status = zktest::redis_cluster::wait_process(py, 20s);
+        std::ifstream out((dir / "redis-py-holder.out").string());
+        std::stringstream text;
+        text << out.rdbuf();
+        CHECK_MESSAGE((status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0),
+                      "redis-py's holder: status " << status << ": " << text.str());
+        std::ofstream(our_log) << lines;
+        auto holds = zktest::read_holds({py_log, our_log});
+        auto first = std::numeric_limits<std::int64_t>::max(), last = std::int64_t{0};
+        for (const auto& h : holds)
+            if (h.id == "zkcoro") {
+                first = std::min(first, h.enter_ns);
+                last = std::max(last, h.exit_ns);
+            }
+        int between = 0;  // redis-py's holds inside our first..last: the two took turns
+        for (const auto& h : holds)
+            between += h.id == "redis-py" && h.enter_ns > first && h.exit_ns < last;
+        auto report = zktest::check_holds(holds);
+        std::string violations;
+        for (const auto& v : report.violations)
+            violations += v + "\n";
+        MESSAGE("redis-py " << report.per_id["redis-py"] << " holds, ours " << report.per_id["zkcoro"] << ", "
+                            << between << " of redis-py's between our first and last; our longest wait "
+                            << std::chrono::duration_cast<std::chrono::milliseconds>(longest).count() << " ms");
+        CHECK_MESSAGE(report.ok, violations);
+        CHECK(report.per_id["redis-py"] == py_holds);
+        CHECK(report.per_id["zkcoro"] == our_holds);
+        CHECK(between > 0);
+        CHECK(c.node_at(c.master_of_slot(zkcoro::detail::key_slot(m.key()))).command(cmd("EXISTS", m.key())) == "0");
+        a.close();
+    });
+}
+
+// Issue 35's read-write lock through a shard's failover: two readers hold, a writer waits (its
+// mark in {name}:writers, on the replica too), a later reader waits behind the mark; the master
+// is SIGKILLed and its replica promoted (CLUSTER FAILOVER TAKEOVER), the old master restarted as
+// its replica. The readers keep their leases (granted with WAIT 1) and renew them on the new
+// master; never a reader and the writer inside at once; the writer is granted after both
+// readers release (within 1.5 s: its own refresh is 1 s), before the later reader, with a token
+// above every earlier one; the later reader after the writer, higher again.
+TEST_CASE("a master SIGKILLed while readers hold and a writer waits: the writer next, alone, tokens rise")
+{
+    auto& c = shared_cluster();
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        const auto port = c.master_ports()[2];
+        const auto replica = c.replica_of(port);
+        REQUIRE(replica != 0);
+        zkcoro::redis_options o;
+        o.replica_ack_timeout = 300ms;
+        zkcoro::redis_client a(ex, c.url(), o), b(ex, c.url(), o), w(ex, c.url(), o), d(ex, c.url(), o);
+        const auto name = name_on(c, port, "rwfailover");
+        const auto writers = "{" + name + "}:writers";
+        zkcoro::redis_shared_mutex la(a, name, {.ttl = 3s}), lb(b, name, {.ttl = 3s}), lw(w, name, {.ttl = 3s}),
+                ld(d, name, {.ttl = 3s});
+        auto r1 = co_await la.acquire_read(2s);
+        REQUIRE(r1);
+        auto r2 = co_await lb.acquire_read(2s);
+        REQUIRE(r2);
+        bool readers_out = false, overlap = false;
+        std::optional<zkcoro::guard> wg, rg;
+        std::chrono::steady_clock::time_point released, granted;
+        rt::event wgot(ex), rgot(ex);
+        asio::co_spawn(ex, [&]() -> asio::awaitable<void> {
+            wg = co_await lw.acquire_write(15s);
+            granted = std::chrono::steady_clock::now();
+            overlap = wg && !readers_out && !(r1->lost() && r2->lost());
+            wgot.fire();
+        }, asio::detached);
+        bool marked = false;
+        for (int i = 0; i < 200 && !marked; ++i) {
+            marked = c.node_at(port).command(cmd("ZCARD", writers)) == "1";
+            if (!marked)
+                co_await rt::pause(5ms);
+        }
+        REQUIRE_MESSAGE(marked, "the writer did not mark itself as waiting within 1 s");
+        // The mark on the replica too: its replication offset past the master's after the mark.
+        const auto offset = std::stoll(c.node_at(port).info("replication")["master_repl_offset"]);
+        bool copied = false;
+        for (int i = 0; i < 200 && !copied; ++i) {
+            copied = std::stoll(c.node_at(replica).info("replication")["slave_repl_offset"]) >= offset;
+            if (!copied)
+                co_await rt::pause(5ms);
+        }
+        REQUIRE_MESSAGE(copied, "the replica did not reach the master's replication offset within 1 s");
+        bool writer_held_then = false, writer_done_before = false;
+        asio::co_spawn(ex, [&]() -> asio::awaitable<void> {
+            rg = co_await ld.acquire_read(15s);
+            writer_held_then = wg.has_value() && !readers_out;
+            writer_done_before = wgot.set;
+            rgot.fire();
+        }, asio::detached);
+        co_await rt::pause(100ms);
+        CHECK_FALSE_MESSAGE(rgot.set, "a reader passed the waiting writer before the failover");
+        c.node_at(port).kill9();
+        c.node_at(replica).command(cmd("CLUSTER", "FAILOVER", "TAKEOVER"));
+        std::string role;
+        for (int i = 0; i < 100 && role != "master"; ++i) {
+            role = c.node_at(replica).info("replication")["role"];
+            if (role != "master")
+                co_await rt::pause(20ms);
+        }
+        REQUIRE(role == "master");
+        c.node_at(port).restart();  // rejoins as the new master's replica
+        c.wait_ok(10s);
+        co_await rt::pause(1200ms);  // the readers renew on the new master
+        const bool kept = !r1->lost() && !r2->lost();
+        MESSAGE("the readers " << std::string(kept ? "kept their leases" : "lost a lease (signalled)")
+                               << " through the failover");
+        CHECK_FALSE_MESSAGE(rgot.set, "a reader passed the waiting writer across the failover");
+        if (kept)
+            CHECK_FALSE(wgot.set);
+        readers_out = true;
+        released = std::chrono::steady_clock::now();
+        co_await r1->release();
+        co_await r2->release();
+        REQUIRE(co_await wgot.wait(5s));
+        REQUIRE(wg);
+        CHECK_FALSE(overlap);
+        const auto after = std::chrono::duration_cast<std::chrono::milliseconds>(granted - released);
+        MESSAGE("the writer granted " << after.count() << " ms after the readers' release");
+        if (kept)
+            CHECK(after < 1500ms);
+        CHECK(wg->fencing_token() > r1->fencing_token());
+        CHECK(wg->fencing_token() > r2->fencing_token());
+        co_await rt::pause(50ms);
+        CHECK_FALSE(rgot.set);  // the writer holds
+        co_await wg->release();
+        REQUIRE(co_await rgot.wait(5s));
+        REQUIRE(rg);
+        CHECK(writer_done_before);
+        CHECK_FALSE(writer_held_then);
+        CHECK(rg->fencing_token() > wg->fencing_token());
+        co_await rg->release();
+        a.close();
+        b.close();
+        w.close();
+        d.close();
+    }, 30s);
 }
 
 // Issue 35 item 5: a shard with all its nodes stopped (its master and its replica, SIGTERM by

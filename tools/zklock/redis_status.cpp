@@ -2,8 +2,9 @@
 // the Redis recipes named KEY hold, read with plain commands (TIME, TYPE, GET, PTTL, LRANGE,
 // ZRANGE WITHSCORES; nothing is written), shown as the ZooKeeper status shows a queue.
 // The key layout (docs/redis.md; src/redis/lock_scripts.cpp, shared_scripts.cpp,
-// semaphore_scripts.cpp): K is the holder's key, KEY itself (a redis_mutex on a cluster: {KEY}
-// when KEY has no hash tag); P is KEY when it has a hash tag, else {KEY}.
+// semaphore_scripts.cpp): K is the holder's key, KEY itself (on a cluster: {KEY} when KEY has no
+// hash tag, for every recipe: recipe_key in src/redis/slot.cpp); P is KEY when it has a hash tag,
+// else {KEY}.
 //   mutex       K (the holder's value, with a TTL), K:fencing
 //   fair        K, P:fencing, P:queue (the waiters in order), P:timeouts (each waiter's timeout)
 //   read-write  KEY (the writer's value), P:fencing, P:readers (each reader's lease end),
@@ -170,7 +171,8 @@ asio::awaitable<redis_listing> read_listing(zkcoro::redis_client& rc, const std:
     l.key = name;
     const bool cluster = !rc.url().cluster_nodes.empty();
     const std::string p = tagged(name);
-    // The mutex's and the fair lock's key (on a cluster: KEY's tag), and the read-write lock's.
+    // The holder's key (on a cluster: KEY's tag), and on a cluster KEY itself too (the read-write
+    // lock's writer key there until every recipe took the tag rule; same slot).
     const std::string k = cluster ? tagged(name) : name;
     std::vector<std::string> holder_keys{k};
     if (k != name)
