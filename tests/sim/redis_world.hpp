@@ -4,7 +4,8 @@
 // SHA through EVALSHA, NOSCRIPT until loaded by EVAL or SCRIPT LOAD), publish/subscribe, WAIT, and
 // the few commands the client's handshake sends. A deterministic function of the commands and the
 // clock: the network, the connections and the faults are redis_sim's. Checked against a real
-// redis-server by integration_redis_world (test_redis_world_vs_server.cpp).
+// redis-server by integration_redis_world (test_redis_world_vs_server.cpp). The semaphore's three
+// scripts: redis_world_semaphore.cpp.
 #ifndef ZKCORO_TESTS_SIM_REDIS_WORLD_HPP
 #define ZKCORO_TESTS_SIM_REDIS_WORLD_HPP
 
