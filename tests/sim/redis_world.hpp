@@ -4,7 +4,8 @@
 // SHA through EVALSHA, NOSCRIPT until loaded by EVAL or SCRIPT LOAD), publish/subscribe, WAIT, and
 // the few commands the client's handshake sends. A deterministic function of the commands and the
 // clock: the network, the connections and the faults are redis_sim's. Checked against a real
-// redis-server by integration_redis_world (test_redis_world_vs_server.cpp).
+// redis-server by integration_redis_world (test_redis_world_vs_server.cpp). The semaphore's three
+// scripts: redis_world_semaphore.cpp.
 #ifndef ZKCORO_TESTS_SIM_REDIS_WORLD_HPP
 #define ZKCORO_TESTS_SIM_REDIS_WORLD_HPP
 
@@ -97,6 +98,27 @@ public:
     std::map<std::string, fair_order> fair;
     std::string fifo_break;
 
+    // The semaphore's scripts (redis_world_semaphore.cpp): its order on the server, per queue key.
+    // An acquisition (its value, wanting n leases: its ":s<n>" suffix) arrives with the first
+    // acquire script run for it that does not find it holding, and departs as a fair lock's
+    // waiter does. At every grant of leases that the value did not hold: `sem_over`, the first
+    // grant after which the leases held on the server exceed the count (ARGV[5]); `sem_fifo_break`,
+    // the first grant after which the leases held plus those wanted by the acquisitions that
+    // arrived before it and still wait exceed the count (a later acquisition took leases an
+    // earlier one waits for). Not rolled back by a failover.
+    struct sem_order {
+        std::int64_t next = 0;
+        std::map<std::string, std::pair<std::int64_t, std::int64_t>> waiting;  // value -> (arrival, n)
+        long arrived = 0, granted = 0, departed = 0, left = 0, passed = 0;  // passed: granted past an earlier waiter
+    };
+    std::map<std::string, sem_order> sem_orders;
+    std::string sem_over, sem_fifo_break;
+    // Negative controls (test only): the acquire script counts no lease as held (a grant beside
+    // holders that leaves more than the count out), or grants when its own leases fit whatever
+    // waits before it (a later small acquisition passes an earlier big one).
+    bool broken_sem_leases = false;
+    bool broken_sem_order = false;
+
 private:
     struct entry {
         std::string value;
@@ -119,6 +141,9 @@ private:
     std::optional<resp> fair_types(const std::string& q, const std::string& z);
     void fair_purge(const std::string& q, const std::string& z);
     void fair_grant_order(const std::string& q, const std::string& value);
+    // redis_world_semaphore.cpp: the semaphore's three scripts (nullopt: not one of them).
+    std::optional<resp> sem_script(const std::string& text, const std::vector<std::string>& keys,
+                                   const std::vector<std::string>& argv);
     std::optional<resp> exec_collection(const std::string& cmd, const std::vector<std::string>& args);
     entry* find_list(const std::string& key);
     entry* find_zset(const std::string& key);

@@ -15,6 +15,7 @@
 #include "redis_world.hpp"
 
 #include "redis/lock_scripts.hpp"
+#include "redis/semaphore_scripts.hpp"
 
 #include <redis_server.hpp>
 
@@ -407,5 +408,197 @@ TEST_CASE("redis_world against a real redis-server: the fair lock's scripts' mod
     for (auto& [what, n] : counts)
         summary += fmt::format("{} {}, ", what, n);
     MESSAGE("redis_world vs redis-server, the fair lock: " << seeds << " seeds x " << ops
+                                                           << " commands, every reply and state the same: " << summary);
+}
+
+// The semaphore's scripts (semaphore_acquire_script, _release_, _renew_; redis_world_semaphore.cpp),
+// the same way: values of five acquisitions of two processes wanting 1, 2 or 3 of 3 leases (their
+// wake channels `P:wake:pa`, `P:wake:pb` listened to on both: every PUBLISH compared), TTLs and
+// waiter timeouts of 30 to 120 s, now and then a participant made with 2 leases (ZKMAXLEASES);
+// between them: a holder's leases or a waiter's timeout set in the past (the purge), a queue entry
+// without a timeout (the head popped) or a timeout without a queue entry (LPOS nil), the keys
+// deleted, P:max set to another count, the counter set (bad ones too) or deleted, the queue made a
+// string (WRONGTYPE). After every command P:queue (LRANGE) and P:max (GET) are compared exactly,
+// P:leases and P:timeouts member for member with the scores within 2 s, the four keys' PTTLs
+// within 2 s; then the model takes the server's counter, scores and the two sets' TTLs.
+TEST_CASE("redis_world against a real redis-server: the semaphore's scripts' models, its leases, queue and timeouts")
+{
+    zktest::redis_server server;
+    connection real(server.port());
+    connection listener(server.port());
+    zksim::redis_world model;
+    using namespace zkcoro::detail;
+    const std::string p = "{d:sem}", leases = p + ":leases", fence = p + ":fencing", q = p + ":queue",
+                      z = p + ":timeouts", mk = p + ":max", prefix = p + ":wake:";
+    const int model_listener = 99;
+    for (const auto* proc : {"pa", "pb"}) {
+        const std::vector<std::string> sub{"SUBSCRIBE", prefix + proc};
+        CHECK(listener.run(sub) == model.exec(model_listener, sub).at(0));
+    }
+    const char* seeds_env = std::getenv("ZKCORO_SIM_REDIS_DIFF_SEEDS");
+    const int seeds = seeds_env ? std::atoi(seeds_env) : 4;
+    const int ops = 400;
+    std::map<std::string, long> counts;
+    auto scores_of = [](const resp& r) {
+        std::map<std::string, std::int64_t> out;
+        for (std::size_t i = 0; i + 1 < r.elements.size(); i += 2)
+            out[r.elements[i].str] = std::stoll(r.elements[i + 1].str);
+        return out;
+    };
+    auto near = [](const resp& a, const resp& b) {
+        return a.type == resp::kind::integer && b.type == resp::kind::integer &&
+               (a.integer == b.integer || (a.integer >= 0 && b.integer >= 0 && std::abs(b.integer - a.integer) < 2000));
+    };
+    for (int seed = 1; seed <= seeds; ++seed) {
+        std::mt19937_64 rng(static_cast<std::uint64_t>(seed) + 2000);
+        auto pick = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
+        real.run({"DEL", leases, fence, q, z, mk});
+        real.run({"SCRIPT", "FLUSH"});
+        model.exec(1, {"DEL", leases, fence, q, z, mk});
+        model.exec(1, {"SCRIPT", "FLUSH"});
+        const std::string values[] = {"pa:1:1:s1", "pa:2:2:s2", "pb:3:3:s3", "pb:4:4:s1", "pa:5:5:s2"};
+        const std::string counters[] = {"5", "1700000000000000", "abc", "-5", "9007199254740992"};
+        for (int i = 0; i < ops; ++i) {
+            std::vector<std::string> args;
+            std::string what;
+            const int op = pick(26);
+            const auto ms = [&] { return std::to_string(30'000 + 1000 * pick(90)); };
+            const auto& v = values[pick(5)];
+            const auto n = v.substr(v.size() - 1);
+            const std::string mx = pick(15) == 0 ? "2" : "3";
+            auto eval = [&](const lua_script& s) {
+                std::vector<std::string> a;
+                if (pick(10) == 0)
+                    a = {"EVAL", s.text, "5"};
+                else
+                    a = {"EVALSHA", s.sha, "5"};
+                a.insert(a.end(), {leases, fence, q, z, mk, v, ms(), ms(), prefix, mx, &s == &semaphore_acquire_script() ? n : "0"});
+                return a;
+            };
+            const auto now_ms = server_time_us(real) / 1000;
+            if (op < 9) {
+                what = "acquire";
+                args = eval(semaphore_acquire_script());
+            } else if (op < 13) {
+                what = "release";
+                args = eval(semaphore_release_script());
+            } else if (op < 15) {
+                what = "renew";
+                args = eval(semaphore_renew_script());
+            } else if (op == 15) {
+                what = "leases expired";
+                args = {"ZADD", leases, std::to_string(now_ms - 1000 - pick(5000)), v};
+            } else if (op == 16) {
+                what = "timeout passed";
+                args = {"ZADD", z, std::to_string(now_ms - 1000 - pick(5000)), v};
+            } else if (op == 17) {
+                what = "queue entry without a timeout";
+                args = {"RPUSH", q, v};
+            } else if (op == 18) {
+                what = "timeout without a queue entry";
+                args = {"ZADD", z, std::to_string(now_ms + 60'000), v};
+            } else if (op == 19) {
+                what = pick(2) == 0 ? "set counter" : "del counter";
+                args = what == "set counter" ? std::vector<std::string>{"SET", fence, counters[pick(8) == 0 ? 2 + pick(3) : pick(2)]}
+                                             : std::vector<std::string>{"DEL", fence};
+            } else if (op == 20) {
+                what = pick(8) == 0 ? "queue a string" : "del queue";
+                args = what == "del queue" ? std::vector<std::string>{"DEL", q, z} : std::vector<std::string>{"SET", q, "x"};
+            } else if (op == 21) {
+                what = "del leases";
+                args = {"DEL", leases};
+            } else if (op == 22) {
+                what = pick(3) == 0 ? "max set to 2" : "del max";
+                args = what == "del max" ? std::vector<std::string>{"DEL", mk} : std::vector<std::string>{"SET", mk, "2"};
+            } else if (op == 23) {
+                what = "type";
+                args = {"TYPE", pick(2) ? leases : mk};
+            } else if (op == 24) {
+                what = "zscore";
+                args = {"ZSCORE", pick(2) ? leases : z, v};
+            } else {
+                what = "script load";
+                const lua_script* s[] = {&semaphore_acquire_script(), &semaphore_release_script(), &semaphore_renew_script()};
+                args = {"SCRIPT", "LOAD", s[pick(3)]->text};
+            }
+            model.set_now_us(server_time_us(real));
+            const auto before = model.get(fence);
+            const auto m = model.exec(1, args).at(0);
+            const auto r = real.run(args);
+            bool same = r == m;
+            std::string shape = m.type == resp::kind::error ? m.str.substr(0, m.str.find(' ')) : "ok";
+            if (what == "acquire" && m.type == resp::kind::array && r.type == resp::kind::array &&
+                m.elements.size() == r.elements.size() && !m.elements.empty() && m.elements[0] == r.elements[0]) {
+                if (m.elements[0].integer == 1) {
+                    shape = "granted";
+                    const bool from_clock =
+                        !before || m.elements[1].integer != std::strtoll(before->c_str(), nullptr, 10) + 1;
+                    const auto d = r.elements[1].integer - m.elements[1].integer;
+                    same = from_clock ? d >= 0 && d < 2'000'000 : d == 0;
+                } else {
+                    shape = m.elements.size() == 4 && m.elements[1].type == resp::kind::nil ? "queued, not in the list"
+                                                                                            : "queued";
+                    same = m.elements.size() == 4 && r.elements[1] == m.elements[1] && near(r.elements[2], m.elements[2]) &&
+                           near(r.elements[3], m.elements[3]);
+                }
+            }
+            if (what == "zscore" && m.type == resp::kind::bulk && r.type == resp::kind::bulk)
+                same = std::abs(std::stoll(m.str) - std::stoll(r.str)) < 2000;
+            if ((what == "release" || what == "renew") && m.type == resp::kind::integer)
+                shape = std::to_string(m.integer);
+            ++counts[what + " " + shape];
+            REQUIRE_MESSAGE(same, "seed " << seed << " op " << i << " (" << what << "): "
+                                          << fmt::format("{}", fmt::join(args, " ")).substr(0, 160)
+                                          << "\n  server: " << r.show() << "\n  model:  " << m.show());
+            for (auto& [conn, push] : model.take_published()) {
+                ++counts["published"];
+                CHECK(conn == model_listener);
+                CHECK(listener.next() == push);
+            }
+            // The state: the queue and P:max exactly, the sets' members exactly and their scores
+            // within 2 s, the PTTLs within 2 s; then the model takes the server's scores and TTLs.
+            const std::string where = fmt::format("seed {} op {} ({})", seed, i, what);
+            CHECK_MESSAGE(real.run({"TYPE", q}) == model.exec(1, {"TYPE", q}).at(0), where);
+            if (real.run({"TYPE", q}) == resp::status("list"))
+                CHECK_MESSAGE(real.run({"LRANGE", q, "0", "-1"}) == model.exec(1, {"LRANGE", q, "0", "-1"}).at(0), where);
+            CHECK_MESSAGE(real.run({"GET", mk}) == model.exec(1, {"GET", mk}).at(0), where);
+            for (const auto& k : {leases, z}) {
+                const auto rs = scores_of(real.run({"ZRANGE", k, "0", "-1", "WITHSCORES"}));
+                const auto ms_ = scores_of(model.exec(1, {"ZRANGE", k, "0", "-1", "WITHSCORES"}).at(0));
+                bool zsame = rs.size() == ms_.size();
+                for (auto& [member, score] : rs)
+                    zsame = zsame && ms_.count(member) && std::abs(ms_.at(member) - score) < 2000;
+                REQUIRE_MESSAGE(zsame, where << ": " << k << " differs");
+            }
+            for (const auto& k : {leases, q, z, mk}) {
+                const auto rt = real.run({"PTTL", k});
+                const auto mt = model.exec(1, {"PTTL", k}).at(0);
+                CHECK_MESSAGE(near(rt, mt), where << ": PTTL " << k << ": server " << rt.show() << ", model " << mt.show());
+            }
+            for (const auto& k : {leases, z}) {
+                if (real.run({"TYPE", k}) != resp::status("zset"))
+                    continue;
+                const auto rs = scores_of(real.run({"ZRANGE", k, "0", "-1", "WITHSCORES"}));
+                const auto ttl = real.run({"PTTL", k});
+                model.exec(1, {"DEL", k});
+                for (auto& [member, score] : rs)
+                    model.exec(1, {"ZADD", k, std::to_string(score), member});
+                if (ttl.type == resp::kind::integer && ttl.integer > 0)
+                    model.exec(1, {"PEXPIRE", k, std::to_string(ttl.integer)});
+            }
+            for (const auto& k : {q, mk}) {
+                const auto ttl = real.run({"PTTL", k});
+                if (ttl.type == resp::kind::integer && ttl.integer > 0)
+                    model.exec(1, {"PEXPIRE", k, std::to_string(ttl.integer)});
+            }
+            auto counter = real.run({"GET", fence});
+            if (counter.type == resp::kind::bulk)
+                model.exec(1, {"SET", fence, counter.str});
+        }
+    }
+    std::string summary;
+    for (auto& [what, n] : counts)
+        summary += fmt::format("{} {}, ", what, n);
+    MESSAGE("redis_world vs redis-server, the semaphore: " << seeds << " seeds x " << ops
                                                            << " commands, every reply and state the same: " << summary);
 }
