@@ -2,6 +2,7 @@
 #include "redis_world.hpp"
 
 #include "redis/lock_scripts.hpp"
+#include "redis/shared_scripts.hpp"
 
 #include <fmt/format.h>
 
@@ -291,6 +292,8 @@ resp redis_world::run_script(const std::string& text, const std::vector<std::str
         }
         return resp::number(0);
     }
+    if (auto r = rw_script(text, keys, argv))
+        return *r;
     return resp::error("ERR the simulated Redis runs only the lock's scripts");
 }
 
@@ -427,6 +430,9 @@ std::vector<resp> redis_world::exec(int conn, const std::vector<std::string>& ar
             using namespace zkcoro::detail;
             for (auto* s : {&acquire_script(), &release_script(), &renew_script(), &fair_acquire_script(),
                             &fair_release_script()})
+                if (s->sha == sha)
+                    text = s->text;
+            for (auto* s : {&rw_read_script(), &rw_write_script(), &rw_release_script(), &rw_renew_script()})
                 if (s->sha == sha)
                     text = s->text;
         }
