@@ -525,7 +525,7 @@ TEST_CASE("sim redis rw: readers and writers with faults")
 {
     auto sc = rw_with_faults();
     sc.downgrade = true;
-    const auto sum = rw_sweep("sim redis rw with faults", "ZKCORO_SIM_REDIS_RW_FAULT_SEEDS", zksim::first_seeds(4, 2), sc);
+    const auto sum = rw_sweep("sim redis rw with faults", "ZKCORO_SIM_REDIS_RW_FAULT_SEEDS", zksim::first_seeds(3, 2), sc);
     CHECK(sum.broke == 0);
     CHECK(sum["write grants"] > 0);
     CHECK(sum["read grants"] > 0);
@@ -561,7 +561,7 @@ TEST_CASE("sim redis rw: reentrancy, upgrade refused and downgrade, with faults 
     sc.min_deadline_ms = 300;  // short deadlines: many give up, writers' marks taken back
     sc.max_deadline_ms = 2000;
     const auto sum = rw_sweep("sim redis rw reentrant with faults", "ZKCORO_SIM_REDIS_RW_REENTRANT_SEEDS",
-                              zksim::first_seeds(3, 1), sc);
+                              zksim::first_seeds(2, 1), sc);
     CHECK(sum.broke == 0);
     CHECK(sum["reentered (same token)"] > 0);
     CHECK(sum["upgrades refused at once"] > 0);
@@ -576,7 +576,7 @@ TEST_CASE("sim redis rw: failovers, grants and renewals acknowledged by WAIT")
     sc.faults.replica_lag_ms = 300;
     sc.faults.failovers_per_s = 0.2;
     const auto sum = rw_sweep("sim redis rw with failovers, acknowledged", "ZKCORO_SIM_REDIS_RW_FAILOVER_SEEDS",
-                              zksim::first_seeds(3, 1), sc);
+                              zksim::first_seeds(2, 1), sc);
     CHECK(sum.broke == 0);
     CHECK(sum["redis writes lost in failovers"] > 0);
 }
@@ -585,7 +585,7 @@ TEST_CASE("sim redis rw: late replies, delayed up to 1.5 s (past the loss deadli
 {
     auto sc = rw_with_faults();
     sc.faults.max_delay_ms = 1500;
-    const auto sum = rw_sweep("sim redis rw with late replies", "ZKCORO_SIM_REDIS_RW_LATE_SEEDS", zksim::first_seeds(2, 1), sc);
+    const auto sum = rw_sweep("sim redis rw with late replies", "ZKCORO_SIM_REDIS_RW_LATE_SEEDS", zksim::first_seeds(1, 1), sc);
     CHECK(sum.broke == 0);
 }
 
