@@ -3,6 +3,7 @@
 
 #include "redis/lock_scripts.hpp"
 #include "redis/semaphore_scripts.hpp"
+#include "redis/shared_scripts.hpp"
 
 #include <fmt/format.h>
 
@@ -294,6 +295,8 @@ resp redis_world::run_script(const std::string& text, const std::vector<std::str
     }
     if (auto r = sem_script(text, keys, argv))
         return *r;
+    if (auto r = rw_script(text, keys, argv))
+        return *r;
     return resp::error("ERR the simulated Redis runs only the lock's scripts");
 }
 
@@ -433,6 +436,9 @@ std::vector<resp> redis_world::exec(int conn, const std::vector<std::string>& ar
                 if (s->sha == sha)
                     text = s->text;
             for (auto* s : {&semaphore_acquire_script(), &semaphore_release_script(), &semaphore_renew_script()})
+                if (s->sha == sha)
+                    text = s->text;
+            for (auto* s : {&rw_read_script(), &rw_write_script(), &rw_release_script(), &rw_renew_script()})
                 if (s->sha == sha)
                     text = s->text;
         }

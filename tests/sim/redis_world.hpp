@@ -76,6 +76,11 @@ public:
     // Negative control (test only): the fair acquire script grants a free key to any acquisition,
     // not only to the queue's head (a fair lock without its order).
     bool broken_fair_order = false;
+    // Negative controls (test only, redis_world_shared.cpp): the read-write lock's read script
+    // grants a read lease while a writer holds the key or waits (it ignores K and P:writers); its
+    // release script leaves a writer's key (answers as if it were not ours).
+    bool broken_rw_read = false;
+    bool broken_rw_release = false;
     long commands = 0;
     // Every grant of the acquire script gets a token above every earlier grant's of the same
     // lock (fencing counter), across failovers (roll_back_to keeps these): the first that does
@@ -144,6 +149,11 @@ private:
     // redis_world_semaphore.cpp: the semaphore's three scripts (nullopt: not one of them).
     std::optional<resp> sem_script(const std::string& text, const std::vector<std::string>& keys,
                                    const std::vector<std::string>& argv);
+    // redis_world_shared.cpp: the read-write lock's four scripts (nullopt: `text` is none of them).
+    std::optional<resp> rw_script(const std::string& text, const std::vector<std::string>& keys,
+                                  const std::vector<std::string>& argv);
+    resp rw_renew(const std::string& key, const std::string& readers, const std::string& value,
+                  const std::string& ttl);
     std::optional<resp> exec_collection(const std::string& cmd, const std::vector<std::string>& args);
     entry* find_list(const std::string& key);
     entry* find_zset(const std::string& key);

@@ -16,6 +16,7 @@
 
 #include "redis/lock_scripts.hpp"
 #include "redis/semaphore_scripts.hpp"
+#include "redis/shared_scripts.hpp"
 
 #include <redis_server.hpp>
 
@@ -601,4 +602,186 @@ TEST_CASE("redis_world against a real redis-server: the semaphore's scripts' mod
         summary += fmt::format("{} {}, ", what, n);
     MESSAGE("redis_world vs redis-server, the semaphore: " << seeds << " seeds x " << ops
                                                            << " commands, every reply and state the same: " << summary);
+}
+
+// The read-write lock's four scripts (rw_read_script, rw_write_script, rw_release_script,
+// rw_renew_script; redis_world_shared.cpp), the same way: readers' and writers' values of two
+// processes and two lock objects (a reader of the process and object of the write key's holder is
+// granted beside it: the downgrade), TTLs and writer timeouts of 30 to 120 s; between them: a
+// reader's lease or a writer's mark set in the past (the purge, and the renewal of a lease past its
+// time), a mark of a writer nobody runs, a foreign holder of the key, the key, a set or the counter
+// deleted or set (bad counters too), the readers' set made a string (WRONGTYPE), SCRIPT LOAD. The
+// release channel listened to on both (every PUBLISH compared). After every command the key is
+// compared exactly, both sets member for member with their scores within 2 s, the three PTTLs within
+// 2 s; then the model takes the server's counter, scores and the sets' TTLs.
+TEST_CASE("redis_world against a real redis-server: the read-write lock's scripts' models, its readers and writers")
+{
+    zktest::redis_server server;
+    connection real(server.port());
+    connection listener(server.port());
+    zksim::redis_world model;
+    using namespace zkcoro::detail;
+    const std::string key = "d:rw", p = "{d:rw}", fence = p + ":fencing", readers = p + ":readers",
+                      writers = p + ":writers", channel = p + ":released";
+    const int model_listener = 99;
+    CHECK(listener.run({"SUBSCRIBE", channel}) == model.exec(model_listener, {"SUBSCRIBE", channel}).at(0));
+    const char* seeds_env = std::getenv("ZKCORO_SIM_REDIS_DIFF_SEEDS");
+    const int seeds = seeds_env ? std::atoi(seeds_env) : 5;
+    const int ops = 400;
+    std::map<std::string, long> counts;
+    auto scores_of = [](const resp& r) {
+        std::map<std::string, std::int64_t> out;
+        for (std::size_t i = 0; i + 1 < r.elements.size(); i += 2)
+            out[r.elements[i].str] = std::stoll(r.elements[i + 1].str);
+        return out;
+    };
+    auto near = [](const resp& a, const resp& b) {
+        return a.type == resp::kind::integer && b.type == resp::kind::integer &&
+               (a.integer == b.integer || (a.integer >= 0 && b.integer >= 0 && std::abs(b.integer - a.integer) < 2000));
+    };
+    for (int seed = 1; seed <= seeds; ++seed) {
+        std::mt19937_64 rng(static_cast<std::uint64_t>(seed) + 2000);
+        auto pick = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
+        real.run({"DEL", key, fence, readers, writers});
+        real.run({"SCRIPT", "FLUSH"});
+        model.exec(1, {"DEL", key, fence, readers, writers});
+        model.exec(1, {"SCRIPT", "FLUSH"});
+        // "<process>:<task>:<n>:<lock object>" + r or w; the read script's owner prefix is the
+        // value up to its second ':', its writers' suffix ":<lock object>w".
+        const std::string writer_values[] = {"pa:1a:1:1w", "pb:2b:2:1w", "pa:1a:5:2w", "pa:3c:9:1w"};
+        const std::string reader_values[] = {"pa:1a:3:1r", "pb:2b:4:1r", "pa:3c:6:1r", "pa:1a:7:2r"};
+        const std::string counters[] = {"5", "1700000000000000", "abc", "-5", "9007199254740992"};
+        for (int i = 0; i < ops; ++i) {
+            std::vector<std::string> args;
+            std::string what;
+            const int op = pick(24);
+            const auto ms = [&] { return std::to_string(30'000 + 1000 * pick(90)); };
+            const auto& w = writer_values[pick(4)];
+            const auto& r = reader_values[pick(4)];
+            const auto& any = pick(2) ? w : r;
+            auto eval = [&](const lua_script& s, std::vector<std::string> rest, int nkeys) {
+                std::vector<std::string> a;
+                if (pick(10) == 0)
+                    a = {"EVAL", s.text, std::to_string(nkeys)};
+                else
+                    a = {"EVALSHA", s.sha, std::to_string(nkeys)};
+                a.insert(a.end(), rest.begin(), rest.end());
+                return a;
+            };
+            const auto now_ms = server_time_us(real) / 1000;
+            if (op < 6) {
+                what = "read";
+                const auto owner = r.substr(0, r.find(':', 3) + 1);
+                const auto object = r.substr(r.rfind(':'), r.size() - r.rfind(':') - 1);
+                args = eval(rw_read_script(), {key, fence, readers, writers, r, ms(), owner, object + "w"}, 4);
+            } else if (op < 10) {
+                what = "write";
+                args = eval(rw_write_script(), {key, fence, readers, writers, w, ms(), ms()}, 4);
+            } else if (op < 13) {
+                what = "release";
+                args = eval(rw_release_script(), {key, readers, writers, any, channel}, 3);
+            } else if (op < 15) {
+                what = "renew";
+                args = eval(rw_renew_script(), {key, readers, any, ms()}, 2);
+            } else if (op == 15) {
+                what = "lease run out";
+                args = {"ZADD", readers, std::to_string(now_ms - 1000 - pick(5000)), r};
+            } else if (op == 16) {
+                what = pick(2) ? "mark run out" : "mark of nobody";
+                args = {"ZADD", writers, std::to_string(what == "mark run out" ? now_ms - 1000 - pick(5000) : now_ms + 60'000),
+                        w};
+            } else if (op == 17) {
+                what = "foreign holder";
+                args = {"SET", key, "redis-py-token", "NX", "PX", ms()};
+            } else if (op == 18) {
+                what = "del key";
+                args = {"DEL", key};
+            } else if (op == 19) {
+                what = pick(2) == 0 ? "set counter" : "del counter";
+                args = what == "set counter" ? std::vector<std::string>{"SET", fence, counters[pick(4) == 0 ? 2 + pick(3) : pick(2)]}
+                                             : std::vector<std::string>{"DEL", fence};
+            } else if (op == 20) {
+                what = pick(8) == 0 ? "readers a string" : "del sets";
+                args = what == "del sets" ? std::vector<std::string>{"DEL", pick(2) ? readers : writers}
+                                          : std::vector<std::string>{"SET", readers, "x"};
+            } else if (op == 21) {
+                what = "zscore";
+                args = {"ZSCORE", pick(2) ? readers : writers, any};
+            } else {
+                what = "script load";
+                const lua_script* all[] = {&rw_read_script(), &rw_write_script(), &rw_release_script(), &rw_renew_script()};
+                args = {"SCRIPT", "LOAD", all[pick(4)]->text};
+            }
+            model.set_now_us(server_time_us(real));
+            const auto before = model.get(fence);
+            const auto m = model.exec(1, args).at(0);
+            const auto rr = real.run(args);
+            bool same = rr == m;
+            std::string shape = m.type == resp::kind::error ? m.str.substr(0, m.str.find(' ')) : "ok";
+            if ((what == "read" || what == "write") && m.type == resp::kind::array && rr.type == resp::kind::array &&
+                m.elements.size() == rr.elements.size() && !m.elements.empty() && m.elements[0] == rr.elements[0]) {
+                if (m.elements[0].integer == 1) {
+                    shape = "granted";
+                    const bool from_clock =
+                        !before || m.elements[1].integer != std::strtoll(before->c_str(), nullptr, 10) + 1;
+                    const auto d = rr.elements[1].integer - m.elements[1].integer;
+                    same = m.elements.size() == 2 && (from_clock ? d >= 0 && d < 2'000'000 : d == 0);
+                } else {
+                    shape = m.elements[2].str.empty() ? "waits (no writer)" : "waits (a writer)";
+                    same = m.elements.size() == 4 && near(rr.elements[1], m.elements[1]) &&
+                           rr.elements[2] == m.elements[2] && near(rr.elements[3], m.elements[3]);
+                }
+            }
+            if (what == "zscore" && m.type == resp::kind::bulk && rr.type == resp::kind::bulk)
+                same = std::abs(std::stoll(m.str) - std::stoll(rr.str)) < 2000;
+            if ((what == "release" || what == "renew") && m.type == resp::kind::integer)
+                shape = std::to_string(m.integer);
+            ++counts[what + " " + shape];
+            REQUIRE_MESSAGE(same, "seed " << seed << " op " << i << " (" << what << "): "
+                                          << fmt::format("{}", fmt::join(args, " ")).substr(0, 160)
+                                          << "\n  server: " << rr.show() << "\n  model:  " << m.show());
+            for (auto& [conn, push] : model.take_published()) {
+                CHECK(conn == model_listener);
+                CHECK(listener.next() == push);
+            }
+            CHECK_MESSAGE(real.run({"GET", key}) == model.exec(1, {"GET", key}).at(0), "seed " << seed << " op " << i);
+            for (const auto& z : {readers, writers}) {
+                CHECK_MESSAGE(real.run({"TYPE", z}) == model.exec(1, {"TYPE", z}).at(0), "seed " << seed << " op " << i);
+                if (real.run({"TYPE", z}) != resp::status("zset"))
+                    continue;
+                const auto rz = scores_of(real.run({"ZRANGE", z, "0", "-1", "WITHSCORES"}));
+                const auto mz = scores_of(model.exec(1, {"ZRANGE", z, "0", "-1", "WITHSCORES"}).at(0));
+                bool zsame = rz.size() == mz.size();
+                for (auto& [member, score] : rz)
+                    zsame = zsame && mz.count(member) && std::abs(mz.at(member) - score) < 2000;
+                REQUIRE_MESSAGE(zsame, "seed " << seed << " op " << i << " (" << what << "): " << z << " differs");
+            }
+            for (const auto& k : {key, readers, writers}) {
+                const auto rt = real.run({"PTTL", k});
+                const auto mt = model.exec(1, {"PTTL", k}).at(0);
+                CHECK_MESSAGE(near(rt, mt), "seed " << seed << " op " << i << " (" << what << "): PTTL " << k
+                                                    << ": server " << rt.show() << ", model " << mt.show());
+            }
+            // The model takes the server's scores, the sets' TTLs and the counter.
+            for (const auto& z : {readers, writers}) {
+                if (real.run({"TYPE", z}) != resp::status("zset"))
+                    continue;
+                const auto rz = scores_of(real.run({"ZRANGE", z, "0", "-1", "WITHSCORES"}));
+                const auto zttl = real.run({"PTTL", z});
+                model.exec(1, {"DEL", z});
+                for (auto& [member, score] : rz)
+                    model.exec(1, {"ZADD", z, std::to_string(score), member});
+                if (zttl.type == resp::kind::integer && zttl.integer > 0)
+                    model.exec(1, {"PEXPIRE", z, std::to_string(zttl.integer)});
+            }
+            auto counter = real.run({"GET", fence});
+            if (counter.type == resp::kind::bulk)
+                model.exec(1, {"SET", fence, counter.str});
+        }
+    }
+    std::string summary;
+    for (auto& [what, n] : counts)
+        summary += fmt::format("{} {}, ", what, n);
+    MESSAGE("redis_world vs redis-server, the read-write lock: " << seeds << " seeds x " << ops
+                                                                 << " commands, every reply and state the same: " << summary);
 }
