@@ -14,6 +14,7 @@
 // without faults exactly in arrival order). The negative controls: a server whose acquire script
 // grants without the owner check, whose release deletes nothing, or whose fair acquire script
 // grants a free key to any waiter, is caught.
+#include "redis_run_log.hpp"
 #include "redis_sim.hpp"
 #include "sim_checks.hpp"
 #include "sim_harness.hpp"
@@ -115,7 +116,7 @@ struct scenario {
 // The mutex the tasks share (a redis_mutex's or a redis_fair_mutex's members).
 using redis_lock = zkcoro::basic_mutex<zkcoro::redis_lock_backend>;
 
-struct observed {
+struct observed : zksim::redis_run_log {
     int inside = 0;  // holders not told they lost the lock
     int overlaps = 0;
     int acquired = 0;
@@ -125,45 +126,13 @@ struct observed {
     int tasks_done = 0;
     std::int64_t last_token = 0;
     int token_drops = 0;
-    std::string first_overlap, first_drop, last_holder, late, early_failure;
+    std::string first_overlap, first_drop, last_holder, early_failure;
     bool closing = false;  // the clients are being closed: their acquisitions fail
-    int held = 0;          // guards returned and not released yet (lost ones too)
-    std::int64_t free_since = -1;  // no guard out and acquisitions under way since (ns)
-    std::string stalled;           // the first free lock not granted within W
     int cancelled = 0, raced = 0, cancel_misreported = 0;
     std::string aborted_uncancelled;
     std::string reentry;  // the first reentrant acquisition that broke
     const zksim::redis_sim* server = nullptr;
     std::map<std::string, int> failures;
-    std::int64_t longest_past = 0;  // ns past a deadline, the longest
-    struct attempt {
-        int process;
-        std::int64_t began, deadline;
-    };
-    std::map<int, attempt> pending;
-    int next_attempt = 0;
-    std::deque<std::string> trace;
-    std::chrono::steady_clock::time_point t0;
-
-    double now_s() const { return std::chrono::duration<double>(zksim::sim_now() - t0).count(); }
-    std::int64_t now_ns() const { return (zksim::sim_now() - t0).count(); }
-    void note(int p, const std::string& what)
-    {
-        static const bool all = std::getenv("ZKCORO_SIM_TRACE") != nullptr;
-        auto line = fmt::format("{:10.6f} p{} {}", now_s(), p, what);
-        if (all)
-            fmt::print("{}\n", line);
-        trace.push_back(std::move(line));
-        if (trace.size() > 60)
-            trace.pop_front();
-    }
-    std::string last_lines() const
-    {
-        std::string s;
-        for (auto& l : trace)
-            s += "\n    " + l;
-        return s;
-    }
 };
 
 long step_now() { return zksim::sim_stats().steps; }
@@ -392,7 +361,6 @@ std::string run_seed(std::uint64_t seed, const scenario& sc, zksim::sweep_totals
             asio::co_spawn(ioc,
                            task(*locks[static_cast<std::size_t>(p)], o, p, seed * 1000 + static_cast<std::uint64_t>(p * 10 + t), sc),
                            asio::detached);
-    const auto bound = std::chrono::nanoseconds(redis_liveness_bound).count();
     // After every step: one holder not told it lost the lock; no acquisition past its deadline + R.
     const bool finished = zksim::run_until(ioc, [&] {
         if (o.inside > 1 && o.overlaps == 0 && sc.exclusion_promised) {
@@ -400,24 +368,9 @@ std::string run_seed(std::uint64_t seed, const scenario& sc, zksim::sweep_totals
             o.first_overlap = fmt::format("{} holders not told they lost the lock at {:.6f} s (step {})", o.inside,
                                           o.now_s(), step_now());
         }
-        for (auto& [id, a] : o.pending)
-            if (o.now_ns() > a.deadline + bound && o.late.empty())
-                o.late = fmt::format("an acquisition of p{} begun at {:.6f} s still under way at {:.6f} s, past its "
-                                     "deadline + R ({} ms), at step {}",
-                                     a.process, static_cast<double>(a.began) / 1e9, o.now_s(),
-                                     redis_liveness_bound.count(), step_now());
-        if (sc.quiet_grant.count() > 0) {
-            if (o.held > 0 || o.pending.empty()) {
-                o.free_since = -1;
-            } else if (o.free_since < 0) {
-                o.free_since = o.now_ns();
-            } else if (o.now_ns() - o.free_since > std::chrono::nanoseconds(sc.quiet_grant).count() && o.stalled.empty()) {
-                o.stalled = fmt::format("the lock free with {} acquisitions under way from {:.6f} s to {:.6f} s, nobody "
-                                        "granted (bound W {} ms) at step {}",
-                                        o.pending.size(), static_cast<double>(o.free_since) / 1e9, o.now_s(),
-                                        sc.quiet_grant.count(), step_now());
-            }
-        }
+        o.check_late("an acquisition", "R", redis_liveness_bound);
+        if (sc.quiet_grant.count() > 0)
+            o.check_quiet("the lock free", sc.quiet_grant);
         return o.tasks_done == all || (o.overlaps > 0 && sc.exclusion_promised) || !o.late.empty() ||
                !o.stalled.empty() || (sc.fifo && !server.world.fifo_break.empty()) ||
                (sc.close_early.count() > 0 && o.now_ns() >= std::chrono::nanoseconds(sc.close_early).count());
@@ -728,11 +681,7 @@ std::string run_multi_seed(std::uint64_t seed, const multi_scenario& sc, zksim::
     const auto bound = sc.bound.count() > 0 ? sc.bound : multi_liveness_bound(sc.ttl);
     // After every step: no acquisition past its deadline + R_M.
     const bool finished = zksim::run_until(ioc, [&] {
-        for (auto& [id, a] : o.pending)
-            if (o.now_ns() > a.deadline + std::chrono::nanoseconds(bound).count() && o.late.empty())
-                o.late = fmt::format("a multi-lock of p{} begun at {:.6f} s still under way at {:.6f} s, past its "
-                                     "deadline + R_M ({} ms), at step {}",
-                                     a.process, static_cast<double>(a.began) / 1e9, o.now_s(), bound.count(), step_now());
+        o.check_late("a multi-lock", "R_M", bound);
         return mo.c.done == all;
     }, 600s) && mo.c.done == all;
     // The end, as the mutex's: the faults stop, the clients close, a TTL passes; no key of ours may

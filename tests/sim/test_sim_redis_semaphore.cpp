@@ -13,6 +13,7 @@
 // acquisition ends by its deadline + R_S. At the end: every task done; once the clients closed and
 // a TTL + 1 s passed, no key left but the counter. Negative controls: a model that counts no
 // lease as held, and one that lets a later acquisition pass an earlier one, are caught.
+#include "redis_run_log.hpp"
 #include "redis_sim.hpp"
 #include "sim_checks.hpp"
 #include "sim_harness.hpp"
@@ -95,7 +96,7 @@ struct sem_scenario {
     bool broken_order = false;
 };
 
-struct sem_observed {
+struct sem_observed : zksim::redis_run_log {
     int inside = 0;  // leases of the guards not told they lost them, not yet released
     int overs = 0;
     std::string first_over;
@@ -107,37 +108,8 @@ struct sem_observed {
     std::string first_drop;
     std::set<std::int64_t> tokens;
     bool closing = false;
-    std::string early_failure, late;
-    std::int64_t longest_past = 0;
+    std::string early_failure;
     zksim::cancel_counts cancels;
-    struct attempt {
-        int process;
-        std::int64_t began, deadline;
-    };
-    std::map<int, attempt> pending;
-    int next_attempt = 0;
-    std::deque<std::string> trace;
-    std::chrono::steady_clock::time_point t0;
-
-    double now_s() const { return std::chrono::duration<double>(zksim::sim_now() - t0).count(); }
-    std::int64_t now_ns() const { return (zksim::sim_now() - t0).count(); }
-    void note(int p, const std::string& what)
-    {
-        static const bool all = std::getenv("ZKCORO_SIM_TRACE") != nullptr;
-        auto line = fmt::format("{:10.6f} p{} {}", now_s(), p, what);
-        if (all)
-            fmt::print("{}\n", line);
-        trace.push_back(std::move(line));
-        if (trace.size() > 60)
-            trace.pop_front();
-    }
-    std::string last_lines() const
-    {
-        std::string s;
-        for (auto& l : trace)
-            s += "\n    " + l;
-        return s;
-    }
 };
 
 long step_now() { return zksim::sim_stats().steps; }
@@ -283,7 +255,6 @@ std::string run_sem_seed(std::uint64_t seed, const sem_scenario& sc, zksim::swee
                            sem_task(*sems[static_cast<std::size_t>(p)], o, p,
                                     seed * 1000 + static_cast<std::uint64_t>(p * 10 + t), sc),
                            asio::detached);
-    const auto bound = std::chrono::nanoseconds(sem_liveness_bound).count();
     auto& w = server.world;
     // After every step: the leases within the count, the server's order, no acquisition past its
     // deadline + R_S.
@@ -293,12 +264,7 @@ std::string run_sem_seed(std::uint64_t seed, const sem_scenario& sc, zksim::swee
             o.first_over = fmt::format("{} leases held by guards not told they lost them at {:.6f} s (step {})",
                                        o.inside, o.now_s(), step_now());
         }
-        for (auto& [id, a] : o.pending)
-            if (o.now_ns() > a.deadline + bound && o.late.empty())
-                o.late = fmt::format("an acquisition of p{} begun at {:.6f} s still under way at {:.6f} s, past its "
-                                     "deadline + R_S ({} ms), at step {}",
-                                     a.process, static_cast<double>(a.began) / 1e9, o.now_s(),
-                                     sem_liveness_bound.count(), step_now());
+        o.check_late("an acquisition", "R_S", sem_liveness_bound);
         const bool broke = (o.overs > 0 && sc.count_promised) || !o.late.empty() ||
                            (sc.fifo && !w.sem_fifo_break.empty()) ||
                            (sc.count_promised && sc.server_count && !w.sem_over.empty());

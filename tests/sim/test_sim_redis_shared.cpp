@@ -19,6 +19,7 @@
 // The negative controls: a read script that ignores the writer's key and the waiting writers
 // (redis_world::broken_rw_read) is caught by the first checker; a release script that leaves the
 // writer's key (broken_rw_release) by W.
+#include "redis_run_log.hpp"
 #include "redis_sim.hpp"
 #include "sim_checks.hpp"
 #include "sim_harness.hpp"
@@ -79,7 +80,7 @@ struct holder {
     std::int64_t token;
 };
 
-struct rw_observed {
+struct rw_observed : zksim::redis_run_log {
     std::map<int, holder> inside;  // guards not told lost, by a number of their own
     int next_guard = 0;
     int conflicts = 0;
@@ -91,33 +92,8 @@ struct rw_observed {
     int reentered = 0, downgrades = 0, upgrades_refused = 0;
     std::string broken_promise;  // reentrancy, downgrade, upgrade, early failure
     std::map<std::string, int> failures;
-    int held = 0;  // guards returned and not given back (lost ones too)
-    std::int64_t free_since = -1;
-    std::string stalled, late;
-    struct attempt {
-        int process;
-        std::int64_t began, deadline;
-    };
-    std::map<int, attempt> pending;
-    int next_attempt = 0;
-    std::int64_t longest_past = 0;
     zksim::cancel_counts cancels;
     bool closing = false;
-    std::deque<std::string> trace;
-    std::chrono::steady_clock::time_point t0;
-
-    double now_s() const { return std::chrono::duration<double>(zksim::sim_now() - t0).count(); }
-    std::int64_t now_ns() const { return (zksim::sim_now() - t0).count(); }
-    void note(int p, const std::string& what)
-    {
-        static const bool all = std::getenv("ZKCORO_SIM_TRACE") != nullptr;
-        auto line = fmt::format("{:10.6f} p{} {}", now_s(), p, what);
-        if (all)
-            fmt::print("{}\n", line);
-        trace.push_back(std::move(line));
-        if (trace.size() > 60)
-            trace.pop_front();
-    }
     // Readers xor a writer among the holders of different tasks.
     std::string conflict() const
     {
@@ -367,27 +343,11 @@ std::string run_rw_seed(std::uint64_t seed, const rw_scenario& sc, zksim::sweep_
                            rw_task(*locks[static_cast<std::size_t>(p)], o, p, t,
                                    seed * 1000 + static_cast<std::uint64_t>(p * 10 + t), sc),
                            asio::detached);
-    const auto bound = std::chrono::nanoseconds(rw_liveness_bound).count();
     const bool finished = zksim::run_until(ioc, [&] {
         o.check_conflict("after a step");
-        for (auto& [id, a] : o.pending)
-            if (o.now_ns() > a.deadline + bound && o.late.empty())
-                o.late = fmt::format("an acquisition of p{} begun at {:.6f} s still under way at {:.6f} s, past its "
-                                     "deadline {:.6f} s + R ({} ms), at step {}",
-                                     a.process, static_cast<double>(a.began) / 1e9, o.now_s(),
-                                     static_cast<double>(a.deadline) / 1e9, rw_liveness_bound.count(),
-                                     zksim::sim_stats().steps);
-        if (sc.quiet_grant.count() > 0) {
-            if (o.held > 0 || o.pending.empty())
-                o.free_since = -1;
-            else if (o.free_since < 0)
-                o.free_since = o.now_ns();
-            else if (o.now_ns() - o.free_since > std::chrono::nanoseconds(sc.quiet_grant).count() && o.stalled.empty())
-                o.stalled = fmt::format("nothing held with {} acquisitions under way from {:.6f} s to {:.6f} s, nobody "
-                                        "granted (W {} ms) at step {}",
-                                        o.pending.size(), static_cast<double>(o.free_since) / 1e9, o.now_s(),
-                                        sc.quiet_grant.count(), zksim::sim_stats().steps);
-        }
+        o.check_late("an acquisition", "R", rw_liveness_bound);
+        if (sc.quiet_grant.count() > 0)
+            o.check_quiet("nothing held", sc.quiet_grant);
         return o.tasks_done == all || o.conflicts > 0 || !o.late.empty() || !o.stalled.empty();
     }, 600s) && o.tasks_done == all;
     // The end: the faults stop, the clients close; after a TTL (and the writer timeout, the
@@ -476,10 +436,7 @@ std::string run_rw_seed(std::uint64_t seed, const rw_scenario& sc, zksim::sweep_
         why += " nothing acquired;";
     if (why.empty())
         return {};
-    std::string lines;
-    for (auto& l : o.trace)
-        lines += "\n    " + l;
-    return fmt::format("seed {}:{}\n  the last lines:{}", seed, why, lines);
+    return fmt::format("seed {}:{}\n  the last lines:{}", seed, why, o.last_lines());
 }
 
 zksim::sweep_totals rw_sweep(const char* name, const char* env, std::vector<std::uint64_t> defaults,
