@@ -67,15 +67,6 @@ std::string upper(std::string s)
     return s;
 }
 
-std::optional<std::int64_t> integer_of(const std::string& s)
-{
-    std::int64_t v = 0;
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc{} || p != s.data() + s.size() || s.empty())
-        return std::nullopt;
-    return v;
-}
-
 resp wrong_args(const std::string& cmd)
 {
     return resp::error(fmt::format("ERR wrong number of arguments for '{}' command", cmd));
@@ -90,6 +81,15 @@ bool all_digits(const std::string& s)
 }
 
 }  // namespace
+
+std::optional<std::int64_t> integer_of(const std::string& s)
+{
+    std::int64_t v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc{} || p != s.data() + s.size() || s.empty())
+        return std::nullopt;
+    return v;
+}
 
 redis_world::entry* redis_world::find(const std::string& key)
 {

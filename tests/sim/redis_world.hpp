@@ -19,6 +19,9 @@
 
 namespace zksim {
 
+// A whole decimal number, as Redis reads an integer argument (nullopt: not one).
+std::optional<std::int64_t> integer_of(const std::string& s);
+
 // One RESP2 reply.
 struct resp {
     enum class kind { nil, status, error, integer, bulk, array };

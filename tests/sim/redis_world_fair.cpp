@@ -29,15 +29,6 @@ namespace zksim {
 
 namespace {
 
-std::optional<std::int64_t> int_of(const std::string& s)
-{
-    std::int64_t v = 0;
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc{} || p != s.data() + s.size() || s.empty())
-        return std::nullopt;
-    return v;
-}
-
 const char* const wrongtype = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
 // Lua's string.match(v, '^[^:]*'): up to the first ':'.
@@ -218,7 +209,7 @@ resp redis_world::fair_acquire(const std::vector<std::string>& keys, const std::
                 n = counter + 1;
         }
         set(fence, std::to_string(n), -1);
-        const auto ttl = int_of(argv[1]);
+        const auto ttl = integer_of(argv[1]);
         if (!ttl || *ttl <= 0)
             return resp::error("ERR invalid expire time in 'set' command (the fair acquire script's model)");
         set(key, value, now_ms() + *ttl);
@@ -231,7 +222,7 @@ resp redis_world::fair_acquire(const std::vector<std::string>& keys, const std::
             fair_grant_order(q, value);
         return resp::array({resp::number(1), resp::number(n)});
     }
-    const auto wt = int_of(argv[2]);
+    const auto wt = integer_of(argv[2]);
     if (!wt)
         return resp::error("ERR the fair acquire script's model: ARGV[3] is not an integer");
     if (!score_of(value)) {
@@ -373,7 +364,7 @@ std::optional<resp> redis_world::exec_collection(const std::string& cmd, const s
         c.type = entry::kind::zset;
         std::int64_t added = 0;
         for (std::size_t i = 2; i + 1 < n; i += 2) {
-            auto s = int_of(args[i]);
+            auto s = integer_of(args[i]);
             if (!s)
                 return resp::error("ERR value is not a valid float");
             added += c.zset.count(args[i + 1]) ? 0 : 1;
@@ -385,7 +376,7 @@ std::optional<resp> redis_world::exec_collection(const std::string& cmd, const s
     // LRANGE key start stop; ZRANGE key start stop [WITHSCORES]
     if (n < 4)
         return wrong(cmd == "LRANGE" ? "lrange" : "zrange");
-    auto a = int_of(args[2]), b = int_of(args[3]);
+    auto a = integer_of(args[2]), b = integer_of(args[3]);
     if (!a || !b)
         return resp::error("ERR value is not an integer or out of range");
     const bool scores = n == 5 && (args[4] == "WITHSCORES" || args[4] == "withscores");

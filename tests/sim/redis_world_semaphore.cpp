@@ -39,15 +39,6 @@ namespace zksim {
 
 namespace {
 
-std::optional<std::int64_t> int_arg(const std::string& s)
-{
-    std::int64_t v = 0;
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc{} || p != s.data() + s.size() || s.empty())
-        return std::nullopt;
-    return v;
-}
-
 // leases(v): math.max(1, tonumber(string.match(v, ':s(%d+)$') or '1')).
 std::int64_t leases_of(const std::string& v)
 {
@@ -113,9 +104,9 @@ std::optional<resp> redis_world::sem_script(const std::string& text, const std::
                                            "with {}",
                                            mk, *mx, argv[4]));
     }
-    const auto max_leases = int_arg(argv[4]);
-    const auto ttl = int_arg(argv[1]);
-    const auto wait = int_arg(argv[2]);
+    const auto max_leases = integer_of(argv[4]);
+    const auto ttl = integer_of(argv[1]);
+    const auto wait = integer_of(argv[2]);
     if (!max_leases || !ttl || !wait)
         return resp::error("ERR the semaphore scripts' model: ARGV[2], ARGV[3] and ARGV[5] must be integers");
     batch_.emplace();
@@ -287,7 +278,7 @@ std::optional<resp> redis_world::sem_script(const std::string& text, const std::
     // The acquire.
     bool changed = false;
     const auto free = purge(changed);
-    const auto want = int_arg(argv[5]).value_or(0);
+    const auto want = integer_of(argv[5]).value_or(0);
     const bool held = zscore(lk, value).has_value();
     bool fits = true;
     if (!held) {

@@ -35,15 +35,6 @@ namespace zksim {
 
 namespace {
 
-std::optional<std::int64_t> number_of(const std::string& s)
-{
-    std::int64_t v = 0;
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc{} || p != s.data() + s.size() || s.empty())
-        return std::nullopt;
-    return v;
-}
-
 // Lua's string.sub(s, 1, n) and string.sub(s, -n) (n = 0: the whole string, as -0 is 0).
 std::string lua_prefix(const std::string& s, std::size_t n) { return s.substr(0, std::min(n, s.size())); }
 std::string lua_suffix(const std::string& s, std::size_t n)
@@ -181,7 +172,7 @@ std::optional<resp> redis_world::rw_script(const std::string& text, const std::v
         auto* ze = find_zset(z);
         return ze && ze->zset.count(value) > 0;
     };
-    const auto ttl = number_of(argv[1]);
+    const auto ttl = integer_of(argv[1]);
     if (!ttl)
         return resp::error("ERR the read-write script's model: the TTL is not an integer");
     if (read) {
@@ -208,7 +199,7 @@ std::optional<resp> redis_world::rw_script(const std::string& text, const std::v
         set(key, value, now_ms() + *ttl);
         return resp::array({resp::number(1), resp::number(n)});
     }
-    const auto mark = number_of(argv[2]);
+    const auto mark = integer_of(argv[2]);
     if (!mark)
         return resp::error("ERR the write script's model: the writer timeout is not an integer");
     zadd(writers, now_ms() + *mark);
@@ -225,7 +216,7 @@ resp redis_world::rw_renew(const std::string& key, const std::string& readers, c
     auto* ke = find(key);
     if (ke && ke->type != entry::kind::string)
         return resp::error("WRONGTYPE Operation against a key holding the wrong kind of value");
-    const auto ttl = number_of(ttl_text);
+    const auto ttl = integer_of(ttl_text);
     if (!ttl)
         return resp::error("ERR the renew script's model: the TTL is not an integer");
     if (get(key) == value) {
