@@ -45,7 +45,10 @@ struct leader_selector_options {
 /// With requeue the participant then queues again, otherwise run_as_leader returns. An exception
 /// out of `lead` other than the cancellation of a lost term ends run_as_leader with it, after
 /// the release. Cancelling run_as_leader (per-operation cancellation of the awaiting coroutine)
-/// cancels `lead` too and leaves the selection.
+/// cancels `lead` too and leaves the selection. run_as_leader is a coroutine of the caller's
+/// thread of execution: it takes the cancellation types that thread's filter lets through, which
+/// by Asio's default (co_spawn) is terminal cancellation only; a partial request is then ignored
+/// and the call goes on (`operator||` and a terminal signal reach it).
 ///
 /// Throws what mutex::acquire throws (invalid_path, closed...).
 template <class Lead>
