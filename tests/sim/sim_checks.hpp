@@ -258,6 +258,10 @@ struct due_check {
     }
     inline void end(int id);
     inline void check(const zksim::sim_processes& procs);
+
+private:
+    // Whether `w`'s cancellation has fired and C holds for it.
+    static inline bool cancel_holds(const wait& w);
 };
 
 // A recipe's cancellation case (test_sim_recipes.cpp): 2 of 3 acquisitions get a signal bound to
@@ -274,6 +278,11 @@ struct bound_cancel {
     asio::steady_timer* race = nullptr;
 };
 
+inline bool due_check::cancel_holds(const wait& w)
+{
+    return w.cancel && w.cancel->fired && (w.cancel->terminal || !w.terminal_only);
+}
+
 inline void due_check::end(int id)
 {
     auto it = pending.find(id);
@@ -283,7 +292,7 @@ inline void due_check::end(int id)
     const auto& w = it->second;
     if (w.deadline_ns != std::numeric_limits<std::int64_t>::max())
         worst_past_deadline_ns = std::max(worst_past_deadline_ns, now - w.deadline_ns);
-    if (w.cancel && w.cancel->fired && (w.cancel->terminal || !w.terminal_only))
+    if (cancel_holds(w))
         worst_past_cancel_ns = std::max(worst_past_cancel_ns, now - w.cancel->fired_ns);
     pending.erase(it);
 }
@@ -296,13 +305,12 @@ inline void due_check::check(const zksim::sim_processes& procs)
     for (auto& [id, w] : pending) {
         const auto by_deadline = w.deadline_ns == std::numeric_limits<std::int64_t>::max() ? w.deadline_ns
                                                                                           : w.deadline_ns + w.b_ns;
-        const bool cancelled = w.cancel && w.cancel->fired && (w.cancel->terminal || !w.terminal_only);
-        const auto due = cancelled ? std::min(by_deadline, w.cancel->fired_ns + w.c_ns) : by_deadline;
-        if (now <= due)
+        const bool by_cancel = cancel_holds(w) && w.cancel->fired_ns + w.c_ns < by_deadline;
+        if (now <= (by_cancel ? w.cancel->fired_ns + w.c_ns : by_deadline))
             continue;
         late = fmt::format("{} still under way at {:.6f} s, past {} + {} ms (step {})", w.what, procs.now_s(),
-                           cancelled && due != by_deadline ? "its cancellation" : "its deadline",
-                           (cancelled && due != by_deadline ? w.c_ns : w.b_ns) / 1'000'000, zksim::sim_stats().steps);
+                           by_cancel ? "its cancellation" : "its deadline", (by_cancel ? w.c_ns : w.b_ns) / 1'000'000,
+                           zksim::sim_stats().steps);
         return;
     }
 }

@@ -83,22 +83,8 @@ struct sem_watch {
     int refused = 0;           // invalid_argument: more leases asked than the count
     std::string bad_refusal;  // the first refusal while the count was never below n
     // B_S and C_S (sim_harness.hpp, semaphore_liveness_bound, semaphore_cancel_bound): the
-    // acquisitions under way (id -> its deadline and its bound, ns since the start), asked after
-    // every step; a cancelled one is held to C_S when it ends.
-    std::map<int, std::pair<std::int64_t, std::int64_t>> pending;
-    int next_id = 0;
-    std::string late;  // the first acquisition past its bound
-    double most_past = 0;    // s past a deadline, at most
-    double most_cancel = 0;  // s from a cancellation to the end, at most
-    void check_late(const zksim::sim_processes& procs)
-    {
-        const auto now = procs.elapsed().count();
-        for (auto& [id, due] : pending)
-            if (now > due.first + due.second && late.empty())
-                late = fmt::format("an acquisition still under way at {:.6f} s, past its deadline {:.6f} s + B_S {} ms at step {}",
-                                   static_cast<double>(now) / 1e9, static_cast<double>(due.first) / 1e9, due.second / 1'000'000,
-                                   zksim::sim_stats().steps);
-    }
+    // acquisitions under way, asked after every step (a fixed count only).
+    due_check due;
 };
 
 asio::awaitable<void> semaphore_task(zkcoro::semaphore& s, tally& t, counts& c, zksim::sim_processes& procs,
@@ -111,10 +97,8 @@ asio::awaitable<void> semaphore_task(zkcoro::semaphore& s, tally& t, counts& c, 
         std::optional<std::vector<zkcoro::guard>> got;
         const int pick = cancels ? draw_cancel(rng) : 0;
         const auto began = procs.elapsed().count();
-        const int id = watch->next_id++;
-        const auto due = began + std::chrono::nanoseconds(deadline).count();
-        watch->pending[id] = {due, std::chrono::nanoseconds(zksim::semaphore_liveness_bound(n)).count()};
-        std::int64_t fired = -1;
+        const int id = watch->due.begin(fmt::format("an acquisition of {}", n), zksim::sim_now() + deadline,
+                                        zksim::semaphore_liveness_bound(n), zksim::semaphore_cancel_bound);
         ++watch->quiet.waiting;
         zkcoro::error_code failure;
         if (pick == 0) {
@@ -126,7 +110,8 @@ asio::awaitable<void> semaphore_task(zkcoro::semaphore& s, tally& t, counts& c, 
             }
         } else {
             auto [cancelled, ec, r] = co_await cancelled_op<std::optional<std::vector<zkcoro::guard>>>(
-                rng, pick, *cancels, procs, [&](auto token) { return s.async_acquire(n, deadline, std::move(token)); }, &fired);
+                rng, pick, *cancels, procs, [&](auto token) { return s.async_acquire(n, deadline, std::move(token)); },
+                nullptr, &watch->due, id);
             if (!cancelled && ec) {
                 failure = ec;
                 c.fail(boost::system::system_error(ec));
@@ -137,19 +122,7 @@ asio::awaitable<void> semaphore_task(zkcoro::semaphore& s, tally& t, counts& c, 
                 failure = asio::error::operation_aborted;
         }
         --watch->quiet.waiting;
-        watch->pending.erase(id);
-        {
-            const auto end = procs.elapsed().count();
-            watch->most_past = std::max(watch->most_past, static_cast<double>(end - due) / 1e9);
-            if (fired >= 0) {  // (sim_now's ns: to ns since the start)
-                const auto at = fired - (zksim::sim_now().time_since_epoch().count() - end);
-                watch->most_cancel = std::max(watch->most_cancel, static_cast<double>(end - at) / 1e9);
-                if (end - at > std::chrono::nanoseconds(zksim::semaphore_cancel_bound).count() && watch->late.empty())
-                    watch->late = fmt::format("an acquisition of {} cancelled at {:.6f} s ended at {:.6f} s, past C_S {} ms at step {}",
-                                              n, static_cast<double>(at) / 1e9, static_cast<double>(end) / 1e9,
-                                              zksim::semaphore_cancel_bound.count(), zksim::sim_stats().steps);
-            }
-        }
+        watch->due.end(id);
         if (watch->count) {
             watch->count->observe(procs.elapsed().count());
             const auto [lo, hi] = watch->count->window(began);
@@ -271,26 +244,26 @@ std::string run_semaphore(std::uint64_t seed, const faults& f, zksim::sweep_tota
             if (sc.check_w)
                 watch.quiet.check(procs);
             if (!sc.shared_count)  // (B_S and C_S: a fixed count)
-                watch.check_late(procs);
-            return c.done == all || !watch.quiet.stalled.empty() || !watch.late.empty();  // (a liveness failure ends the run)
-        }, 600s) || (c.done != all && watch.quiet.stalled.empty() && watch.late.empty()))
+                watch.due.check(procs);
+            return c.done == all || !watch.quiet.stalled.empty() || !watch.due.late.empty();  // (a liveness failure ends the run)
+        }, 600s) || (c.done != all && watch.quiet.stalled.empty() && watch.due.late.empty()))
         why += fmt::format(" only {} of {} tasks done within 600 s;", c.done, all);
     why += t.report("leases");
     if (!watch.quiet.stalled.empty())
         why += " liveness: " + watch.quiet.stalled + ";";
     if (!watch.bad_refusal.empty())
         why += " " + watch.bad_refusal + ";";
-    if (!sc.shared_count && !watch.late.empty())
-        why += " liveness: " + watch.late + ";";
+    if (!sc.shared_count && !watch.due.late.empty())
+        why += " liveness: " + watch.due.late + ";";
     why += strict(c);
     why += end_of_run(procs, {"/sim/sem/leases", "/sim/sem/locks"}, [&] { return c.done == all && admin_done; });
     if (c.granted == 0 && f.deadline.count() == 0)  // (with short deadlines and faults, it may)
         why += " nothing granted;";
     add(sum, c, t, procs);
     if (!sc.shared_count) {
-        sum.most("s past a deadline at most", watch.most_past);
+        sum.most("s past a deadline at most", static_cast<double>(watch.due.worst_past_deadline_ns) / 1e9);
         if (sc.cancel)
-            sum.most("s from a cancellation to its end at most", watch.most_cancel);
+            sum.most("s from a cancellation to its end at most", static_cast<double>(watch.due.worst_past_cancel_ns) / 1e9);
     }
     if (sc.shared_count) {
         sum.counts["count changes seen"] += static_cast<long>(count.changes.size()) - 1;
