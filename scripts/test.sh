@@ -202,7 +202,9 @@ configure build-san -Doptimization=0 "${debug_lines[@]}" -Dbench=false -Dexample
 # recipes beside Curator's in JVMs: about 90 s, each run alone) runs once too: what it drives of
 # ours, the integration suites drive under the sanitizers.
 # The 'differential' suite checks the simulated ZooKeeper (test code) against a real server: once.
-san_tests=(--no-suite=fault --no-suite=source --no-suite=curator --no-suite=differential)
+# So does the 'selftest' suite, the tests of the test code (the harnesses, the interval checker,
+# the simulated tree).
+san_tests=(--no-suite=fault --no-suite=source --no-suite=curator --no-suite=differential --no-suite=selftest)
 # Only what those tests run is compiled (see the top); their `meson test` builds nothing more
 # (--no-rebuild), and a program missing there fails its test.
 san_targets=$(test_targets build-san "${san_tests[@]}")

@@ -224,6 +224,13 @@ inline asio::awaitable<bool> wait_for_state(zkcoro::client& c, zkcoro::session_s
     co_return c.state() == wanted;
 }
 
+// The children of `path`; none if it cannot be listed (it does not exist, say).
+inline asio::awaitable<std::vector<std::string>> children_of(zkcoro::client& c, const std::string& path)
+{
+    auto [ec, r] = co_await c.async_get_children(path, asio::as_tuple(asio::use_awaitable));
+    co_return ec ? std::vector<std::string>{} : r.children;
+}
+
 // Ends a session from the outside: a second handle attaches to it and closes it.
 inline asio::awaitable<void> close_session_from_outside(const zkcoro::session_credentials& creds,
                                                         std::string connect)

@@ -20,12 +20,6 @@ mutex_options lingering(std::chrono::milliseconds linger)
     return o;
 }
 
-awaitable<std::vector<std::string>> children_of(client& c, const std::string& path)
-{
-    auto [ec, r] = co_await c.async_get_children(path, asio::as_tuple(asio::use_awaitable));
-    co_return ec ? std::vector<std::string>{} : r.children;
-}
-
 awaitable<bool> gone(client& c, const std::string& path, std::chrono::milliseconds limit = 5000ms)
 {
     co_return co_await eventually([&]() -> awaitable<bool> { co_return (co_await children_of(c, path)).empty(); },

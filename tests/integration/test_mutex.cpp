@@ -28,12 +28,6 @@ mutex_options no_handoff()
     return o;
 }
 
-awaitable<std::vector<std::string>> children_of(client& c, const std::string& path)
-{
-    auto [ec, r] = co_await c.async_get_children(path, asio::as_tuple(asio::use_awaitable));
-    co_return ec ? std::vector<std::string>{} : r.children;
-}
-
 // Watches the server holds ("Total watches:N" of the wchs four-letter word); -1 if unknown.
 long server_watches()
 {
@@ -72,7 +66,7 @@ TEST_CASE("acquire and release")
         auto who = parse_holder_data(d.data);  // host=... pid=... program=...
         REQUIRE(who);
         CHECK(who->pid == ::getpid());
-        CHECK(who->program == "integration_mutex");
+        CHECK(who->program == "integration_tests");  // this program (tests/meson.build)
         CHECK(who->label.empty());
         auto parts = co_await m.async_participants();
         REQUIRE(parts.size() == 1);

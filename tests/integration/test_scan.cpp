@@ -236,7 +236,7 @@ TEST_CASE("the default node data says who: host, pid, program and the client's l
         auto who = parse_holder_data(r.locks[0].holders[0].data);
         REQUIRE_MESSAGE(who, r.locks[0].holders[0].data);
         CHECK(who->pid == ::getpid());
-        CHECK(who->program == "integration_scan");
+        CHECK(who->program == "integration_tests");  // this program (tests/meson.build)
         CHECK(who->label == "nightly report");
         CHECK(r.locks[0].holders[0].data.ends_with(" label=nightly%20report"));
         co_await g.release();

@@ -14,6 +14,8 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -79,5 +81,23 @@ struct event {
     bool set = false;
     asio::steady_timer timer;
 };
+
+// The integer reply of a command to `srv` (redis-cli's text).
+inline std::int64_t count_of(const zktest::redis_server& srv, std::vector<std::string> args)
+{
+    return std::atoll(srv.command(args).c_str());
+}
+
+// Milliseconds since t0.
+inline std::int64_t ms_since(std::chrono::steady_clock::time_point t0)
+{
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The connections `srv` has accepted since it started (INFO stats).
+inline std::int64_t connections_received(const zktest::redis_server& srv)
+{
+    return std::stoll(srv.info("stats").at("total_connections_received"));
+}
 
 }  // namespace rt

@@ -40,6 +40,7 @@ using zkcoro::error_code;
 using zkcoro::redis_errc;
 using zktest::run_bounded;
 using rt::cmd;
+using rt::ttl;
 
 namespace {
 
@@ -70,13 +71,6 @@ std::string name_on(zktest::redis_cluster& c, std::uint16_t port, std::string_vi
     }
     FAIL("no name found for port " << port);
     return {};
-}
-
-zkcoro::redis_mutex_options ttl(std::chrono::milliseconds t)
-{
-    zkcoro::redis_mutex_options o;
-    o.ttl = t;
-    return o;
 }
 
 }  // namespace

@@ -19,11 +19,6 @@ zkcoro::redis_options bounded_connect(std::chrono::milliseconds t = 2000ms)
     return o;
 }
 
-std::int64_t connections_received(const zktest::redis_server& srv)
-{
-    return std::stoll(srv.info("stats").at("total_connections_received"));
-}
-
 }  // namespace
 
 TEST_CASE("the URL's scheme is case-insensitive; rediss:// is refused: no TLS in hiredis 0.14; other schemes get the supported forms")

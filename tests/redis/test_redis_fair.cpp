@@ -34,11 +34,6 @@ struct fair_names {
     std::string key, fencing, queue, timeouts;
 };
 
-std::int64_t count_of(const zktest::redis_server& srv, std::vector<std::string> args)
-{
-    return std::atoll(srv.command(args).c_str());
-}
-
 // The keys that exist among the lock's (KEYS would match the test's other keys by pattern).
 std::vector<std::string> existing(const zktest::redis_server& srv, const fair_names& n)
 {
@@ -68,11 +63,6 @@ zkcoro::redis_fair_mutex_options fair_opts(std::chrono::milliseconds ttl, std::c
     o.ttl = ttl;
     o.waiter_timeout = waiter;
     return o;
-}
-
-std::int64_t ms_since(std::chrono::steady_clock::time_point t0)
-{
-    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace

@@ -43,25 +43,11 @@ using zkcoro::redis_errc;
 
 namespace {
 
-zktest::redis_server& shared_redis()
-{
-    static zktest::redis_server server;
-    return server;
-}
-
+using rt::cmd;
+using rt::pause;
+using rt::shared_redis;
+using rt::unique_key;
 using zktest::run_bounded;
-
-std::string unique_key(std::string_view name)
-{
-    static int n = 0;
-    return fmt::format("t:{}:{}:{}", name, ::getpid(), ++n);
-}
-
-asio::awaitable<void> pause(std::chrono::steady_clock::duration d)
-{
-    asio::steady_timer t(co_await asio::this_coro::executor, d);
-    co_await t.async_wait(asio::use_awaitable);
-}
 
 // Waits (at most `limit`, asking every 5 ms) until someone is subscribed to `channel`: a waiter
 // that waits for a release's notification.
@@ -88,13 +74,6 @@ std::map<std::string, std::int64_t> command_counts(const zktest::redis_server& s
         if (field.starts_with("cmdstat_") && value.starts_with("calls="))
             out[field.substr(8)] = std::atoll(value.c_str() + 6);
     return out;
-}
-
-// Command arguments. (g++ 12 rejects a braced list inside a co_await expression.)
-template <class... A>
-std::vector<std::string> cmd(A&&... a)
-{
-    return std::vector<std::string>{std::string(std::forward<A>(a))...};
 }
 
 zkcoro::redis_options quick_connect()

@@ -36,11 +36,6 @@ struct sem_names {
     std::string key, fencing, leases, queue, timeouts, max;
 };
 
-std::int64_t count_of(const zktest::redis_server& srv, std::vector<std::string> args)
-{
-    return std::atoll(srv.command(args).c_str());
-}
-
 // The keys that exist among the semaphore's.
 std::vector<std::string> existing(const zktest::redis_server& srv, const sem_names& n)
 {
@@ -84,11 +79,6 @@ zkcoro::redis_semaphore_options sem_opts(std::chrono::milliseconds ttl, std::chr
     o.ttl = ttl;
     o.waiter_timeout = waiter;
     return o;
-}
-
-std::int64_t ms_since(std::chrono::steady_clock::time_point t0)
-{
-    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
 }
 
 asio::awaitable<error_code> code_of(zkcoro::redis_semaphore& s, int n, std::chrono::milliseconds limit = 1000ms)

@@ -28,11 +28,6 @@ using zkcoro::redis_errc;
 
 namespace {
 
-std::int64_t connections_received(const zktest::redis_server& srv)
-{
-    return std::stoll(srv.info("stats").at("total_connections_received"));
-}
-
 zkcoro::redis_options quick(int acks = -1)
 {
     zkcoro::redis_options o;
@@ -45,7 +40,7 @@ zkcoro::redis_options quick(int acks = -1)
     return o;
 }
 
-zktest::sentinel_cluster& shared_cluster()
+zktest::sentinel_cluster& shared_sentinels()
 {
     static zktest::sentinel_cluster c;
     return c;
@@ -171,7 +166,7 @@ TEST_CASE("an ACL user: AUTH user password; a wrong password or user fails once,
 
 TEST_CASE("discovery: the sentinels name the master; a dead first sentinel is skipped")
 {
-    auto& c = shared_cluster();
+    auto& c = shared_sentinels();
     asio::io_context ioc;
     zktest::run_bounded(ioc, [&]() -> asio::awaitable<void> {
         auto ex = co_await asio::this_coro::executor;
@@ -199,7 +194,7 @@ TEST_CASE("discovery: the sentinels name the master; a dead first sentinel is sk
 // connection more.
 TEST_CASE("discovery: a stale first sentinel's dead master is passed over; the sentinel that answered well is asked first next")
 {
-    auto& c = shared_cluster();
+    auto& c = shared_sentinels();
     zktest::redis_options so;
     so.config_text = fmt::format("sentinel monitor {} 127.0.0.1 {} 1\n", c.master_name(), zktest::free_loopback_port());
     so.extra_args = {"--sentinel"};
@@ -240,7 +235,7 @@ TEST_CASE("discovery: a stale first sentinel's dead master is passed over; the s
 
 TEST_CASE("discovery's bad inputs: a wrong master name, every sentinel down, a named master that is a replica")
 {
-    auto& c = shared_cluster();
+    auto& c = shared_sentinels();
     asio::io_context ioc;
     zktest::run_bounded(ioc, [&]() -> asio::awaitable<void> {
         auto ex = co_await asio::this_coro::executor;
@@ -286,7 +281,7 @@ TEST_CASE("discovery's bad inputs: a wrong master name, every sentinel down, a n
 
 TEST_CASE("replica acknowledgement: WAIT n confirms a grant; more replicas than there are refuse it and give the key back")
 {
-    auto& c = shared_cluster();
+    auto& c = shared_sentinels();
     asio::io_context ioc;
     zktest::run_bounded(ioc, [&]() -> asio::awaitable<void> {
         auto ex = co_await asio::this_coro::executor;
@@ -312,7 +307,7 @@ TEST_CASE("replica acknowledgement: WAIT n confirms a grant; more replicas than 
 // grant fails with not_replicated and is given back (nothing of the lock left on the master).
 TEST_CASE("redis_shared_mutex with sentinels: read and write grants acknowledged by both replicas")
 {
-    auto& c = shared_cluster();
+    auto& c = shared_sentinels();
     asio::io_context ioc;
     zktest::run_bounded(ioc, [&]() -> asio::awaitable<void> {
         auto ex = co_await asio::this_coro::executor;
@@ -353,7 +348,7 @@ TEST_CASE("redis_shared_mutex with sentinels: read and write grants acknowledged
 // that at the deadline no lease and no queue entry is left on the master.
 TEST_CASE("replica acknowledgement, redis_semaphore: WAIT n confirms a grant; unconfirmed grants are given back")
 {
-    auto& c = shared_cluster();
+    auto& c = shared_sentinels();
     asio::io_context ioc;
     zktest::run_bounded(ioc, [&]() -> asio::awaitable<void> {
         auto ex = co_await asio::this_coro::executor;
@@ -383,7 +378,7 @@ TEST_CASE("replica acknowledgement, redis_semaphore: WAIT n confirms a grant; un
 // with not_replicated, and a holder's renewals go unconfirmed until its guard is lost.
 TEST_CASE("default options with sentinels, replicas frozen: a grant fails with not_replicated, renewals lose the guard")
 {
-    auto& c = shared_cluster();
+    auto& c = shared_sentinels();
     c.wait_ready(20s, 2);
     struct frozen {  // the replicas stopped for the scope's life
         std::vector<zktest::redis_server*> replicas;
@@ -646,7 +641,7 @@ TEST_CASE("negative control: replication held back, an unacknowledged grant is f
 
 TEST_CASE("a manual failover (SENTINEL FAILOVER): the holder follows the new master (+switch-master or READONLY) and keeps its lock")
 {
-    auto& c = shared_cluster();
+    auto& c = shared_sentinels();
     c.wait_ready(20s, 2);
     asio::io_context ioc;
     zktest::run_bounded(ioc, [&]() -> asio::awaitable<void> {
@@ -682,7 +677,7 @@ TEST_CASE("a manual failover (SENTINEL FAILOVER): the holder follows the new mas
 TEST_CASE("replicas paused during an acquisition, replica_acks 1 (issue 39): with 10 s it is granted once they "
           "resume; with 1 s, not_replicated at the deadline")
 {
-    auto& c = shared_cluster();
+    auto& c = shared_sentinels();
     c.wait_ready(20s, 2);
     struct paused {  // the replicas stopped until resume() or the scope's end
         std::vector<zktest::redis_server*> replicas;
@@ -765,7 +760,7 @@ TEST_CASE("replicas paused during an acquisition, replica_acks 1 (issue 39): wit
 TEST_CASE("waiting through a failover (issue 39): 30 s acquisitions started at the SIGKILL, as the sentinels name "
           "the new master and after the replica re-attached get the lock, tokens rising")
 {
-    auto& c = shared_cluster();
+    auto& c = shared_sentinels();
     c.wait_ready(20s, 2);
     auto key = unique_key("through");
     std::uint16_t old_port = 0;

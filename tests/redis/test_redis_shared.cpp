@@ -35,11 +35,6 @@ struct rw_names {
     std::string key, fencing, readers, writers;
 };
 
-std::int64_t count_of(const zktest::redis_server& srv, std::vector<std::string> args)
-{
-    return std::atoll(srv.command(args).c_str());
-}
-
 std::vector<std::string> existing(const zktest::redis_server& srv, const rw_names& n)
 {
     std::vector<std::string> out;
@@ -68,11 +63,6 @@ zkcoro::redis_shared_mutex_options rw_opts(std::chrono::milliseconds ttl, std::c
     o.ttl = ttl;
     o.writer_timeout = writer;
     return o;
-}
-
-std::int64_t ms_since(std::chrono::steady_clock::time_point t0)
-{
-    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
 }
 
 // The error an acquisition of `m` ends with within `limit` (no error: granted, then released).

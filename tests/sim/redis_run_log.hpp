@@ -22,6 +22,9 @@
 
 namespace zksim {
 
+// The steps run so far (sim_stats), for a report.
+inline long step_now() { return sim_stats().steps; }
+
 struct redis_run_log {
     struct attempt {
         int process;

@@ -22,6 +22,10 @@ namespace zksim {
 // A whole decimal number, as Redis reads an integer argument (nullopt: not one).
 std::optional<std::int64_t> integer_of(const std::string& s);
 
+// The process part of an owner value "process:task" (Lua's string.match(v, '^[^:]*'): up to the
+// first ':'), as the fair lock's and the semaphore's scripts take it.
+inline std::string process_of(const std::string& v) { return v.substr(0, v.find(':')); }
+
 // One RESP2 reply.
 struct resp {
     enum class kind { nil, status, error, integer, bulk, array };

@@ -31,9 +31,6 @@ namespace {
 
 const char* const wrongtype = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
-// Lua's string.match(v, '^[^:]*'): up to the first ':'.
-std::string process_of(const std::string& v) { return v.substr(0, v.find(':')); }
-
 }  // namespace
 
 redis_world::entry* redis_world::find_list(const std::string& key)

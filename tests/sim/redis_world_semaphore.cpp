@@ -51,8 +51,6 @@ std::int64_t leases_of(const std::string& v)
     return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::strtod(digits.c_str(), nullptr)));
 }
 
-std::string process_of(const std::string& v) { return v.substr(0, v.find(':')); }
-
 }  // namespace
 
 std::optional<resp> redis_world::sem_script(const std::string& text, const std::vector<std::string>& keys,

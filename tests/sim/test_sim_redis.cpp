@@ -52,6 +52,7 @@
 
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
+using zksim::step_now;
 
 namespace {
 
@@ -134,8 +135,6 @@ struct observed : zksim::redis_run_log {
     const zksim::redis_sim* server = nullptr;
     std::map<std::string, int> failures;
 };
-
-long step_now() { return zksim::sim_stats().steps; }
 
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 

@@ -48,6 +48,7 @@
 
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
+using zksim::step_now;
 
 namespace {
 
@@ -111,8 +112,6 @@ struct sem_observed : zksim::redis_run_log {
     std::string early_failure;
     zksim::cancel_counts cancels;
 };
-
-long step_now() { return zksim::sim_stats().steps; }
 
 asio::awaitable<void> sem_hold(sem_observed& o, const sem_scenario& sc, int process, int n, zkcoro::guard& g,
                                std::int64_t ended_before, std::mt19937_64& rng)
