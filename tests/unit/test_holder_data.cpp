@@ -17,7 +17,7 @@ TEST_CASE("holder data: format and parse round trip, escapes, this process")
     CHECK(parse_holder_data(format_holder_data(odd)) == odd);
     auto me = this_process("a label");
     CHECK(me.pid == ::getpid());
-    CHECK(me.program == "unit_holder_data");
+    CHECK(me.program == "unit_tests");  // this program (tests/meson.build)
     CHECK(!me.host.empty());
     CHECK(parse_holder_data(format_holder_data(me)) == me);
     // Unknown fields are skipped (fields may be added).
