@@ -18,9 +18,10 @@
 #   tests (side by side, each fuzzer 10 s); the examples and the benchmark smoke tests (which mostly wait on their servers) run in
 #   the background from the end of the normal build's tests, beside the end of the sanitizer
 #   build's compile and its tests, instead of before them.
-# - Test programs made of several files of cases are unity builds (tests/meson.build: the twelve
-#   integration files in one program, the ten Redis ones in another, the simulation programs): the
-#   files share their Asio and zkcoro instantiations, which one translation unit compiles once.
+# - The test programs are unity builds where their files share work (tests/meson.build: the unit
+#   files in one program, the twelve integration files in another, the ten Redis ones, zklock's
+#   two, the simulation programs): the files share their Asio and zkcoro instantiations, which one
+#   translation unit compiles once. Each test runs its files' cases (doctest --source-file).
 # - The fuzzers link the normal build's objects for the code they do not fuzz
 #   (FUZZ_OBJECTS_FROM=build) instead of compiling the library once more.
 # - In each `meson test`, the tests that may share the machine start first (the longest,
