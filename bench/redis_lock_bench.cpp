@@ -555,12 +555,13 @@ asio::awaitable<void> run(const options& o)
     zkcoro::redis_client rc(ex, o.url, ro);
     auto [ec] = co_await rc.async_connect(use_tuple);
     if (ec)
-        throw bench_error(fmt::format("connect to {}: {} ({})", o.url, ec.message(), rc.last_error()));
+        throw bench_error(
+            fmt::format("connect to {}: {} ({})", zkcoro::redact_url(o.url), ec.message(), rc.last_error()));
     if (o.workloads.size() == 1 && o.workloads[0] == "cross_process") {
         co_await cross_process(rc, o);
         co_return;
     }
-    fmt::print("{}: server {}, TTL {} ms\n", program, o.url, o.ttl_ms);
+    fmt::print("{}: server {}, TTL {} ms\n", program, zkcoro::redact_url(o.url), o.ttl_ms);
     std::fflush(stdout);
     for (const auto& w : o.workloads) {
         if (w == "uncontended")
