@@ -22,6 +22,10 @@
 //   zkcoro-redis-bench --workloads cross_process --url URL --key KEY --id ID --log FILE
 //                      --start-at-ms EPOCH_MS --duration-ms MS
 //
+// --url is a server (redis://) or a Redis Cluster (redis+cluster://, every seed node on loopback;
+// bench/run_redis.sh --cluster runs a, b, c and d so); anything off loopback, and redis+sentinel://,
+// is refused.
+//
 // Every loop is bounded in count and checks the time limit; waits that can meet another holder
 // (demo, cross_process) use the time left as their timeout; a watchdog thread ends the process
 // (status 3) 15 s after the limit. a and d never contend (one task, or keys not in flight), so
@@ -39,6 +43,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/address.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -102,9 +107,38 @@ struct options {
 // "zkcoro_redis", or "zkcoro_redis_ackN" with --replica-acks N.
 std::string impl_name = "zkcoro_redis";
 
+// "localhost" or a literal loopback address (127.0.0.0/8, ::1); a name such as "127.example" is not.
 bool is_loopback(const std::string& host)
 {
-    return host.rfind("127.", 0) == 0 || host == "localhost" || host == "::1";
+    if (host == "localhost")
+        return true;
+    boost::system::error_code ec;
+    const auto a = asio::ip::make_address(host, ec);
+    return !ec && a.is_loopback();
+}
+
+// Throws unless every server `u` names is on loopback: its host (redis://), or every seed node
+// (redis+cluster://). A redis+sentinel:// URL is refused: the master the sentinels name may be
+// anywhere.
+void check_loopback(const zkcoro::redis_url& u, const std::string& text)
+{
+    const auto shown = zkcoro::redact_url(text);
+    if (!u.sentinels.empty())
+        throw bench_error(fmt::format("--url: \"{}\" is a redis+sentinel:// URL, which this benchmark does not take "
+                                      "(use redis:// or redis+cluster:// on loopback)",
+                                      shown));
+    if (!u.cluster_nodes.empty()) {
+        for (const auto& n : u.cluster_nodes)
+            if (!is_loopback(n.host))
+                throw bench_error(fmt::format("--url: seed node \"{}\" of \"{}\" is not on loopback (this benchmark "
+                                              "runs against local servers only)",
+                                              n.host, shown));
+        return;
+    }
+    if (!is_loopback(u.host))
+        throw bench_error(fmt::format("--url: \"{}\" is not on loopback (this benchmark runs against a local "
+                                      "server only)",
+                                      shown));
 }
 
 options parse_options(int argc, char** argv)
@@ -119,8 +153,9 @@ options parse_options(int argc, char** argv)
                "                     --start-at-ms EPOCH_MS --duration-ms MS");
     app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     app.get_formatter()->column_width(zkbench::help_option_width);
-    app.add_option("--url", o.url, "Loopback server (default: $ZKCORO_TEST_REDIS, else redis://127.0.0.1:6379)")
-        ->type_name("redis://[PW@]HOST:PORT[/DB]");
+    app.add_option("--url", o.url, "Loopback server, or a cluster whose seed nodes are all on loopback (default: "
+                   "$ZKCORO_TEST_REDIS, else redis://127.0.0.1:6379)")
+        ->type_name("redis://[PW@]HOST:PORT[/DB] or redis+cluster://HOST:PORT[,HOST:PORT...]");
     app.add_option("--workloads", workloads,
                    "Comma-separated: uncontended, demo, many_locks (default: these), or cross_process alone");
     using zkbench::add_integer;
@@ -162,10 +197,7 @@ options parse_options(int argc, char** argv)
     auto u = zkcoro::parse_redis_url(o.url, ec, &why);
     if (ec)
         throw bench_error(fmt::format("--url: {}", why));
-    if (!is_loopback(u.host))
-        throw bench_error(fmt::format("--url: \"{}\" is not on loopback (this benchmark runs against a local "
-                                      "server only)",
-                                      o.url));
+    check_loopback(u, o.url);
     std::string_view rest = workloads;
     while (!rest.empty()) {
         auto comma = rest.find(',');
@@ -523,12 +555,13 @@ asio::awaitable<void> run(const options& o)
     zkcoro::redis_client rc(ex, o.url, ro);
     auto [ec] = co_await rc.async_connect(use_tuple);
     if (ec)
-        throw bench_error(fmt::format("connect to {}: {} ({})", o.url, ec.message(), rc.last_error()));
+        throw bench_error(
+            fmt::format("connect to {}: {} ({})", zkcoro::redact_url(o.url), ec.message(), rc.last_error()));
     if (o.workloads.size() == 1 && o.workloads[0] == "cross_process") {
         co_await cross_process(rc, o);
         co_return;
     }
-    fmt::print("{}: server {}, TTL {} ms\n", program, o.url, o.ttl_ms);
+    fmt::print("{}: server {}, TTL {} ms\n", program, zkcoro::redact_url(o.url), o.ttl_ms);
     std::fflush(stdout);
     for (const auto& w : o.workloads) {
         if (w == "uncontended")

@@ -4,6 +4,8 @@
 Run it with Debian's interpreter, /usr/bin/python3 (the package is installed for that one):
 
   /usr/bin/python3 bench/redis_py_bench.py --url redis://127.0.0.1:PORT
+  /usr/bin/python3 bench/redis_py_bench.py --url redis+cluster://127.0.0.1:P1,127.0.0.1:P2,...
+                   (redis.cluster.RedisCluster; every seed node on loopback)
 
 Workloads (letters as in bench/run.sh and issue 14):
   uncontended     a. one thread, one Lock: acquire + release, one at a time: p50/p99 per cycle.
@@ -93,19 +95,56 @@ def start_watchdog(seconds):
     t.start()
 
 
+def is_loopback(host):
+    """localhost or a literal loopback address (127.0.0.0/8, ::1)."""
+    import ipaddress
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+CLUSTER_SCHEME = "redis+cluster://"
+
+
+def cluster_seeds(url):
+    """The (host, port) seed nodes of redis+cluster://HOST:PORT[,HOST:PORT...] (no user info)."""
+    hosts = url[len(CLUSTER_SCHEME):].split("/")[0]
+    seeds = []
+    for h in hosts.split(","):
+        host, _, port = h.rpartition(":")
+        if "@" in h or not host or not port.isdigit():
+            fail(f"--url: expected {CLUSTER_SCHEME}HOST:PORT[,HOST:PORT...], got {url!r}")
+        seeds.append((host.strip("[]"), int(port)))
+    return seeds
+
+
 def check_loopback(url):
     import urllib.parse
+    if url.lower().startswith(CLUSTER_SCHEME):
+        for host, _ in cluster_seeds(url):
+            if not is_loopback(host):
+                fail(f"--url: seed node {host!r} of {url!r} is not on loopback "
+                     "(this benchmark runs against local servers only)")
+        return
     u = urllib.parse.urlparse(url)
     if u.scheme != "redis":
-        fail(f"--url: expected redis://[password@]HOST:PORT[/db], got {url!r}")
-    host = u.hostname or ""
-    if not (host.startswith("127.") or host == "localhost"):
+        fail(f"--url: expected redis://[password@]HOST:PORT[/db] or {CLUSTER_SCHEME}HOST:PORT[,...], got {url!r}")
+    if not is_loopback(u.hostname or ""):
         fail(f"--url: {url!r} is not on loopback (this benchmark runs against a local server only)")
 
 
 def connect(url):
     import redis
-    r = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=5)
+    if url.lower().startswith(CLUSTER_SCHEME):
+        # redis-py's RedisCluster: each lock's key routed to its slot's master.
+        from redis.cluster import ClusterNode, RedisCluster
+        nodes = [ClusterNode(h, p) for h, p in cluster_seeds(url)]
+        r = RedisCluster(startup_nodes=nodes, socket_timeout=10, socket_connect_timeout=5)
+    else:
+        r = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=5)
     if not r.ping():
         fail("PING failed")
     return r

@@ -4,8 +4,20 @@
 # implementation's workloads against it with the clients pinned to core 1, and prints every
 # RESULT line and a table with zkcoro's ratios and the issue's targets.
 #
-#   bash bench/run_redis.sh [--quick]      (bench/run.sh runs it after the ZooKeeper section;
-#                                           bench/run.sh --no-redis skips it)
+#   bash bench/run_redis.sh [--quick] [--cluster]   (bench/run.sh runs it after the ZooKeeper
+#                                                    section, without --cluster; bench/run.sh
+#                                                    --no-redis skips it)
+#
+# --cluster: then the workloads once more on a Redis Cluster of 3 masters without
+# replicas (REDIS_CLUSTER_MASTERS=N for another number, 3 to 8), started on free loopback ports by
+# `zkcoro-with-redis --cluster 3` (tests/support/redis_cluster.hpp, the cluster tests' own
+# starter) and stopped by PID at the end; the masters pinned to core 0 as the one server is, the
+# clients to core 1. No replicas: the single server has none either, and on 2 cores they would
+# only take CPU from the masters (the acknowledged grants are measured on one server above). Its
+# RESULT lines carry deployment=cluster3 after impl= (the single server's lines have no
+# deployment field, as before); the table gets a section comparing the two, d (1000 keys, 50
+# tasks) with issue 35's target of >= 2x the single server. zkcoro's a, b, c, d and redis-py's a,
+# b, d (its RedisCluster) run there, not the hiredis floor, which speaks to one server.
 #
 # Environment: BUILD_DIR (default build-rel; created with --buildtype=release when missing).
 # Implementations: redis_fenced (bench/redis_raw_bench.cpp: hiredis sending the library's own
@@ -27,13 +39,22 @@
 set -euo pipefail
 
 quick=0
+cluster=0
+masters=${REDIS_CLUSTER_MASTERS:-3}
 for arg in "$@"; do
     case "$arg" in
         --quick) quick=1 ;;
-        -h|--help) echo "usage: bash bench/run_redis.sh [--quick]"; exit 0 ;;
+        --cluster) cluster=1 ;;
+        -h|--help) echo "usage: bash bench/run_redis.sh [--quick] [--cluster]"; exit 0 ;;
         *) echo "bench/run_redis.sh: unknown argument '$arg'" >&2; exit 2 ;;
     esac
 done
+
+if (( cluster )) && ! [[ "$masters" =~ ^[3-8]$ ]]; then
+    echo "bench/run_redis.sh: REDIS_CLUSTER_MASTERS must be 3 to 8, got '$masters'" >&2
+    exit 2
+fi
+deployment=""  # empty: one server (RESULT lines without a deployment field); clusterN on the cluster
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -186,9 +207,41 @@ run_zkcoro_redis() {
     local rc=0
     echo "== zkcoro-redis-bench ${zk_args[*]}"
     "$zk" --url "$ZKCORO_TEST_REDIS" --workloads uncontended,demo,many_locks "${zk_args[@]}" \
-        | tee "$out/zkcoro.txt" || rc=$?
+        | tag_results | tee "$out/zkcoro.txt" || rc=$?
     echo "== cross_process: 4 zkcoro processes, ${cross_ms} ms"
-    redis_cross zkcoro_redis "$zk" --workloads cross_process | tee "$out/cross-zkcoro.txt" || { (( rc )) || rc=$?; }
+    redis_cross zkcoro_redis "$zk" --workloads cross_process | tag_results | tee "$out/cross-zkcoro.txt" \
+        || { (( rc )) || rc=$?; }
+    return "$rc"
+}
+
+# Adds deployment=$deployment after impl= in RESULT lines (none when $deployment is empty).
+tag_results() {
+    if [[ -n "$deployment" ]]; then
+        sed -E "s/^(RESULT impl=[^ ]+)/\1 deployment=$deployment/"
+    else
+        cat
+    fi
+}
+
+# --cluster: zkcoro's a, b, c, d on the cluster (ZKCORO_TEST_REDIS a redis+cluster:// URL), its
+# files in $out/cluster.
+cluster_inner() {
+    set -u
+    mkdir -p "$out/cluster"
+    cp "$out"/*.args "$out/cluster/"  # the same counts as on the one server (--quick's too)
+    out=$out/cluster
+    deployment=cluster$masters
+    echo "== on the cluster: $ZKCORO_TEST_REDIS (pids $ZKCORO_TEST_REDIS_PIDS, $pinning)"
+    local rc=0
+    if (( have_py )); then
+        local py_args
+        mapfile -t py_args < "$out/py.args"
+        echo "== redis_py_bench.py ${py_args[*]} (RedisCluster)"
+        "$python" bench/redis_py_bench.py --url "$ZKCORO_TEST_REDIS" --workloads uncontended,demo,many_locks \
+            "${py_args[@]}" | tag_results | tee "$out/py.txt" || rc=$?
+    fi
+    echo
+    run_zkcoro_redis || { (( rc )) || rc=$?; }
     return "$rc"
 }
 # =================================================================================================
@@ -215,8 +268,8 @@ redis_inner() {
     return "$rc"
 }
 
-export out build python raw_bench check cross_ms have_py pinning
-export -f redis_inner redis_cross run_zkcoro_redis
+export out build python raw_bench check cross_ms have_py pinning deployment masters
+export -f redis_inner redis_cross run_zkcoro_redis tag_results cluster_inner
 
 status=0
 # In the background, so that the traps run at once on a signal; waited for by PID.
@@ -239,23 +292,42 @@ if [[ -x "$zk_bench" ]]; then
     done
 fi
 
+# --- the same on a Redis Cluster (--cluster) -----------------------------------------------------
+if (( cluster )); then
+    echo
+    if [[ -x "$zk_bench" ]]; then
+        echo "== Redis Cluster: $masters masters, no replicas (zkcoro-with-redis --cluster $masters)"
+        "${pin_server[@]}" "$with_redis" --cluster "$masters" -- "${pin_client[@]}" bash -o pipefail -c cluster_inner &
+        runner_pid=$!
+        wait "$runner_pid" || { r=$?; (( status )) || status=$r; }
+        runner_pid=""
+    else
+        echo "== Redis Cluster: $zk_bench not built: no cluster rows"
+    fi
+fi
+
 # --- the table -----------------------------------------------------------------------------------
 echo
 echo "== Redis: all RESULT lines ($( (( quick )) && echo "quick run: smoke test only, not figures" || echo "full run"), $build, $pinning)"
-cat "$out"/raw.txt "$out"/py.txt "$out"/cross-py.txt "$out"/zkcoro.txt "$out"/cross-zkcoro.txt "$out"/ack.txt 2>/dev/null \
+cat "$out"/raw.txt "$out"/py.txt "$out"/cross-py.txt "$out"/zkcoro.txt "$out"/cross-zkcoro.txt "$out"/ack.txt \
+    "$out"/cluster/py.txt "$out"/cluster/zkcoro.txt "$out"/cluster/cross-zkcoro.txt 2>/dev/null \
     | grep '^RESULT ' | tee "$out/results.txt" || true
 
 echo
-awk -v quick="$quick" '
+awk -v quick="$quick" -v dep="cluster$masters" '
     {
-        impl = ""; w = ""
+        impl = ""; w = ""; d = ""
         for (i = 2; i <= NF; ++i) {
             eq = index($i, "=")
             k = substr($i, 1, eq - 1); v = substr($i, eq + 1)
             if (k == "impl") impl = v
+            else if (k == "deployment") d = v
             else if (k == "workload") w = v
-            else r[impl, w, k] = v
+            else f[k] = v
         }
+        if (d != "") impl = impl "@" d  # a cluster line: its own row key, beside the one server'"'"'s
+        for (k in f) r[impl, w, k] = f[k]
+        delete f
         have[impl, w] = 1
     }
     function val(impl, w, k) { return ((impl, w) in have) ? r[impl, w, k] + 0 : -1 }
@@ -314,7 +386,29 @@ awk -v quick="$quick" '
         print "Counted per-cycle figures (instructions, allocations, system calls): bash bench/profile.sh."
         print "c counts holder changes between the 4 processes (from their hold logs, checked for overlap)."
         print "redis-py waits by polling (sleep 0.1 s between tries). Ratios come from this one run."
+        zc = "zkcoro_redis@" dep
+        if ((zc, "uncontended") in have || (zc, "many_locks") in have) {
+            print ""
+            printf "%-32s %-10s %11s %11s %8s  %-24s %s\n", "zkcoro (redis-py: said)", "figure", "1 server", dep, "ratio",
+                   "target", ""
+            crow("a uncontended", "p50 us", "uncontended", "p50_us", "", "")
+            crow("a   client CPU per cycle", "us", "uncontended", "cpu_us_per_op", "", "")
+            crow("b 100 tasks, one lock", "acq/s", "demo", "ops_per_s", "", "")
+            crow("c 4 processes, one lock", "handoff/s", "cross_process", "ops_per_s", "", "")
+            crow("d 1000 locks, 50 tasks", "cycles/s", "many_locks", "ops_per_s", ">= 2x 1 server", 2)
+            crow("d   client CPU per cycle", "us", "many_locks", "cpu_us_per_op", "", "")
+            crow("d   p99", "us", "many_locks", "p99_us", "", "")
+            crow("d   redis-py (RedisCluster)", "cycles/s", "many_locks", "ops_per_s", "", "", "redis_py")
+            crow("a   redis-py, p50", "p50 us", "uncontended", "p50_us", "", "", "redis_py")
+            print "ratio: " dep " / 1 server, from this one run; the masters share core 0 as the one server does."
+        }
         if (quick) print "QUICK RUN: tiny counts, a smoke test. Verdicts mean nothing here."
+    }
+    function crow(what, unit, w, k, target, limit, impl,    a, b, q) {
+        if (impl == "") impl = "zkcoro_redis"
+        a = val(impl, w, k); b = val(impl "@" dep, w, k); q = ratio(b, a)
+        printf "%-32s %-10s %11s %11s %8s  %-24s %s\n", what, unit, cell(a, "%.1f"), cell(b, "%.1f"), cell(q, "%.3f"),
+               target, limit == "" ? "" : verdict(q, ">=", limit)
     }' "$out/results.txt"
 
 if (( status != 0 )); then

@@ -1,4 +1,5 @@
-// A Redis Cluster of 3 masters and 3 replicas on free loopback ports (the cluster tests): real
+// A Redis Cluster of 3 masters and 3 replicas on free loopback ports (the cluster tests; and
+// zkcoro-with-redis --cluster, the benchmarks', with the numbers it is given): real
 // redis-server processes started with --cluster-enabled yes (no persistence), joined by
 // `redis-cli --cluster create ... --cluster-replicas 1 --cluster-yes`, each ended by PID by its
 // zktest::redis_server (SIGTERM, bounded wait, SIGKILL; its directory, nodes.conf included,
