@@ -9,6 +9,7 @@
 // acquisitions at drawn moments (in flight, queued, at a grant, during a connection loss) through
 // a signal bound to the co_await, a signal bound to a co_spawn (terminal and partial), and the
 // awaitable operator || with a timer.
+#include "local_wake_control.hpp"
 #include "sim_harness.hpp"
 
 #include <zkcoro/zkcoro.hpp>
@@ -61,6 +62,9 @@ struct scenario {
     // Each holder acquires again while holding (reentrancy) and releases that guard first.
     bool reentrant = false;
     unsigned lies = 0;  // a negative control's (zksim::sim_lie)
+    // A negative control's library variant: a release forgets the tasks of its process waiting in
+    // memory (local_wake_control.hpp).
+    bool forget_local_wake = false;
     double disconnects_per_s = 0;  // faults (zksim::sim_faults)
     double break_on_request = 0;
     int max_hold_us = 3000;
@@ -577,6 +581,11 @@ std::string run_seed(std::uint64_t seed, const scenario& sc, zksim::sweep_totals
 {
     zksim::sim_processes procs(seed, sc.processes, sc.disconnects_per_s, sc.break_on_request);
     zksim::sim_lie(sc.lies);
+    // On for this seed's run only: whatever case runs next releases as the library does.
+    zksim::sim_forget_local_wake(sc.forget_local_wake);
+    struct forget_off {
+        ~forget_off() { zksim::sim_forget_local_wake(false); }
+    } off_at_return;
     auto& ioc = procs.ioc;
     observed o;
     o.procs = &procs;
@@ -651,9 +660,12 @@ std::string run_seed(std::uint64_t seed, const scenario& sc, zksim::sweep_totals
     }
     // The clients close with the mutexes still there: a task still waiting (a run that did not
     // finish) gets its acquisition failed and ends before anything it uses goes.
+    // (A task that never ends, e.g. a waiter nobody wakes, keeps them from closing: what the
+    // liveness checker saw before is said first.)
     if (!procs.close([&] { return o.tasks_done == all; }))
-        return fmt::format("seed {}: the clients did not close, or their tasks did not end, within 60 s of simulated time",
-                           seed);
+        return fmt::format("seed {}:{}{} the clients did not close, or their tasks did not end, within 60 s of simulated time",
+                           seed, o.late.empty() ? "" : " liveness: " + o.late + ";",
+                           o.stalled.empty() ? "" : " liveness: " + o.stalled + ";");
     sum.counts["acquisitions"] += o.acquired;
     sum.counts["failed"] += o.failed;
     sum.counts["timed out"] += o.timeouts;
@@ -917,6 +929,29 @@ TEST_CASE("negative control: a waiter never told of its predecessor's deletion i
                                       return why.find("nobody granted (bound W") != std::string::npos ? why : std::string();
                                   }, true);
     CHECK(sum.broke == static_cast<int>(seeds.size()));
+}
+
+// Issue 34's "a release that forgets to wake local waiters" (no lie: the library's release,
+// interposed by local_wake_control.cpp): the release of a holder with a task of its process
+// waiting in memory behind it gives the node back, as if nobody of ours waited, and neither hands
+// it to that task nor starts it on the backend. The task sleeps for ever, and the process's next
+// acquisitions queue in memory behind it; once the other processes are done the lock is free with
+// waiters. Seeds 1-3 (1 under the sanitizers).
+TEST_CASE("negative control: a release that forgets the waiters of its process is caught by the quiet-grant bound (W)")
+{
+    scenario sc;
+    sc.forget_local_wake = true;
+    const char* env = "ZKCORO_SIM_WAKE_CONTROL_SEEDS";
+    const auto seeds = zksim::seeds_of(env, zksim::first_seeds(3, 1));
+    const auto sum = zksim::sweep("sim_protocol control (local waiters not woken)", env, seeds,
+                                  [&](std::uint64_t seed, zksim::sweep_totals& s) {
+                                      auto why = run_seed(seed, sc, s);
+                                      s.counts["local wakes dropped"] += zksim::sim_local_wakes_dropped();
+                                      return why.find("nobody granted (bound W") != std::string::npos ? why : std::string();
+                                  }, true);
+    CHECK(sum.broke == static_cast<int>(seeds.size()));
+    CHECK(sum["local wakes dropped"] >= static_cast<long>(seeds.size()));
+    CHECK_FALSE(zksim::sim_forgets_local_wake());  // off again for the cases after it
 }
 
 TEST_CASE("negative control: a request whose reply never comes is caught by the deadline bound (B)")
