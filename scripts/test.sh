@@ -12,24 +12,25 @@
 #   normal build runs those), and compiles only the programs of the tests it runs (test_targets),
 #   not those of the suites it skips (the fault suite's programs, zklock_exit_table).
 # - The sanitizer build compiles in the background, at idle priority (SCHED_IDLE, nice 19), while
-#   the normal build's tests that need the machine alone run one at a time: they mostly wait on
-#   servers, and at idle priority the compiler only takes the CPU they leave, so their timing is
-#   not squeezed. Then the normal build's tests that may share the machine run in the background,
-#   beside the sanitizer build's tests that may share it (both mostly wait on servers), and the
-#   examples and benchmark smoke tests follow them there; the sanitizer build's tests that need
-#   the machine alone come last. The consumer checks and the fuzzers run at idle priority beside
-#   the sanitizer build's tests (side by side, each fuzzer 10 s).
+#   the normal build's tests, examples and benchmark smoke test run: they mostly wait on servers,
+#   and at idle priority the compiler only takes the CPU they leave, so their timing is not
+#   squeezed. The consumer checks and the fuzzers run the same way beside the sanitizer build's
+#   tests (side by side, each fuzzer 10 s); the examples and the benchmark smoke tests (which mostly wait on their servers) run in
+#   the background from the end of the normal build's tests, beside the end of the sanitizer
+#   build's compile and its tests, instead of before them.
 # - The test programs are unity builds where their files share work (tests/meson.build: the unit
 #   files in one program, the twelve integration files in another, the ten Redis ones, zklock's
 #   two, the simulation programs): the files share their Asio and zkcoro instantiations, which one
 #   translation unit compiles once. Each test runs its files' cases (doctest --source-file).
 # - The fuzzers link the normal build's objects for the code they do not fuzz
 #   (FUZZ_OBJECTS_FROM=build) instead of compiling the library once more.
-# - Among the tests that may share the machine the longest (redis_sentinel and zklock's two parts)
-#   start first (tests/meson.build: priority).
-# - The sanitizer build's shared tests run three at a time, the normal build's two at a time: they
-#   mostly wait on servers and on zklock's and the Redis scripts' processes (the sanitizer build's:
-#   362 s of CPU in 400 s of wall time, three at a time, on 2 cores).
+# - In each `meson test`, the tests that may share the machine start first (the longest,
+#   redis_sentinel and zklock's two parts, first), and those that need it alone (is_parallel:
+#   false) follow (tests/meson.build: priority).
+# - The sanitizer build's tests run three at a time (two in the normal build, whose tests share
+#   the CPU with the sanitizer build's compile): its shared tests mostly wait on servers and on
+#   zklock's and the Redis scripts' processes (362 s of CPU in 400 s of wall time, three at a
+#   time, on 2 cores), and only the fuzzers, at idle priority, run beside them.
 #
 # A skipped test is a failure of the run: after each `meson test` (both builds) the run stops if
 # Meson's test log (BUILD/meson-logs/testlog.json) shows any test as SKIP, for instance a test
@@ -226,66 +227,19 @@ set +m
 tmp=$(mktemp -d)
 checks_pid=
 fuzz_pid=
-normal_pid=
+smoke_pid=
 trap 'kill -- -"$san_pid" 2>/dev/null || true; [ -z "$checks_pid" ] || kill -- -"$checks_pid" 2>/dev/null || true
 [ -z "$fuzz_pid" ] || kill -- -"$fuzz_pid" 2>/dev/null || true
-[ -z "$normal_pid" ] || kill -- -"$normal_pid" 2>/dev/null || true
+[ -z "$smoke_pid" ] || kill -- -"$smoke_pid" 2>/dev/null || true
 rm -rf "$tmp"' EXIT
-# wait_for PID LOG WHAT: waits for the background checks PID, prints their LOG, fails the run if
-# they failed.
-wait_for() {
-  local rc=0
-  wait "$1" || rc=$?
-  cat "$2"
-  if [ "$rc" -ne 0 ]; then
-    echo "== FAIL: $3 failed (exit $rc): see their output above" >&2
-    exit 1
-  fi
-}
-# test_names BUILD_DIR yes|no MESON_TEST_OPTIONS...: the names of the tests these options select
-# (as `meson test` selects them) that may share the machine (yes: is_parallel) or need it alone
-# (no), one per line.
-test_names() {
-  python3 -c 'import json, subprocess, sys
-d, want, opts = sys.argv[1], sys.argv[2] == "yes", sys.argv[3:]
-def run(*cmd):
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
-    if r.returncode:
-        sys.exit("test_names: " + " ".join(cmd) + f" failed (exit {r.returncode})")
-    return r.stdout
-listed = run("meson", "test", "-C", d, "--no-rebuild", "--list", *opts)
-names = {line.rsplit(" / ", 1)[-1] for line in listed.splitlines() if line.strip()}
-tests = json.loads(run("meson", "introspect", d, "--tests"))
-print("\n".join(sorted(t["name"] for t in tests if t["name"] in names and t["is_parallel"] == want)))' "$@"
-}
-# run_named BUILD_DIR WHAT NAMES MESON_TEST_OPTIONS...: run_tests on the tests NAMES (a list, one
-# a line); none: nothing runs (a `meson test` without names would run them all).
-run_named() {
-  local dir=$1 what=$2 names=$3; shift 3
-  if [ -z "$names" ]; then
-    stamp "$dir: no $what"
-    return 0
-  fi
-  # shellcheck disable=SC2086  # one test name a line, no spaces
-  run_tests "$dir" "$@" $names
-}
 
-# The tests of each build in two parts: those that need the machine alone (is_parallel: false:
-# the fault suite, the Curator interop tests, the integration programs with their short
-# sessions...), and those that may share it. The normal build's first part runs first, alone (the
-# sanitizer build's compile beside it, at idle priority); its second part then runs in the
-# background beside the sanitizer build's tests that may share the machine; the sanitizer build's
-# first part runs last. One after the other, the two builds' shared tests took 300 s and 530 s
-# (the fresh run of 2026-12-05: the normal build's tests 789 s, the sanitizer build's 533 s).
-normal_alone=$(test_names build no)
-normal_shared=$(test_names build yes)
-stamp "normal build: the tests that need the machine alone, one at a time"
-run_named build "test that needs the machine alone" "$normal_alone"
+stamp "normal build: tests"
+run_tests build
 grep -h '^fault-suite:' build/meson-logs/testlog.txt || true  # the fault suite's summary line
 
 # The examples and the benchmark's smoke tests need the normal build only: they run in the
-# background after the normal build's shared tests (see the top), beside the sanitizer build's
-# tests; their output is printed when they end.
+# background from here (see the top), beside the rest of the sanitizer build's compile and then
+# its tests; their output is printed when they end.
 smoke_checks() {
   run_examples build
   stamp "benchmark smoke test (tiny counts; the full run is bash bench/run.sh)"
@@ -293,15 +247,11 @@ smoke_checks() {
   stamp "scale curve smoke test (tiny sizes; the full curves: bash bench/scale.sh)"
   limited 120 env BUILD_DIR=build bash bench/scale.sh --quick  # about 10 s
 }
-stamp "normal build: the other tests, then the examples and benchmark smoke tests, in the background"
-normal_log=$tmp/normal-shared.log
+stamp "examples and benchmark smoke tests: started in the background"
+smoke_log=$tmp/smoke-checks.log
 set -m
-( set -e
-  stamp "normal build: the tests that may share the machine"
-  run_named build "test that may share the machine" "$normal_shared"
-  stamp "examples and benchmark smoke tests"
-  smoke_checks ) </dev/null >"$normal_log" 2>&1 &
-normal_pid=$!
+( set -e; smoke_checks ) </dev/null >"$smoke_log" 2>&1 &
+smoke_pid=$!
 set +m
 
 # The checks that need the normal build only: the consumer checks and the fuzzers. They run in the
@@ -367,22 +317,29 @@ checks_pid=$!
 ( set -e; fuzz_checks ) </dev/null >"$fuzz_log" 2>&1 &
 fuzz_pid=$!
 set +m
-san_alone=$(test_names build-san no "${san_tests[@]}")
-san_shared=$(test_names build-san yes "${san_tests[@]}")
+stamp "sanitizer build: tests"
 # exitcode=86 and log_path: see the top (LSan takes ASan's); halt_on_error: UBSan stops at its
-# first report, as ASan does. These options are for these tests only (the fuzzers and the normal
-# build's tests, started before, keep their own).
+# first report, as ASan does. These options are for these tests only (the fuzzers, started
+# before, keep their own).
 san_logs=$root/build-san/meson-logs/sanitizer
 rm -rf "$san_logs"
 mkdir -p "$san_logs"
 export ASAN_OPTIONS=exitcode=86:log_path=$san_logs/report:log_exe_name=1
 export UBSAN_OPTIONS=$UBSAN_OPTIONS:exitcode=86
-stamp "sanitizer build: the tests that may share the machine (beside the normal build's)"
-run_named build-san "test that may share the machine" "$san_shared" --no-rebuild
-stamp "normal build's other tests, examples and benchmark smoke tests: waiting for them"
-wait_for "$normal_pid" "$normal_log" "the normal build's tests, the examples or the benchmark smoke tests"
-stamp "sanitizer build: the tests that need the machine alone, one at a time"
-run_named build-san "test that needs the machine alone" "$san_alone" --no-rebuild
+run_tests build-san --no-rebuild "${san_tests[@]}"
+# wait_for PID LOG WHAT: waits for the background checks PID, prints their LOG, fails the run if
+# they failed.
+wait_for() {
+  local rc=0
+  wait "$1" || rc=$?
+  cat "$2"
+  if [ "$rc" -ne 0 ]; then
+    echo "== FAIL: $3 failed (exit $rc): see their output above" >&2
+    exit 1
+  fi
+}
+stamp "examples and benchmark smoke tests: waiting for them"
+wait_for "$smoke_pid" "$smoke_log" "the examples or the benchmark smoke tests"
 stamp "consumer checks: waiting for them"
 wait_for "$checks_pid" "$checks_log" "the consumer checks"
 stamp "fuzzers: waiting for them"
