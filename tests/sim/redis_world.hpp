@@ -130,6 +130,9 @@ public:
     // waits before it (a later small acquisition passes an earlier big one).
     bool broken_sem_leases = false;
     bool broken_sem_order = false;
+    // Negative control (test only): the release script answers 1 and frees nothing (the lease
+    // stays until its TTL passes; nobody is told).
+    bool broken_sem_release = false;
 
 private:
     struct entry {

@@ -10,9 +10,11 @@
 // a later acquisition never takes leases an earlier one waits for; without faults also no waiter
 // departs before its grant); tokens rising (on the server at every grant; a guard's above every
 // guard that had ended when its acquisition began; no two guards with one token); every
-// acquisition ends by its deadline + R_S. At the end: every task done; once the clients closed and
-// a TTL + 1 s passed, no key left but the counter. Negative controls: a model that counts no
-// lease as held, and one that lets a later acquisition pass an earlier one, are caught.
+// acquisition ends by its deadline + R_S; without faults, W: no guard holding leases while
+// acquisitions are under way lasts at most 200 ms. At the end: every task done; once the clients
+// closed and a TTL + 1 s passed, no key left but the counter. Negative controls: a model that
+// counts no lease as held, one that lets a later acquisition pass an earlier one, and one whose
+// release frees nothing (W), are caught.
 #include "redis_run_log.hpp"
 #include "redis_sim.hpp"
 #include "sim_checks.hpp"
@@ -95,6 +97,10 @@ struct sem_scenario {
     // the guards' tally alone must catch it.
     bool server_count = true;
     bool broken_order = false;
+    bool broken_release = false;  // the W control (redis_world::broken_sem_release)
+    // W (0: not checked): no guard holding leases while acquisitions are under way breaks the seed
+    // after this long (redis_run_log::check_quiet).
+    std::chrono::milliseconds quiet_grant{0};
 };
 
 struct sem_observed : zksim::redis_run_log {
@@ -118,6 +124,7 @@ asio::awaitable<void> sem_hold(sem_observed& o, const sem_scenario& sc, int proc
 {
     ++o.granted;
     ++o.granted_by_n[n];
+    ++o.held;  // until its release has been answered (W)
     const auto who = fmt::format("p{} ({} leases, token {})", process, n, g.fencing_token());
     o.note(process, fmt::format("granted {} leases, token {}", n, g.fencing_token()));
     if (g.fencing_token() <= ended_before && ++o.token_drops == 1)
@@ -157,6 +164,7 @@ asio::awaitable<void> sem_hold(sem_observed& o, const sem_scenario& sc, int proc
     } catch (const boost::system::system_error&) {
         // leases lost, or a release whose connection dropped: they expire
     }
+    --o.held;
 }
 
 asio::awaitable<void> sem_task(zkcoro::redis_semaphore& s, sem_observed& o, int process, std::uint64_t seed,
@@ -232,6 +240,7 @@ std::string run_sem_seed(std::uint64_t seed, const sem_scenario& sc, zksim::swee
     zksim::redis_sim server(sem_port, f);
     server.world.broken_sem_leases = sc.broken_leases;
     server.world.broken_sem_order = sc.broken_order;
+    server.world.broken_sem_release = sc.broken_release;
     asio::io_context ioc;
     std::vector<std::unique_ptr<zkcoro::redis_client>> clients;
     std::vector<std::unique_ptr<zkcoro::redis_semaphore>> sems;
@@ -264,7 +273,9 @@ std::string run_sem_seed(std::uint64_t seed, const sem_scenario& sc, zksim::swee
                                        o.inside, o.now_s(), step_now());
         }
         o.check_late("an acquisition", "R_S", sem_liveness_bound);
-        const bool broke = (o.overs > 0 && sc.count_promised) || !o.late.empty() ||
+        if (sc.quiet_grant.count() > 0)
+            o.check_quiet("no lease held", sc.quiet_grant);
+        const bool broke = (o.overs > 0 && sc.count_promised) || !o.late.empty() || !o.stalled.empty() ||
                            (sc.fifo && !w.sem_fifo_break.empty()) ||
                            (sc.count_promised && sc.server_count && !w.sem_over.empty());
         return o.tasks_done == all || broke ||
@@ -346,6 +357,8 @@ std::string run_sem_seed(std::uint64_t seed, const sem_scenario& sc, zksim::swee
         why += " " + o.early_failure + ";";
     if (!o.late.empty())
         why += " liveness: " + o.late + ";";
+    if (!o.stalled.empty())
+        why += " liveness: " + o.stalled + ";";
     if (!finished && why.empty())
         why += fmt::format(" only {} of {} tasks done within 600 s of simulated time;", o.tasks_done, all);
     if (!closed)
@@ -401,10 +414,12 @@ sem_scenario sem_with_failovers(bool acknowledged)
 
 }  // namespace
 
-TEST_CASE("sim redis semaphore: 4 processes acquiring 1-3 of 3 leases, no faults: every acquisition granted, in order")
+TEST_CASE("sim redis semaphore: 4 processes acquiring 1-3 of 3 leases, no faults: every acquisition granted, in order, "
+          "W 200 ms")
 {
     sem_scenario sc;
     sc.strict_fifo = true;
+    sc.quiet_grant = std::chrono::milliseconds(200);
     sc.min_deadline_ms = sc.max_deadline_ms = 60'000;  // each acquisition waits its turn
     const auto sum = sem_sweep("sim redis semaphore", "ZKCORO_SIM_REDIS_SEM_SEEDS", zksim::first_seeds(2, 1), sc);
     CHECK(sum.broke == 0);
@@ -492,5 +507,16 @@ TEST_CASE("sim redis semaphore negative control: an acquire script that lets a l
     sc.min_deadline_ms = sc.max_deadline_ms = 60'000;
     const auto sum = sem_sweep("sim redis semaphore control (no queue order)", "ZKCORO_SIM_REDIS_SEM_CONTROL_SEEDS",
                                zksim::first_seeds(2, 1), sc, true);
+    CHECK(sum.broke == static_cast<int>(sum.seeds_run));
+}
+
+TEST_CASE("sim redis semaphore negative control: a release script that frees nothing is caught by W")
+{
+    sem_scenario sc;
+    sc.broken_release = true;
+    sc.quiet_grant = std::chrono::milliseconds(200);
+    sc.min_deadline_ms = sc.max_deadline_ms = 60'000;
+    const auto sum = sem_sweep("sim redis semaphore control (a release that frees nothing)",
+                               "ZKCORO_SIM_REDIS_SEM_CONTROL_SEEDS", zksim::first_seeds(2, 1), sc, true);
     CHECK(sum.broke == static_cast<int>(sum.seeds_run));
 }
