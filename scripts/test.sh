@@ -11,13 +11,16 @@
 #   the sanitizer build is -O0 -g1, without the benchmarks, examples and header checks (the
 #   normal build runs those), and compiles only the programs of the tests it runs (test_targets),
 #   not those of the suites it skips (the fault suite's programs, zklock_exit_table).
-# - The sanitizer build compiles in the background, at idle priority (SCHED_IDLE, nice 19), while
-#   the normal build's tests, examples and benchmark smoke test run: they mostly wait on servers,
-#   and at idle priority the compiler only takes the CPU they leave, so their timing is not
-#   squeezed. The consumer checks and the fuzzers run the same way beside the sanitizer build's
-#   tests (side by side, each fuzzer 10 s); the examples and the benchmark smoke tests (which mostly wait on their servers) run in
-#   the background from the end of the normal build's tests, beside the end of the sanitizer
-#   build's compile and its tests, instead of before them.
+# - The normal build compiles first only what its tests run (test_targets); its tests start then.
+#   The sanitizer build compiles in the background, at idle priority (SCHED_IDLE, nice 19), while
+#   the normal build's tests run: they mostly wait on servers, and at idle priority the compiler
+#   only takes the CPU they leave, so their timing is not squeezed. The rest of the normal build
+#   (the examples, the benchmarks: about a third of its compile) follows it there, and the
+#   examples, the benchmark smoke tests and the consumer checks' install wait for it. The
+#   consumer checks and the fuzzers run the same way beside the sanitizer build's tests (side by
+#   side, each fuzzer 10 s); the examples and the benchmark smoke tests (which mostly wait on
+#   their servers) run in the background from the end of the normal build's tests, beside the
+#   sanitizer build's tests, instead of before them.
 # - The test programs are unity builds where their files share work (tests/meson.build: the unit
 #   files in one program, the twelve integration files in another, the ten Redis ones, zklock's
 #   two, the simulation programs): the files share their Asio and zkcoro instantiations, which one
@@ -192,9 +195,14 @@ export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 stamp "API reference (scripts/docs.sh: Doxygen, warnings are errors)"
 bash scripts/docs.sh
 
-stamp "normal build (-O1 -g1)"
+stamp "normal build (-O1 -g1): the programs its tests run"
 configure build -Doptimization=1 "${debug_lines[@]}"
-ninja -C build
+# The rest of it (the examples but the one a test runs, the benchmarks) compiles in the background
+# after the sanitizer build's compile (below): the examples and the benchmark smoke tests that use
+# it run only after the normal build's tests. Its tests build nothing more (--no-rebuild).
+normal_targets=$(test_targets build)
+# shellcheck disable=SC2086  # one build path a line, no spaces
+ninja -C build $normal_targets
 
 # The sanitizer build, in the background at idle priority (see the top). Its output goes to a log
 # that is printed when it fails; the run ends it (by its PID) if the run stops first.
@@ -225,22 +233,50 @@ set -m
 san_pid=$!
 set +m
 tmp=$(mktemp -d)
+# The rest of the normal build, in the background at idle priority once the sanitizer build's
+# compile has ended (tail --pid waits for a process that is not its child): the sanitizer build's
+# compile is what the run waits for, the rest only the examples, the benchmark smoke tests and the
+# consumer checks' install, which wait for it (wait_rest) and have time to spare. Its status goes
+# to a file, for those who wait for it.
+rest_log=build/meson-logs/background-ninja.log
+rest_rc=$tmp/rest-build.rc
+set -m
+( tail --pid="$san_pid" -f /dev/null
+  rc=0; "${idle[@]}" ninja -C build || rc=$?
+  echo "== [$(( $(date +%s) - t0 )) s] normal build: the background compile of the rest ended (exit $rc)"
+  echo "$rc" >"$rest_rc"
+  exit "$rc" ) </dev/null >"$rest_log" 2>&1 &
+rest_pid=$!
+set +m
+# wait_rest: waits for the rest of the normal build; fails (status 1) if it failed.
+wait_rest() {
+  tail --pid="$rest_pid" -f /dev/null
+  if [ "$(cat "$rest_rc" 2>/dev/null)" != 0 ]; then
+    tail -n 60 "$rest_log"
+    echo "== FAIL: the rest of the normal build failed; its whole output is in $rest_log" >&2
+    return 1
+  fi
+  tail -n 1 "$rest_log"
+}
 checks_pid=
 fuzz_pid=
 smoke_pid=
-trap 'kill -- -"$san_pid" 2>/dev/null || true; [ -z "$checks_pid" ] || kill -- -"$checks_pid" 2>/dev/null || true
+trap 'kill -- -"$san_pid" 2>/dev/null || true; kill -- -"$rest_pid" 2>/dev/null || true
+[ -z "$checks_pid" ] || kill -- -"$checks_pid" 2>/dev/null || true
 [ -z "$fuzz_pid" ] || kill -- -"$fuzz_pid" 2>/dev/null || true
 [ -z "$smoke_pid" ] || kill -- -"$smoke_pid" 2>/dev/null || true
 rm -rf "$tmp"' EXIT
 
 stamp "normal build: tests"
-run_tests build
+run_tests build --no-rebuild
 grep -h '^fault-suite:' build/meson-logs/testlog.txt || true  # the fault suite's summary line
 
 # The examples and the benchmark's smoke tests need the normal build only: they run in the
 # background from here (see the top), beside the rest of the sanitizer build's compile and then
 # its tests; their output is printed when they end.
 smoke_checks() {
+  stamp "examples and benchmark smoke tests: waiting for the rest of the normal build"
+  wait_rest
   run_examples build
   stamp "benchmark smoke test (tiny counts; the full run is bash bench/run.sh)"
   limited 240 env BUILD_DIR=build bash bench/run.sh --quick  # about 40 s
@@ -272,6 +308,7 @@ consumer_checks() {
   limited 60 "$with_server" -- "$tmp/meson/build/consumer"
 
   stamp "consumer check: CMake, find_package(zkcoro) against zkcoro installed under a temporary prefix"
+  wait_rest  # the install takes the whole normal build
   DESTDIR="$tmp/install" meson install -C build --quiet --no-rebuild >/dev/null
   local prefix pcdir flags
   prefix="$tmp/install$(meson introspect build --buildoptions | python3 -c \
