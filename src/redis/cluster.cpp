@@ -80,7 +80,7 @@ struct cluster_router::routed {
     std::shared_ptr<reply_op> op;
     int slot;  // -1: no key
     int redirections = 0;  // MOVED and ASK followed
-    int tries = 0;         // TRYAGAIN waited out
+    std::optional<std::chrono::steady_clock::time_point> first_try_again;  // its first TRYAGAIN
     std::shared_ptr<answer_site> where = nullptr;  // exec_tracked
 };
 
@@ -310,7 +310,7 @@ void cluster_router::exec_tracked(command_args args, std::shared_ptr<reply_op> o
         return void(op->fail(last_code()));
     auto key = routing_key(args);
     auto c = std::make_shared<routed>(routed{std::vector<std::string>(args.begin(), args.end()), script,
-                                             std::move(op), key ? key_slot(*key) : -1, 0, 0, std::move(where)});
+                                             std::move(op), key ? key_slot(*key) : -1, 0, std::nullopt, std::move(where)});
     c->op->bind_cancellation();
     if (!mapped_) {
         waiting_.push_back(std::move(c));
@@ -382,10 +382,12 @@ void cluster_router::answered(std::shared_ptr<routed> c, std::size_t from_node, 
             return send(std::move(c), to, false);
         }
     }
-    if (r.type == redis_reply::kind::error && r.str.starts_with("TRYAGAIN") && c->tries < max_tries && !closed_) {
+    const bool try_again = r.type == redis_reply::kind::error && r.str.starts_with("TRYAGAIN");
+    if (try_again && !c->first_try_again)
+        c->first_try_again = std::chrono::steady_clock::now();
+    if (try_again && std::chrono::steady_clock::now() - *c->first_try_again < try_again_for && !closed_) {
         // Some of a multi-key command's keys have moved, some not yet (the lock's acquire script
         // with its fencing counter moved and its key free): sent again until the move is done.
-        ++c->tries;
         ++tried_again;
         c->redirections = 0;  // each try may meet ASK again (the source still names the target)
         auto t = std::make_shared<asio::steady_timer>(strand_, std::chrono::milliseconds(20));
@@ -395,6 +397,8 @@ void cluster_router::answered(std::shared_ptr<routed> c, std::size_t from_node, 
             c->op->fail(redis_errc::closed);
         });
     }
+    if (try_again)
+        ++try_again_answers;
     if (ec == redis_errc::connection_lost || r.str.starts_with("CLUSTERDOWN"))
         refresh();
     if (c->where) {

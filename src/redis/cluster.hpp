@@ -11,6 +11,7 @@
 #include "redis/slot.hpp"
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -48,8 +49,8 @@ public:
     // answer MOVED updates the map, refreshes it and sends again; ASK sends ASKING and the
     // command to the node named (the map stays). At most max_redirections of these, then the
     // last reply (error_reply). TRYAGAIN (a multi-key command whose keys are partly moved while
-    // its slot migrates) sends again after 20 ms, up to max_tries times (2 s), then the reply
-    // (try_again: retriable). No master for the slot in the map: CLUSTERDOWN (cluster_down).
+    // its slot migrates) sends again every 20 ms for up to try_again_for (2 s from the first
+    // TRYAGAIN, whatever each try's round trips take), then the reply (try_again: retriable). No master for the slot in the map: CLUSTERDOWN (cluster_down).
     void exec(command_args args, std::shared_ptr<reply_op> op, const std::string* script);
     using answer_site = cluster_answer_site;
     // exec, and tells where the final answer came from (for WAIT on the same connection).
@@ -75,9 +76,10 @@ public:
     std::function<void(const redis_reply&)> on_push;
 
     static constexpr int max_redirections = 16;
-    static constexpr int max_tries = 100;
+    static constexpr std::chrono::milliseconds try_again_for{2000};
     std::uint64_t sent = 0, connects = 0;
-    std::uint64_t moved = 0, asked = 0, tried_again = 0, refreshes = 0;  // for tests and logs
+    // For tests and logs; try_again_answers: commands completed with TRYAGAIN after try_again_for.
+    std::uint64_t moved = 0, asked = 0, tried_again = 0, try_again_answers = 0, refreshes = 0;
 
     struct routed;  // one command on its way (cluster.cpp)
 
