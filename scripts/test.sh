@@ -15,10 +15,10 @@
 #   The sanitizer build compiles in the background, at idle priority (SCHED_IDLE, nice 19), while
 #   the normal build's tests run: they mostly wait on servers, and at idle priority the compiler
 #   only takes the CPU they leave, so their timing is not squeezed. The rest of the normal build
-#   (the examples, the benchmarks: about a third of its compile) follows it there, and the
+#   (the examples, the benchmarks: 77 s of its 529 s in a fresh run) follows it there, and the
 #   examples, the benchmark smoke tests and the consumer checks' install wait for it. The
-#   consumer checks and the fuzzers run the same way beside the sanitizer build's tests (side by
-#   side, each fuzzer 10 s); the examples and the benchmark smoke tests (which mostly wait on
+#   consumer checks and the fuzzers start there too once the sanitizer build's compile has ended
+#   (side by side, each fuzzer 10 s); the examples and the benchmark smoke tests (which mostly wait on
 #   their servers) run in the background from the end of the normal build's tests, beside the
 #   sanitizer build's tests, instead of before them.
 # - The test programs are unity builds where their files share work (tests/meson.build: the unit
@@ -30,10 +30,12 @@
 # - In each `meson test`, the tests that may share the machine start first (the longest,
 #   redis_sentinel and zklock's two parts, first), and those that need it alone (is_parallel:
 #   false) follow (tests/meson.build: priority).
-# - The sanitizer build's tests run three at a time (two in the normal build, whose tests share
-#   the CPU with the sanitizer build's compile): its shared tests mostly wait on servers and on
-#   zklock's and the Redis scripts' processes (362 s of CPU in 400 s of wall time, three at a
-#   time, on 2 cores), and only the fuzzers, at idle priority, run beside them.
+# - The tests that may share the machine run three at a time in the normal build, four in the
+#   sanitizer build: they mostly wait on servers and on zklock's and the Redis scripts' processes
+#   (the sanitizer build's: 362 s of CPU in 400 s of wall time, three at a time, on 2 cores);
+#   beside them only what runs at idle priority (the sanitizer build's compile, the fuzzers, the
+#   consumer checks' compiles). Two and three at a time, they took about 280 s and 370 s of a
+#   fresh run's 31 minutes.
 #
 # A skipped test is a failure of the run: after each `meson test` (both builds) the run stops if
 # Meson's test log (BUILD/meson-logs/testlog.json) shows any test as SKIP, for instance a test
@@ -167,9 +169,9 @@ if not selected:
 print("\n".join(sorted(os.path.relpath(f, root) for i in need for f in files[i])))' "$dir" "$@"
 }
 run_tests() {  # build-dir, meson test options...
-  local dir=$1 rc=0 procs=2; shift
-  # The sanitizer build's tests, three at a time (see the top).
-  [ "$dir" != build-san ] || procs=3
+  local dir=$1 rc=0 procs=3; shift
+  # Three at a time, four in the sanitizer build (see the top).
+  [ "$dir" != build-san ] || procs=4
   meson test -C "$dir" --print-errorlogs --num-processes "$procs" "$@" || rc=$?
   # The sanitizer build's reports, whether or not the tests passed.
   [ "$dir" != build-san ] || check_sanitizer_reports "$dir" "$san_logs"
@@ -267,35 +269,14 @@ trap 'kill -- -"$san_pid" 2>/dev/null || true; kill -- -"$rest_pid" 2>/dev/null 
 [ -z "$smoke_pid" ] || kill -- -"$smoke_pid" 2>/dev/null || true
 rm -rf "$tmp"' EXIT
 
-stamp "normal build: tests"
-run_tests build --no-rebuild
-grep -h '^fault-suite:' build/meson-logs/testlog.txt || true  # the fault suite's summary line
-
-# The examples and the benchmark's smoke tests need the normal build only: they run in the
-# background from here (see the top), beside the rest of the sanitizer build's compile and then
-# its tests; their output is printed when they end.
-smoke_checks() {
-  stamp "examples and benchmark smoke tests: waiting for the rest of the normal build"
-  wait_rest
-  run_examples build
-  stamp "benchmark smoke test (tiny counts; the full run is bash bench/run.sh)"
-  limited 240 env BUILD_DIR=build bash bench/run.sh --quick  # about 40 s
-  stamp "scale curve smoke test (tiny sizes; the full curves: bash bench/scale.sh)"
-  limited 120 env BUILD_DIR=build bash bench/scale.sh --quick  # about 10 s
-}
-stamp "examples and benchmark smoke tests: started in the background"
-smoke_log=$tmp/smoke-checks.log
-set -m
-( set -e; smoke_checks ) </dev/null >"$smoke_log" 2>&1 &
-smoke_pid=$!
-set +m
-
 # The checks that need the normal build only: the consumer checks and the fuzzers. They run in the
-# background, beside the sanitizer build's tests (which mostly wait on servers), with their
+# background from the end of the sanitizer build's compile (tail --pid), beside the end of the
+# normal build's tests and the sanitizer build's tests (which mostly wait on servers), with their
 # compiles and the fuzzers at idle priority; their output is printed when they end. Two groups
 # side by side, not one after the other: one after the other they ended 123 s after the sanitizer
 # build's tests in a fresh run (the Meson-subproject check's compile 328 s, then six fuzzers of
-# 20 s each).
+# 20 s each); started with the sanitizer build's tests, not before, they would have had the rest of
+# the normal build to share the idle CPU with.
 with_server=build/tools/zkserver/zkcoro-with-server
 consumer_checks() {
   stamp "consumer check: zkcoro as a Meson subproject (built without optimisation or debug information)"
@@ -335,6 +316,40 @@ fuzz_checks() {
   FUZZ_OBJECTS_FROM=build FUZZ_SECONDS=$fuzz_seconds "${idle[@]}" bash scripts/fuzz.sh
 }
 
+stamp "consumer checks and fuzzers: started in the background, side by side, once the sanitizer build's compile has ended"
+checks_log=$tmp/consumer-checks.log
+fuzz_log=$tmp/fuzz-checks.log
+# set -e holds inside the subshells: the first failing step ends one, with that step's status.
+# Job control gives each a process group of its own, so that the trap can end all they started.
+set -m
+( tail --pid="$san_pid" -f /dev/null; set -e; consumer_checks ) </dev/null >"$checks_log" 2>&1 &
+checks_pid=$!
+( tail --pid="$san_pid" -f /dev/null; set -e; fuzz_checks ) </dev/null >"$fuzz_log" 2>&1 &
+fuzz_pid=$!
+set +m
+stamp "normal build: tests"
+run_tests build --no-rebuild
+grep -h '^fault-suite:' build/meson-logs/testlog.txt || true  # the fault suite's summary line
+
+# The examples and the benchmark's smoke tests need the normal build only: they run in the
+# background from here (see the top), beside the rest of the sanitizer build's compile and then
+# its tests; their output is printed when they end.
+smoke_checks() {
+  stamp "examples and benchmark smoke tests: waiting for the rest of the normal build"
+  wait_rest
+  run_examples build
+  stamp "benchmark smoke test (tiny counts; the full run is bash bench/run.sh)"
+  limited 240 env BUILD_DIR=build bash bench/run.sh --quick  # about 40 s
+  stamp "scale curve smoke test (tiny sizes; the full curves: bash bench/scale.sh)"
+  limited 120 env BUILD_DIR=build bash bench/scale.sh --quick  # about 10 s
+}
+stamp "examples and benchmark smoke tests: started in the background"
+smoke_log=$tmp/smoke-checks.log
+set -m
+( set -e; smoke_checks ) </dev/null >"$smoke_log" 2>&1 &
+smoke_pid=$!
+set +m
+
 stamp "sanitizer build: waiting for the background compile"
 if ! wait "$san_pid"; then
   tail -n 60 "$san_log"
@@ -343,17 +358,6 @@ if ! wait "$san_pid"; then
 fi
 tail -n 2 "$san_log"
 
-stamp "consumer checks and fuzzers: started in the background, side by side"
-checks_log=$tmp/consumer-checks.log
-fuzz_log=$tmp/fuzz-checks.log
-# set -e holds inside the subshells: the first failing step ends one, with that step's status.
-# Job control gives each a process group of its own, so that the trap can end all they started.
-set -m
-( set -e; consumer_checks ) </dev/null >"$checks_log" 2>&1 &
-checks_pid=$!
-( set -e; fuzz_checks ) </dev/null >"$fuzz_log" 2>&1 &
-fuzz_pid=$!
-set +m
 stamp "sanitizer build: tests"
 # exitcode=86 and log_path: see the top (LSan takes ASan's); halt_on_error: UBSan stops at its
 # first report, as ASan does. These options are for these tests only (the fuzzers, started
