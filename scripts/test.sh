@@ -18,9 +18,9 @@
 #   (the examples, the benchmarks: 77 s of its 529 s in a fresh run) follows it there, and the
 #   examples, the benchmark smoke tests and the consumer checks' install wait for it. The
 #   consumer checks and the fuzzers start there too once the sanitizer build's compile has ended
-#   (side by side, each fuzzer 10 s); the examples and the benchmark smoke tests (which mostly wait on
-#   their servers) run in the background from the end of the normal build's tests, beside the
-#   sanitizer build's tests, instead of before them.
+#   (side by side, each fuzzer 10 s); the examples and the benchmark smoke tests (which mostly
+#   wait on their servers) run in the background from the end of the normal build's tests, beside
+#   the sanitizer build's tests, instead of before them.
 # - The test programs are unity builds where their files share work (tests/meson.build: the unit
 #   files in one program, the twelve integration files in another, the ten Redis ones, zklock's
 #   two, the simulation programs): the files share their Asio and zkcoro instantiations, which one
@@ -275,8 +275,9 @@ rm -rf "$tmp"' EXIT
 # compiles and the fuzzers at idle priority; their output is printed when they end. Two groups
 # side by side, not one after the other: one after the other they ended 123 s after the sanitizer
 # build's tests in a fresh run (the Meson-subproject check's compile 328 s, then six fuzzers of
-# 20 s each); started with the sanitizer build's tests, not before, they would have had the rest of
-# the normal build to share the idle CPU with.
+# 20 s each). They share the idle CPU with the rest of the normal build, which starts at the same
+# moment: in the fresh run of 4c81470 all three ended with the sanitizer build's tests (the rest
+# of the normal build 2 s after them, then the examples and benchmark smoke tests, 84 s).
 with_server=build/tools/zkserver/zkcoro-with-server
 consumer_checks() {
   stamp "consumer check: zkcoro as a Meson subproject (built without optimisation or debug information)"
@@ -332,8 +333,8 @@ run_tests build --no-rebuild
 grep -h '^fault-suite:' build/meson-logs/testlog.txt || true  # the fault suite's summary line
 
 # The examples and the benchmark's smoke tests need the normal build only: they run in the
-# background from here (see the top), beside the rest of the sanitizer build's compile and then
-# its tests; their output is printed when they end.
+# background from here (see the top), once the rest of the normal build is compiled, beside the
+# sanitizer build's tests; their output is printed when they end.
 smoke_checks() {
   stamp "examples and benchmark smoke tests: waiting for the rest of the normal build"
   wait_rest
