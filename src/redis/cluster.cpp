@@ -383,9 +383,10 @@ void cluster_router::answered(std::shared_ptr<routed> c, std::size_t from_node, 
         }
     }
     const bool try_again = r.type == redis_reply::kind::error && r.str.starts_with("TRYAGAIN");
+    const auto now = std::chrono::steady_clock::now();
     if (try_again && !c->first_try_again)
-        c->first_try_again = std::chrono::steady_clock::now();
-    if (try_again && std::chrono::steady_clock::now() - *c->first_try_again < try_again_for && !closed_) {
+        c->first_try_again = now;
+    if (try_again && now - *c->first_try_again < try_again_for && !closed_) {
         // Some of a multi-key command's keys have moved, some not yet (the lock's acquire script
         // with its fencing counter moved and its key free): sent again until the move is done.
         ++tried_again;

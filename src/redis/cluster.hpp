@@ -50,7 +50,8 @@ public:
     // command to the node named (the map stays). At most max_redirections of these, then the
     // last reply (error_reply). TRYAGAIN (a multi-key command whose keys are partly moved while
     // its slot migrates) sends again every 20 ms for up to try_again_for (2 s from the first
-    // TRYAGAIN, whatever each try's round trips take), then the reply (try_again: retriable). No master for the slot in the map: CLUSTERDOWN (cluster_down).
+    // TRYAGAIN, whatever each try's round trips take), then the reply (try_again: retriable).
+    // No master for the slot in the map: CLUSTERDOWN (cluster_down).
     void exec(command_args args, std::shared_ptr<reply_op> op, const std::string* script);
     using answer_site = cluster_answer_site;
     // exec, and tells where the final answer came from (for WAIT on the same connection).
@@ -78,7 +79,8 @@ public:
     static constexpr int max_redirections = 16;
     static constexpr std::chrono::milliseconds try_again_for{2000};
     std::uint64_t sent = 0, connects = 0;
-    // For tests and logs; try_again_answers: commands completed with TRYAGAIN after try_again_for.
+    // For tests and logs; try_again_answers: commands completed with TRYAGAIN (past
+    // try_again_for, or the router closed).
     std::uint64_t moved = 0, asked = 0, tried_again = 0, try_again_answers = 0, refreshes = 0;
 
     struct routed;  // one command on its way (cluster.cpp)
