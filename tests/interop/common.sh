@@ -50,21 +50,27 @@ interop_setup() {
 }
 
 # cleanup: the EXIT trap: ends (TERM, bounded wait) what is still running, then removes $tmp
-# (kept and reported when KEEP_TMP is set).
+# (kept and reported when KEEP_TMP is set). Only in the script's own shell: a job started with &
+# is a forked copy of it until its exec, and one signalled in that moment runs the TERM and EXIT
+# traps too (bash 5.2). The test guards the work (`if [ "$BASHPID" = "$$" ]`), never skips it
+# (`[ "$BASHPID" != "$$" ] && return`): in that copy an error of bash's own ("wait_for: No record
+# of process") turned the test's status false.
 cleanup() {
     local pid
-    for pid in "${started[@]}"; do
-        if kill -0 "$pid" 2>/dev/null; then
-            kill -TERM "$pid" 2>/dev/null || true
+    if [ "$BASHPID" = "$$" ]; then
+        for pid in "${started[@]}"; do
+            if kill -0 "$pid" 2>/dev/null; then
+                kill -TERM "$pid" 2>/dev/null || true
+            fi
+        done
+        for pid in "${started[@]}"; do
+            wait_pid "$pid" 5 >/dev/null 2>&1 || true
+        done
+        if [ -n "${KEEP_TMP:-}" ]; then
+            echo "kept $tmp" >&2
+        else
+            rm -rf "$tmp"
         fi
-    done
-    for pid in "${started[@]}"; do
-        wait_pid "$pid" 5 >/dev/null 2>&1 || true
-    done
-    if [ -n "${KEEP_TMP:-}" ]; then
-        echo "kept $tmp" >&2
-    else
-        rm -rf "$tmp"
     fi
 }
 

@@ -13,8 +13,12 @@ tmp=$(mktemp -d)
 server=
 started=()
 cleanup() {
-    for p in "${started[@]}"; do kill "$p" 2>/dev/null; done
-    rm -rf "$tmp"
+    # Only in this shell: a job started with & is a forked copy of this shell until its exec, and
+    # one signalled in that moment runs this trap too (bash 5.2).
+    if [ "$BASHPID" = "$$" ]; then
+        for p in "${started[@]}"; do kill "$p" 2>/dev/null; done
+        rm -rf "$tmp"
+    fi
 }
 trap cleanup EXIT
 ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }

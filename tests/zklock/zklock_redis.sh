@@ -15,7 +15,9 @@ fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 rcli() { redis-cli -p "$port" "$@"; }
 key="zklock-redis-$$"
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+# EXIT trap: only in this shell. A job started with & is a forked copy of this shell until its
+# exec, and one signalled in that moment runs this trap too (bash 5.2): it would remove $tmp.
+trap 'if [ "$BASHPID" = "$$" ]; then rm -rf "$tmp"; fi' EXIT
 
 # 1. The environment carries the fencing token and the key; the command's status passes through.
 out=$("$zklock" -c "$url" "$key" -- sh -c 'echo "$ZKLOCK_FENCING_TOKEN $ZKLOCK_NODE"; exit 7')
@@ -117,6 +119,10 @@ rcli DEL "$key-list" >/dev/null
 # background command with SIGINT ignored until zklock's own handler is installed, and that zklock
 # was still starting (or blocked writing its line). A stall prints the process's state
 # (proc_state), so that the next one says where it was.
+# Each round writes its own file: with one file for all rounds, the poll could read the last
+# round's "connected" line before the new zklock's shell had truncated it, and signal that shell
+# before its exec (its copy of the EXIT trap then removed $tmp: two fresh-root runs lost the
+# directory so, at four and five sanitizer tests at a time).
 proc_state() {  # PID: the kernel's view of a process that did not answer in time
     local p=$1
     [ -d "/proc/$p" ] || { echo "(pid $p: gone)"; return; }
@@ -128,15 +134,16 @@ for sig in TERM INT TERM INT; do
     want=$((128 + $(kill -l "$sig")))
     rcli SET "$k" foreign-holder PX 30000 >/dev/null
     started=$SECONDS
-    "$zklock" -v -c "$url" "$k" -- touch "$tmp/sig-ran" 2>"$tmp/sig.err" &
+    err=$tmp/$k.err
+    "$zklock" -v -c "$url" "$k" -- touch "$tmp/sig-ran" 2>"$err" &
     waiter=$!
     for _ in $(seq 1200); do  # at most 60 s
-        grep -q '^zklock: connected to Redis' "$tmp/sig.err" && break
+        grep -q '^zklock: connected to Redis' "$err" && break
         kill -0 "$waiter" 2>/dev/null || break
         sleep 0.05
     done
-    grep -q '^zklock: connected to Redis' "$tmp/sig.err" ||
-        fail "SIG$sig case: zklock -v did not say it was connected within 60 s: $(cat "$tmp/sig.err"); $(proc_state "$waiter")"
+    grep -q '^zklock: connected to Redis' "$err" ||
+        fail "SIG$sig case: zklock -v did not say it was connected within 60 s: $(cat "$err"); $(proc_state "$waiter")"
     [ $((SECONDS - started)) -lt 5 ] ||
         echo "zklock_redis: note: SIG$sig case: zklock took $((SECONDS - started)) s to say it was connected" >&2
     kill -"$sig" "$waiter" 2>/dev/null
@@ -150,9 +157,9 @@ for sig in TERM INT TERM INT; do
     fi
     wait "$waiter"
     rc=$?
-    [ "$rc" -eq "$want" ] || fail "SIG$sig while waiting: exit $rc, expected $want: $(cat "$tmp/sig.err")"
-    grep -q "SIG$sig while waiting: giving up" "$tmp/sig.err" ||
-        fail "SIG$sig while waiting: zklock did not say it gave up waiting: $(cat "$tmp/sig.err")"
+    [ "$rc" -eq "$want" ] || fail "SIG$sig while waiting: exit $rc, expected $want: $(cat "$err")"
+    grep -q "SIG$sig while waiting: giving up" "$err" ||
+        fail "SIG$sig while waiting: zklock did not say it gave up waiting: $(cat "$err")"
     [ ! -e "$tmp/sig-ran" ] || fail "SIG$sig while waiting: the command ran"
     rm -f "$tmp/sig-ran"
     [ "$(rcli GET "$k")" = foreign-holder ] ||

@@ -18,7 +18,9 @@ fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 rcli() { redis-cli -p "$port" "$@"; }
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+# EXIT trap: only in this shell. A job started with & is a forked copy of this shell until its
+# exec, and one signalled in that moment runs this trap too (bash 5.2): it would remove $tmp.
+trap 'if [ "$BASHPID" = "$$" ]; then rm -rf "$tmp"; fi' EXIT
 # expired KEY: waits (at most 3 s) for the foreign holder's key to run out.
 expired() {
     local _

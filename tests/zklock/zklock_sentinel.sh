@@ -18,8 +18,12 @@ fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 tmp=$(mktemp -d)
 started=()
 cleanup() {
-    for p in "${started[@]}"; do kill "$p" 2>/dev/null; done
-    rm -rf "$tmp"
+    # Only in this shell: a job started with & is a forked copy of this shell until its exec, and
+    # one signalled in that moment runs this trap too (bash 5.2).
+    if [ "$BASHPID" = "$$" ]; then
+        for p in "${started[@]}"; do kill "$p" 2>/dev/null; done
+        rm -rf "$tmp"
+    fi
 }
 trap cleanup EXIT
 # One hold under zklock: the command logs "<id> X <enter_ns> <exit_ns>" (CLOCK_MONOTONIC).

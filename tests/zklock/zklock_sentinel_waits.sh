@@ -19,8 +19,12 @@ fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 tmp=$(mktemp -d)
 frozen=()
 cleanup() {
-    for p in "${frozen[@]}"; do kill -CONT "$p" 2>/dev/null; done
-    rm -rf "$tmp"
+    # Only in this shell: a job started with & is a forked copy of this shell until its exec, and
+    # one signalled in that moment runs this trap too (bash 5.2).
+    if [ "$BASHPID" = "$$" ]; then
+        for p in "${frozen[@]}"; do kill -CONT "$p" 2>/dev/null; done
+        rm -rf "$tmp"
+    fi
 }
 trap cleanup EXIT
 key="zklock-sw-$$"
