@@ -263,11 +263,16 @@ wait_rest() {
 checks_pid=
 fuzz_pid=
 smoke_pid=
-trap 'kill -- -"$san_pid" 2>/dev/null || true; kill -- -"$rest_pid" 2>/dev/null || true
+# The EXIT trap runs in this shell only: a job started with & is a forked copy of this shell until
+# it has reset its traps or exec'd, and one signalled in that moment runs this trap too (bash 5.2):
+# it would end the other jobs and remove $tmp (tests/zklock/zklock_redis.sh lost its directory so).
+trap 'if [ "$BASHPID" = "$$" ]; then
+kill -- -"$san_pid" 2>/dev/null || true; kill -- -"$rest_pid" 2>/dev/null || true
 [ -z "$checks_pid" ] || kill -- -"$checks_pid" 2>/dev/null || true
 [ -z "$fuzz_pid" ] || kill -- -"$fuzz_pid" 2>/dev/null || true
 [ -z "$smoke_pid" ] || kill -- -"$smoke_pid" 2>/dev/null || true
-rm -rf "$tmp"' EXIT
+rm -rf "$tmp"
+fi' EXIT
 
 # The checks that need the normal build only: the consumer checks and the fuzzers. They run in the
 # background from the end of the sanitizer build's compile (tail --pid), beside the end of the
