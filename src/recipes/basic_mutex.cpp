@@ -6,7 +6,7 @@
 
 #include <zkcoro/basic_mutex.hpp>
 
-#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/deferred.hpp>
 #include <boost/system/system_error.hpp>
 
 #include <mutex>
@@ -29,19 +29,20 @@ void start_lock_participants(const std::shared_ptr<lock_object>& s,
 
 namespace {
 
-// The operation of acquire(), for use_awaitable. Not written inside lock_acquire_for: g++ keeps
-// the temporaries of a co_await's full expression (the initiation and its executor) in the
-// coroutine's frame, which made every waiting task 112 bytes larger (the bench's scale).
-asio::awaitable<std::optional<guard>> initiate_acquire(const std::shared_ptr<lock_object>& s, owner_id owner,
-                                                       std::chrono::steady_clock::duration timeout)
-{
-    return asio::async_initiate<const asio::use_awaitable_t<>&, void(error_code, std::optional<guard>)>(
-        make_initiation(s->ex,
-                        [&s](auto handler, owner_id o, std::chrono::steady_clock::duration t) {
-                            start_lock_acquire(s, o, t, std::move(handler));
-                        }),
-        asio::use_awaitable, owner, timeout);
-}
+// The acquisition as an asynchronous operation that lock_acquire_for awaits as it is (a deferred
+// operation): Asio 1.26 runs such an operation from the awaiting frame, with no coroutine frame of
+// its own, where use_awaitable's initiation is a coroutine whose frame (its initiation, the
+// executor, the arguments, the result) lived as long as the task waited: 288 bytes per waiting
+// task (heaptrack, the bench's scale). No executor is carried: the handler names the task's.
+struct acquire_initiation {
+    const std::shared_ptr<lock_object>* s;
+    template <class Handler>
+    void operator()(Handler&& handler, owner_id owner, std::chrono::steady_clock::duration timeout) const
+    {
+        start_bound(std::forward<Handler>(handler),
+                    [&](auto&& h) { start_lock_acquire(*s, owner, timeout, std::forward<decltype(h)>(h)); });
+    }
+};
 
 }  // namespace
 
@@ -52,10 +53,12 @@ asio::awaitable<std::optional<guard>> lock_acquire_for(const std::shared_ptr<loc
     // to allocate for every acquisition).
     owner_id me = 0;
     co_await this_task::detail::read_id<asio::any_io_executor>{&me};
-    // use_awaitable and a catch, not as_tuple: the coroutine frame of every waiting task stays as
-    // small as it was (as_tuple made it about 100 bytes larger, measured by the bench's scale).
+    // The error as an exception (as the await of a deferred operation gives it) and a catch, not
+    // as_tuple: as_tuple made the frame of every waiting task about 100 bytes larger (the bench's
+    // scale).
     try {
-        co_return co_await initiate_acquire(s, me, timeout);
+        co_return co_await asio::async_initiate<const asio::deferred_t&, void(error_code, std::optional<guard>)>(
+            acquire_initiation{&s}, asio::deferred, me, timeout);
     } catch (const boost::system::system_error& e) {
         throw boost::system::system_error(e.code(), s->backend->failure_context("acquire", s->path, e.code()));
     }
