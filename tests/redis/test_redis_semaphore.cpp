@@ -327,7 +327,9 @@ TEST_CASE("semaphore: one lease, six waiters: FIFO and no herd")
         CHECK(order == std::vector<int>{0, 1, 2, 3, 4, 5});
         const auto runs = scripts() - before;
         MESSAGE(waiters << " grants after the first release took " << runs << " script runs");
-        CHECK(runs <= 2 * waiters + 2);
+        // 12 at best (a grant and a release each), 27 with a herd (6 + 5 + ... + 1 attempts and
+        // the releases); a fresh root under the sanitizers, busy, saw 16 (waiters' polls).
+        CHECK(runs <= 2 * waiters + 6);
         const bool clean = co_await only_counter_left(srv, n);
         CHECK(clean);
     });
