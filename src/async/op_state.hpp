@@ -25,6 +25,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <tuple>
 #include <utility>
 
@@ -61,7 +62,8 @@ public:
     static bool allowed() noexcept { return allowed_; }
 
 private:
-    static inline thread_local bool allowed_ = false;
+    // Initial-exec (async/pool.hpp): read for every completion of a reply.
+    static inline thread_local bool allowed_ ZKCORO_TLS_INITIAL_EXEC = false;
     bool before_;
 };
 
@@ -72,29 +74,47 @@ public:
     using handler_type = any_handler<void(error_code, Args...)>;
     using io_strand = asio::strand<asio::io_context::executor_type>;
 
-    op_state(handler_type h, const asio::any_io_executor& io_ex) : handler_(std::move(h)), io_ex_(io_ex)
+    op_state(handler_type h, const asio::any_io_executor& io_ex)
+        : handler_(std::move(h)), io_ex_(io_ex), io_ctx_(io_ex_.target<asio::io_context::executor_type>()),
+          io_strand_(io_ctx_ ? nullptr : io_ex_.target<io_strand>())
     {
         // The common case: the handler runs on the client's own executor (a coroutine on the
         // same io_context). Then one post to it suffices, and the work is tracked through the
         // client's executor, which needs no allocation (the type-erased completion executor
-        // wrapping an any_io_executor is a shared, reference-counted object). The other case
-        // keeps its executor and work apart, so that a pending operation of the common case
+        // wrapping an any_io_executor is a shared, reference-counted object). A handler on an
+        // io_context's own executor (a coroutine's, where the client runs on a strand) keeps that
+        // executor typed, its work tracked in place: no allocation, no type-erased call. Any other
+        // case keeps its executor and work apart, so that a pending operation of the common case
         // does not carry two unused type-erased executors (about 60 bytes per waiting task).
         // Asked with the io_context's own executor as the candidate where there is one: wrapping
         // that in the completion executor needs no allocation, where wrapping an any_io_executor
         // does (a shared target), for every operation whose handler has no executor of its own.
-        // The Redis client's strand is held in place the same way.
-        auto ex = candidate(io_ex);
+        // The Redis client's strand is held in place the same way. The targets of io_ex_ are
+        // looked up once (each failed lookup compares type names with strcmp).
+        auto ex = candidate();
         bool same = false;
-        if (auto* t = ex.template target<asio::any_io_executor>(); t && *t == io_ex_)
-            same = true;
-        else if (auto* c = ex.template target<asio::io_context::executor_type>())
-            same = io_ex_.target<asio::io_context::executor_type>() && *c == *io_ex_.target<asio::io_context::executor_type>();
-        else if (auto* st = ex.template target<io_strand>())
+        const asio::io_context::executor_type* handler_ctx = nullptr;
+        if (io_strand_) {
             // The Redis client's strand: its own replies and internal steps complete there.
-            same = io_ex_.target<io_strand>() && *st == *io_ex_.target<io_strand>();
+            if (auto* st = ex.template target<io_strand>())
+                same = *st == *io_strand_;
+            else
+                handler_ctx = ex.template target<asio::io_context::executor_type>();
+        } else if (io_ctx_) {
+            handler_ctx = ex.template target<asio::io_context::executor_type>();
+            same = handler_ctx && *handler_ctx == *io_ctx_;
+        } else if (auto* t = ex.template target<asio::any_io_executor>(); t && *t == io_ex_) {
+            same = true;
+        }
         if (same) {
-            io_work_ = asio::prefer(io_ex_, asio::execution::outstanding_work.tracked);
+            if (io_strand_)
+                io_work_ = asio::prefer(*io_strand_, asio::execution::outstanding_work.tracked);
+            else if (io_ctx_)
+                io_work_ = asio::prefer(*io_ctx_, asio::execution::outstanding_work.tracked);
+            else
+                io_work_ = asio::prefer(io_ex_, asio::execution::outstanding_work.tracked);
+        } else if (handler_ctx) {
+            ctx_work_.emplace(asio::prefer(*handler_ctx, asio::execution::outstanding_work.tracked));
         } else {
             auto work = asio::prefer(ex, asio::execution::outstanding_work.tracked);
             elsewhere_ = std::make_unique<other_executor>(other_executor{std::move(ex), std::move(work)});
@@ -166,7 +186,7 @@ private:
         if (done.exchange(true))
             return false;
         auto h = std::move(handler_);
-        if (!elsewhere_) {
+        if (!elsewhere_ && !ctx_work_) {
             auto run = [h = std::move(h), ec, args = std::make_tuple(Args(std::forward<Vs>(vs))...),
                         work = std::exchange(io_work_, asio::any_io_executor{}), bound = bound_.load()]() mutable {
                 auto slot = asio::get_associated_cancellation_slot(h);
@@ -174,19 +194,51 @@ private:
                     slot.clear();
                 std::apply([&](auto&&... a) { std::move(h)(ec, std::move(a)...); }, std::move(args));
             };
-            if (auto* ctx = io_ex_.target<asio::io_context::executor_type>()) {
-                // On the io_context's own executor, the posted function takes a recycled block
-                // (async/pool.hpp) rather than one of Asio's two cached ones.
-                auto pooled_run = pooled(std::move(run));
+            // On the io_context's own executor or the Redis client's strand, typed: the posted
+            // function takes a recycled block (async/pool.hpp) rather than one of Asio's two cached
+            // ones, and a dispatch on the strand from within it runs the function in place (through
+            // the type-erased executor it was wrapped in an executor_function first, and the
+            // strand copied twice).
+            if (io_ctx_) {
                 if (here)
-                    asio::dispatch(*ctx, std::move(pooled_run));
+                    dispatch_pooled(*io_ctx_, std::move(run));
                 else
-                    asio::post(*ctx, std::move(pooled_run));
+                    post_pooled(*io_ctx_, std::move(run));
+            } else if (io_strand_) {
+                if (here)
+                    dispatch_pooled(*io_strand_, std::move(run));
+                else
+                    post_pooled(*io_strand_, std::move(run));
             } else if (here) {
                 asio::dispatch(io_ex_, std::move(run));
             } else {
                 asio::post(io_ex_, std::move(run));
             }
+            return true;
+        }
+        // To the handler's own executor: one hop where its type says how (a coroutine's
+        // any_io_executor, an io_context's); else posted through the client's I/O executor first,
+        // as a type-erased completion executor cannot be asked not to block. From a completion of
+        // ours (`here`) where inline_completions allows it, it is dispatched, as Asio completes an
+        // operation after its first wait: a coroutine on the io_context that runs the Redis
+        // client's strand goes on inline, in the reply's callback, and its next command is
+        // written in that turn (no post, no extra turn of the reactor). Posted otherwise.
+        here = here && inline_completions::allowed();
+        if (ctx_work_) {
+            // The handler's io_context, typed; the work goes with the posted function.
+            const auto ctx = asio::prefer(*ctx_work_, asio::execution::outstanding_work.untracked);
+            auto run = [h = std::move(h), ec, args = std::make_tuple(Args(std::forward<Vs>(vs))...),
+                        work = std::move(*ctx_work_), bound = bound_.load()]() mutable {
+                auto slot = asio::get_associated_cancellation_slot(h);
+                if (bound && slot.is_connected())
+                    slot.clear();
+                std::apply([&](auto&&... a) { std::move(h)(ec, std::move(a)...); }, std::move(args));
+            };
+            ctx_work_.reset();
+            if (here)
+                dispatch_pooled(ctx, std::move(run));
+            else
+                post_pooled(ctx, std::move(run));
             return true;
         }
         auto work = std::exchange(elsewhere_->work, asio::any_completion_executor{});
@@ -199,14 +251,6 @@ private:
                 slot.clear();
             std::apply([&](auto&&... a) { std::move(h)(ec, std::move(a)...); }, std::move(args));
         };
-        // To the handler's own executor: one hop where its type says how (a coroutine's
-        // any_io_executor, an io_context's); else posted through the client's I/O executor first,
-        // as a type-erased completion executor cannot be asked not to block. From a completion of
-        // ours (`here`) where inline_completions allows it, it is dispatched, as Asio completes an
-        // operation after its first wait: a coroutine on the io_context that runs the Redis
-        // client's strand goes on inline, in the reply's callback, and its next command is
-        // written in that turn (no post, no extra turn of the reactor). Posted otherwise.
-        here = here && inline_completions::allowed();
         if (auto* any = elsewhere_->ex.template target<asio::any_io_executor>()) {
             if (here)
                 asio::dispatch(*any, pooled(std::move(run)));
@@ -214,9 +258,9 @@ private:
                 asio::post(*any, pooled(std::move(run)));
         } else if (auto* ctx = elsewhere_->ex.template target<asio::io_context::executor_type>()) {
             if (here)
-                asio::dispatch(*ctx, pooled(std::move(run)));
+                dispatch_pooled(*ctx, std::move(run));
             else
-                asio::post(*ctx, pooled(std::move(run)));
+                post_pooled(*ctx, std::move(run));
         } else
             asio::post(io_ex_, asio::bind_executor(elsewhere_->ex, std::move(run)));
         // Our copy of the handler's executor goes now, while the posted handler still holds its
@@ -227,13 +271,13 @@ private:
     }
 
     // The handler's associated executor, with the I/O executor's own target as the candidate.
-    asio::any_completion_executor candidate(const asio::any_io_executor& io_ex) const
+    asio::any_completion_executor candidate() const
     {
-        if (const auto* ctx_ex = io_ex.target<asio::io_context::executor_type>())
-            return asio::get_associated_executor(handler_, *ctx_ex);
-        if (const auto* st = io_ex.target<io_strand>())
-            return asio::get_associated_executor(handler_, *st);
-        return asio::get_associated_executor(handler_, io_ex);
+        if (io_ctx_)
+            return asio::get_associated_executor(handler_, *io_ctx_);
+        if (io_strand_)
+            return asio::get_associated_executor(handler_, *io_strand_);
+        return asio::get_associated_executor(handler_, io_ex_);
     }
 
     // The handler's own executor, when it is not the client's, and the work that keeps its
@@ -243,11 +287,21 @@ private:
         asio::any_completion_executor work;
     };
 
+    using tracked_context_executor =
+        decltype(asio::prefer(std::declval<const asio::io_context::executor_type&>(),
+                              asio::execution::outstanding_work.tracked));
+
     handler_type handler_;
     std::atomic<bool> bound_{false};
     asio::any_io_executor io_ex_;
-    // The work on the client's executor when the handler runs there; else elsewhere_.
+    // io_ex_'s target when it is an io_context's executor, or else the Redis client's strand;
+    // null otherwise. They point into io_ex_, which never changes.
+    const asio::io_context::executor_type* io_ctx_;
+    const io_strand* io_strand_;
+    // The work on the client's executor when the handler runs there; else ctx_work_ (the
+    // handler's io_context, tracked), else elsewhere_.
     asio::any_io_executor io_work_;
+    std::optional<tracked_context_executor> ctx_work_;
     std::unique_ptr<other_executor> elsewhere_;
 };
 

@@ -9,6 +9,11 @@
 #include <zkcoro/detail/config.hpp>
 
 #include <boost/asio/bind_allocator.hpp>
+#include <boost/asio/execution/allocator.hpp>
+#include <boost/asio/execution/blocking.hpp>
+#include <boost/asio/execution/relationship.hpp>
+#include <boost/asio/prefer.hpp>
+#include <boost/asio/require.hpp>
 
 #include <cstddef>
 #include <memory>
@@ -146,6 +151,26 @@ template <class F>
 auto pooled(F&& f)
 {
     return asio::bind_allocator(pool_allocator<void>(), std::forward<F>(f));
+}
+
+// asio::dispatch and asio::post of a function on an executor of a known type (an io_context's, a
+// strand's), its memory recycled as pooled() does, without the work_dispatcher that asio::dispatch
+// and asio::post wrap a handler with an associated allocator in (the allocator binder counts as an
+// associated executor to them): that wrapper tracked work on the same executor and dispatched a
+// second time. The function runs on `ex`, which counts it as work while it is queued.
+template <class Ex, class F>
+void dispatch_pooled(const Ex& ex, F&& f)
+{
+    asio::prefer(ex, asio::execution::blocking.possibly, asio::execution::allocator(pool_allocator<void>()))
+        .execute(std::forward<F>(f));
+}
+
+template <class Ex, class F>
+void post_pooled(const Ex& ex, F&& f)
+{
+    asio::prefer(asio::require(ex, asio::execution::blocking.never), asio::execution::relationship.fork,
+                 asio::execution::allocator(pool_allocator<void>()))
+        .execute(std::forward<F>(f));
 }
 
 // std::make_shared, in a recycled block.

@@ -66,7 +66,8 @@ public:
     redis_backend(std::shared_ptr<redis_impl> r, const std::string& key, redis_mutex_options o,
                   std::optional<fair_keys> f = std::nullopt, std::shared_ptr<sem_keys> sm = nullptr)
         : rc(std::move(r)), fence_key(f ? fair_prefix(key) + ":fencing" : key + ":fencing"),
-          channel(f ? f->prefix + process_name() : key + ":released"), opts(o), fair(std::move(f)),
+          channel(f ? f->prefix + process_name() : key + ":released"), opts(o),
+          ttl_arg(std::to_string(opts.ttl.count())), fair(std::move(f)),
           sem(std::move(sm)), renew_timer_(rc->strand)
     {
         if (key.empty() || key.size() > max_redis_key_size)
@@ -114,12 +115,14 @@ public:
     {
         // On the strand: at once when the caller may enter it (the release's own thread), the
         // compare-and-delete then written in the same turn.
-        asio::dispatch(rc->strand, pooled([s, ns, op = std::move(op), self = shared_from_this()]() mutable {
+        dispatch_on(rc->strand, [s, ns, op = std::move(op), self = shared_from_this()]() mutable {
             ns->monitor_stop.emit(asio::cancellation_type::terminal);
             // Until the key would have expired anyway (a renewal extends it at most to now + TTL).
             const auto until = steady_clock::now() + self->opts.ttl;
-            self->compare_and_delete(ns, ns->node, ns->value, until, [s, ns, op = std::move(op), self](
-                                                                         error_code ec, std::string_view text) {
+            auto& b = *self;
+            b.compare_and_delete(ns, ns->node, ns->value, until, [s = std::move(s), ns, op = std::move(op),
+                                                                  self = std::move(self)](error_code ec,
+                                                                                          std::string_view text) {
                 if (!ec)
                     return void(op->complete_here({}));  // from the reply's callback
                 s->count_release_failure();
@@ -128,7 +131,7 @@ public:
                                           ns->node, ec.message(), text.empty() ? "" : ": the server said: ", text));
                 op->complete(ec);
             });
-        }));
+        });
     }
 
     // Compare-and-delete of `key` while it holds `value`, and the release's PUBLISH. Tried again
@@ -143,7 +146,7 @@ public:
                             steady_clock::time_point until, Done done, int tries = 8)
     {
         auto op = make_pooled<reply_op>(
-            pooled([self = shared_from_this(), keep, key, value, until, done = std::move(done),
+            pooled([self = shared_from_this(), keep = std::move(keep), key, value, until, done = std::move(done),
                     tries](error_code ec, redis_reply r) mutable {
                 if (ec == redis_errc::connection_lost && tries > 1 && steady_clock::now() < until &&
                     !self->rc->closing())
@@ -458,6 +461,7 @@ public:
     std::string fence_key;
     std::string channel;
     redis_mutex_options opts;
+    std::string ttl_arg;  // opts.ttl in milliseconds, as the scripts take it
     std::optional<fair_keys> fair;
     std::shared_ptr<const rw_keys> rw;  // set by the read-write lock, before any acquisition
     std::shared_ptr<sem_keys> sem;

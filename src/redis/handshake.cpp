@@ -35,16 +35,18 @@ void redis_link::on_connected(int status)
     }
     // The handshake: AUTH, SELECT, then PING (which a server that is not Redis cannot answer).
     if (!url_.password.empty() && !url_.user.empty())
-        send_command(ac_, &redis_link::handshake_cb, new handshake_step{this, 0}, {"AUTH", url_.user, url_.password});
+        send_command(ac_, &redis_link::handshake_cb, new handshake_step{this, 0}, {"AUTH", url_.user, url_.password},
+                     out_);
     else if (!url_.password.empty())
-        send_command(ac_, &redis_link::handshake_cb, new handshake_step{this, 0}, {"AUTH", url_.password});
+        send_command(ac_, &redis_link::handshake_cb, new handshake_step{this, 0}, {"AUTH", url_.password}, out_);
     if (url_.db != 0)
-        send_command(ac_, &redis_link::handshake_cb, new handshake_step{this, 1}, {"SELECT", std::to_string(url_.db)});
-    send_command(ac_, &redis_link::handshake_cb, new handshake_step{this, 2}, {"PING"});
+        send_command(ac_, &redis_link::handshake_cb, new handshake_step{this, 1}, {"SELECT", std::to_string(url_.db)},
+                     out_);
+    send_command(ac_, &redis_link::handshake_cb, new handshake_step{this, 2}, {"PING"}, out_);
     // Found through sentinels: it must be the master (a sentinel may still name a master that was
     // demoted, or one that is being replaced).
     if (!url_.sentinels.empty())
-        send_command(ac_, &redis_link::handshake_cb, new handshake_step{this, 3}, {"ROLE"});
+        send_command(ac_, &redis_link::handshake_cb, new handshake_step{this, 3}, {"ROLE"}, out_);
 }
 
 void redis_link::handshake_cb(redisAsyncContext* ac, void* reply, void* privdata)

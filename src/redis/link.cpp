@@ -346,7 +346,7 @@ void redis_link::dispatch_send(command_args args, std::shared_ptr<reply_op> op, 
     std::optional<attachment::scope> written;
     if (ac_->replies.head == nullptr)
         written.emplace(att_);
-    if (send_command(ac_, &redis_link::reply_cb, p, args, as_eval) != REDIS_OK) {
+    if (send_command(ac_, &redis_link::reply_cb, p, args, out_, as_eval) != REDIS_OK) {
         std::unique_ptr<pending_reply> owned(p);
         owned->op->fail(redis_errc::connection_lost);
         return;
@@ -447,7 +447,7 @@ void redis_link::send_push(std::vector<std::string> args)
         start();
         return;
     }
-    send_command(ac_, &redis_link::push_cb, this, views_of(args));
+    send_command(ac_, &redis_link::push_cb, this, views_of(args), out_);
     ++sent;
 }
 

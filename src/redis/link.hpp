@@ -10,6 +10,8 @@
 
 #include <zkcoro/redis.hpp>
 
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/container/small_vector.hpp>
@@ -32,6 +34,15 @@ namespace zkcoro::detail {
 // the work it tracks need no allocation (a strand<any_io_executor> costs about 7 per post).
 using redis_strand = asio::any_io_executor;
 redis_strand make_redis_strand(const asio::any_io_executor& ex);
+// asio::dispatch(s, pooled(f)); typed where the strand is over an io_context's own executor (no
+// type-erased call, no work_dispatcher: async/pool.hpp, dispatch_pooled).
+template <class F>
+void dispatch_on(const redis_strand& s, F&& f)
+{
+    if (const auto* st = s.target<asio::strand<asio::io_context::executor_type>>())
+        return dispatch_pooled(*st, std::forward<F>(f));
+    asio::dispatch(s, pooled(std::forward<F>(f)));
+}
 using reply_op = op_state<redis_reply>;
 // A command's words, read (not kept) by the call they are passed to.
 using command_args = std::span<const std::string_view>;
@@ -144,6 +155,7 @@ private:
     error_code last_code_;
     std::string attempt_error_;
     error_code attempt_code_;
+    std::string out_;  // the command being written (resp.cpp, send_command), kept for the next
 };
 
 }  // namespace zkcoro::detail

@@ -28,7 +28,7 @@ class key_renewal : public std::enable_shared_from_this<key_renewal> {
 public:
     key_renewal(const std::shared_ptr<lock_object>& s, redis_backend& b, std::shared_ptr<node_state> ns,
                 steady_clock::time_point confirmed)
-        : s_(s), b_(b), ns_(std::move(ns)), confirmed_(confirmed), ttl_arg_(std::to_string(b.opts.ttl.count()))
+        : s_(s), b_(b), ns_(std::move(ns)), confirmed_(confirmed)
     {
     }
 
@@ -101,7 +101,7 @@ private:
         op->inline_ok = true;
         arm(lost_at());  // the bound on this renewal
         if (b_.rw) {  // a read-write lock's hold: the write key or a read lease
-            const std::string_view args[] = {ns_->node, b_.rw->readers, ns_->value, ttl_arg_};
+            const std::string_view args[] = {ns_->node, b_.rw->readers, ns_->value, b_.ttl_arg};
             return eval_acked(*b_.rc, rw_renew_script().text, rw_renew_script().sha, args, 2, std::move(op));
         }
         if (b_.sem) {  // a semaphore's leases: its holder's entry in P:leases
@@ -109,7 +109,7 @@ private:
             const auto& renew = semaphore_renew_script();
             return eval_acked(*b_.rc, renew.text, renew.sha, args, 5, std::move(op));
         }
-        const std::string_view args[] = {ns_->node, ns_->value, ttl_arg_};
+        const std::string_view args[] = {ns_->node, ns_->value, b_.ttl_arg};
         eval_acked(*b_.rc, renew_script().text, renew_script().sha, args, 1, std::move(op));
     }
 
@@ -138,7 +138,6 @@ private:
     std::shared_ptr<node_state> ns_;
     steady_clock::time_point confirmed_;
     steady_clock::time_point due_;
-    std::string ttl_arg_;
     std::string last_error_;  // the last unconfirmed renewal's error ("" after a confirmed one)
     bool in_flight_ = false;
     bool stopped_ = false;

@@ -74,11 +74,11 @@ char* put_bulk(char* p, std::string_view a)
 
 // The command is written in RESP here, sized first and then filled in, into a buffer kept between
 // calls (hiredis copies it): hiredis' own formatting (sdscatfmt per argument) cost more than the
-// rest of a send.
-int send_command(redisAsyncContext* ac, reply_callback* cb, void* privdata, command_args args,
+// rest of a send. The buffer is the link's own (a thread-local one cost three __tls_get_addr calls
+// per command in the shared library).
+int send_command(redisAsyncContext* ac, reply_callback* cb, void* privdata, command_args args, std::string& buf,
                  const std::string* script)
 {
-    static thread_local std::string buf;
     constexpr std::string_view eval = "EVAL";
     const bool as_eval = script && args.size() >= 2;
     const std::size_t from = as_eval ? 2 : 0;
