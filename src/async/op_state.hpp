@@ -27,6 +27,7 @@
 #include <memory>
 #include <optional>
 #include <tuple>
+#include <variant>
 #include <utility>
 
 namespace zkcoro::detail {
@@ -108,13 +109,17 @@ public:
         }
         if (same) {
             if (io_strand_)
-                io_work_ = asio::prefer(*io_strand_, asio::execution::outstanding_work.tracked);
+                work_.template emplace<tracked_strand>(asio::prefer(*io_strand_, asio::execution::outstanding_work.tracked));
             else if (io_ctx_)
-                io_work_ = asio::prefer(*io_ctx_, asio::execution::outstanding_work.tracked);
+                work_.template emplace<tracked_context_executor>(
+                    asio::prefer(*io_ctx_, asio::execution::outstanding_work.tracked));
             else
-                io_work_ = asio::prefer(io_ex_, asio::execution::outstanding_work.tracked);
+                work_.template emplace<asio::any_io_executor>(
+                    asio::prefer(io_ex_, asio::execution::outstanding_work.tracked));
         } else if (handler_ctx) {
-            ctx_work_.emplace(asio::prefer(*handler_ctx, asio::execution::outstanding_work.tracked));
+            handler_ctx_ = true;
+            work_.template emplace<tracked_context_executor>(
+                asio::prefer(*handler_ctx, asio::execution::outstanding_work.tracked));
         } else {
             auto work = asio::prefer(ex, asio::execution::outstanding_work.tracked);
             elsewhere_ = std::make_unique<other_executor>(other_executor{std::move(ex), std::move(work)});
@@ -186,71 +191,60 @@ private:
         if (done.exchange(true))
             return false;
         auto h = std::move(handler_);
-        if (!elsewhere_ && !ctx_work_) {
-            auto run = [h = std::move(h), ec, args = std::make_tuple(Args(std::forward<Vs>(vs))...),
-                        work = std::exchange(io_work_, asio::any_io_executor{}), bound = bound_.load()]() mutable {
+        // The function that runs the handler, carrying `work` (the tracked executor) until then.
+        auto make_run = [&](auto work) {
+            return [h = std::move(h), ec, args = std::make_tuple(Args(std::forward<Vs>(vs))...), work = std::move(work),
+                    bound = bound_.load()]() mutable {
+                // The cancellation handler we installed must not outlive the operation. A slot we
+                // handed on (to co_spawn) is its user's to clear, not ours.
                 auto slot = asio::get_associated_cancellation_slot(h);
                 if (bound && slot.is_connected())
                     slot.clear();
                 std::apply([&](auto&&... a) { std::move(h)(ec, std::move(a)...); }, std::move(args));
             };
-            // On the io_context's own executor or the Redis client's strand, typed: the posted
-            // function takes a recycled block (async/pool.hpp) rather than one of Asio's two cached
-            // ones, and a dispatch on the strand from within it runs the function in place (through
-            // the type-erased executor it was wrapped in an executor_function first, and the
-            // strand copied twice).
-            if (io_ctx_) {
-                if (here)
-                    dispatch_pooled(*io_ctx_, std::move(run));
-                else
-                    post_pooled(*io_ctx_, std::move(run));
-            } else if (io_strand_) {
+        };
+        if (!elsewhere_) {
+            // To the handler's own executor: one hop where its type says how (a coroutine's
+            // any_io_executor, an io_context's); else posted through the client's I/O executor
+            // first, as a type-erased completion executor cannot be asked not to block. From a
+            // completion of ours (`here`) where inline_completions allows it, it is dispatched, as
+            // Asio completes an operation after its first wait: a coroutine on the io_context that
+            // runs the Redis client's strand goes on inline, in the reply's callback, and its next
+            // command is written in that turn (no post, no extra turn of the reactor). Posted
+            // otherwise. On the client's executor itself, `here` is enough.
+            if (handler_ctx_)
+                here = here && inline_completions::allowed();
+            // Typed where io_ex_ (or the handler's io_context) is known: the posted function
+            // takes a recycled block (async/pool.hpp) rather than one of Asio's two cached ones,
+            // and a dispatch on the strand from within it runs the function in place (through the
+            // type-erased executor it was wrapped in an executor_function first, and the strand
+            // copied twice).
+            if (auto* st = std::get_if<tracked_strand>(&work_)) {
+                auto run = make_run(std::move(*st));
+                work_.template emplace<std::monostate>();
                 if (here)
                     dispatch_pooled(*io_strand_, std::move(run));
                 else
                     post_pooled(*io_strand_, std::move(run));
-            } else if (here) {
-                asio::dispatch(io_ex_, std::move(run));
+            } else if (auto* c = std::get_if<tracked_context_executor>(&work_)) {
+                const auto ctx = asio::prefer(*c, asio::execution::outstanding_work.untracked);
+                auto run = make_run(std::move(*c));
+                work_.template emplace<std::monostate>();
+                if (here)
+                    dispatch_pooled(ctx, std::move(run));
+                else
+                    post_pooled(ctx, std::move(run));
             } else {
-                asio::post(io_ex_, std::move(run));
+                auto run = make_run(std::exchange(std::get<asio::any_io_executor>(work_), asio::any_io_executor{}));
+                if (here)
+                    asio::dispatch(io_ex_, std::move(run));
+                else
+                    asio::post(io_ex_, std::move(run));
             }
             return true;
         }
-        // To the handler's own executor: one hop where its type says how (a coroutine's
-        // any_io_executor, an io_context's); else posted through the client's I/O executor first,
-        // as a type-erased completion executor cannot be asked not to block. From a completion of
-        // ours (`here`) where inline_completions allows it, it is dispatched, as Asio completes an
-        // operation after its first wait: a coroutine on the io_context that runs the Redis
-        // client's strand goes on inline, in the reply's callback, and its next command is
-        // written in that turn (no post, no extra turn of the reactor). Posted otherwise.
         here = here && inline_completions::allowed();
-        if (ctx_work_) {
-            // The handler's io_context, typed; the work goes with the posted function.
-            const auto ctx = asio::prefer(*ctx_work_, asio::execution::outstanding_work.untracked);
-            auto run = [h = std::move(h), ec, args = std::make_tuple(Args(std::forward<Vs>(vs))...),
-                        work = std::move(*ctx_work_), bound = bound_.load()]() mutable {
-                auto slot = asio::get_associated_cancellation_slot(h);
-                if (bound && slot.is_connected())
-                    slot.clear();
-                std::apply([&](auto&&... a) { std::move(h)(ec, std::move(a)...); }, std::move(args));
-            };
-            ctx_work_.reset();
-            if (here)
-                dispatch_pooled(ctx, std::move(run));
-            else
-                post_pooled(ctx, std::move(run));
-            return true;
-        }
-        auto work = std::exchange(elsewhere_->work, asio::any_completion_executor{});
-        auto run = [h = std::move(h), ec, args = std::make_tuple(Args(std::forward<Vs>(vs))...), work = std::move(work),
-                    bound = bound_.load()]() mutable {
-            // The cancellation handler we installed must not outlive the operation. A slot we
-            // handed on (to co_spawn) is its user's to clear, not ours.
-            auto slot = asio::get_associated_cancellation_slot(h);
-            if (bound && slot.is_connected())
-                slot.clear();
-            std::apply([&](auto&&... a) { std::move(h)(ec, std::move(a)...); }, std::move(args));
-        };
+        auto run = make_run(std::exchange(elsewhere_->work, asio::any_completion_executor{}));
         if (auto* any = elsewhere_->ex.template target<asio::any_io_executor>()) {
             if (here)
                 asio::dispatch(*any, pooled(std::move(run)));
@@ -290,6 +284,8 @@ private:
     using tracked_context_executor =
         decltype(asio::prefer(std::declval<const asio::io_context::executor_type&>(),
                               asio::execution::outstanding_work.tracked));
+    using tracked_strand =
+        decltype(asio::prefer(std::declval<const io_strand&>(), asio::execution::outstanding_work.tracked));
 
     handler_type handler_;
     std::atomic<bool> bound_{false};
@@ -298,10 +294,11 @@ private:
     // null otherwise. They point into io_ex_, which never changes.
     const asio::io_context::executor_type* io_ctx_;
     const io_strand* io_strand_;
-    // The work on the client's executor when the handler runs there; else ctx_work_ (the
-    // handler's io_context, tracked), else elsewhere_.
-    asio::any_io_executor io_work_;
-    std::optional<tracked_context_executor> ctx_work_;
+    // The work on the executor the handler runs on, held typed where it is known: the client's
+    // (the strand, the io_context's executor, else the type-erased one), or the handler's own
+    // io_context's (handler_ctx_); else elsewhere_. Empty once completed.
+    std::variant<std::monostate, tracked_context_executor, tracked_strand, asio::any_io_executor> work_;
+    bool handler_ctx_ = false;
     std::unique_ptr<other_executor> elsewhere_;
 };
 

@@ -204,8 +204,7 @@ error_code code_of(const redisAsyncContext* ac)
 // What hiredis holds for a command until its reply (one per command: a recycled block).
 struct pending_reply {
     std::shared_ptr<reply_op> op;
-    std::weak_ptr<redis_link> link;
-    std::shared_ptr<bool> alive;
+    std::shared_ptr<bool> alive;  // the link's (see reply_cb)
 
     static void* operator new(std::size_t n) { return block_cache::allocate(n); }
     static void operator delete(void* p, std::size_t n) noexcept { block_cache::deallocate(p, n); }
@@ -338,7 +337,7 @@ void redis_link::dispatch_send(command_args args, std::shared_ptr<reply_op> op, 
     const std::string* as_eval = nullptr;
     if (script && std::find(scripts_sent_.begin(), scripts_sent_.end(), script) == scripts_sent_.end())
         as_eval = script;
-    auto* p = new pending_reply{std::move(op), weak_from_this(), alive_};
+    auto* p = new pending_reply{std::move(op), alive_};
     // Alone on the connection (no reply awaited: one task's acquire or release), the command is
     // written at the end of this call, for its latency. Behind others (many tasks), its output
     // waits for the write posted by add_write, with every command sent before that runs: one
@@ -382,20 +381,23 @@ void redis_link::reply_cb(redisAsyncContext* ac, void* reply, void* privdata)
     std::unique_ptr<pending_reply> p(static_cast<pending_reply*>(privdata));
     if (!*p->alive)
         return;  // the link is being destroyed at the executor's shutdown: nobody waits
+    // The link that owns the context (ac->data, as handshake_cb reads it): alive while `alive`
+    // says so, as its destructor clears that before it frees the context (whose callbacks run
+    // inside the free). Read before the completion below, which may run its caller inline.
+    auto* l = static_cast<redis_link*>(ac->data);
     if (!reply) {
-        auto l = p->link.lock();
-        p->op->fail(l && l->closing_ ? error_code(redis_errc::closed) : code_of(ac));
+        p->op->fail(l->closing_ ? error_code(redis_errc::closed) : code_of(ac));
         return;
     }
     const auto* raw = static_cast<const redisReply*>(reply);
     if (raw->type == REDIS_REPLY_ERROR && std::string_view(raw->str, raw->len).starts_with("NOSCRIPT")) {
         // Did not run; the commands behind it may have: none of them is answered (see send).
-        if (auto l = p->link.lock(); l && l->poisoned_ != ac)
+        if (l->poisoned_ != ac)
             l->noscript(ac);
         p->op->fail(redis_errc::connection_lost);
         return;
     }
-    if (auto l = p->link.lock(); l && l->poisoned_ == ac) {
+    if (l->poisoned_ == ac) {
         p->op->fail(redis_errc::connection_lost);
         return;
     }
@@ -403,11 +405,9 @@ void redis_link::reply_cb(redisAsyncContext* ac, void* reply, void* privdata)
     error_code ec;
     if (r.type == redis_reply::kind::error)
         ec = redis_error_code(r.str);
-    if (ec == redis_errc::read_only) {
+    if (ec == redis_errc::read_only && l->hooks_.resolve) {
         // Found through sentinels: the master was demoted under us. Find it again.
-        auto l = p->link.lock();
-        if (l && l->hooks_.resolve)
-            asio::post(l->strand_, [l] { l->drop("READONLY: the server became a replica"); });
+        asio::post(l->strand_, [l = l->shared_from_this()] { l->drop("READONLY: the server became a replica"); });
     }
     // An internal operation continues in this callback (on the strand, inside hiredis' read, which
     // takes new commands from it); any other is posted.
