@@ -95,18 +95,21 @@ public:
         auto ex = candidate();
         bool same = false;
         const asio::io_context::executor_type* handler_ctx = nullptr;
-        if (io_strand_) {
+        const io_strand* st = nullptr;
+        const asio::io_context::executor_type* c = nullptr;
+        // The same tests as ever (the handler's any_io_executor equal to ours, its io_context's or
+        // strand's executor equal to our target), the likeliest one first.
+        if (io_strand_ && (st = ex.template target<io_strand>()))
             // The Redis client's strand: its own replies and internal steps complete there.
-            if (auto* st = ex.template target<io_strand>())
-                same = *st == *io_strand_;
-            else
-                handler_ctx = ex.template target<asio::io_context::executor_type>();
-        } else if (io_ctx_) {
-            handler_ctx = ex.template target<asio::io_context::executor_type>();
-            same = handler_ctx && *handler_ctx == *io_ctx_;
-        } else if (auto* t = ex.template target<asio::any_io_executor>(); t && *t == io_ex_) {
+            same = *st == *io_strand_;
+        else if (io_ctx_ && (c = ex.template target<asio::io_context::executor_type>()))
+            same = *c == *io_ctx_;
+        else if (auto* t = ex.template target<asio::any_io_executor>(); t && *t == io_ex_)
             same = true;
-        }
+        else if (!io_ctx_)
+            c = ex.template target<asio::io_context::executor_type>();
+        if (!same)
+            handler_ctx = c;
         if (same) {
             if (io_strand_)
                 work_.template emplace<tracked_strand>(asio::prefer(*io_strand_, asio::execution::outstanding_work.tracked));

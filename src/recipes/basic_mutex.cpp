@@ -66,7 +66,17 @@ asio::awaitable<std::optional<guard>> lock_acquire_for(const std::shared_ptr<loc
 
 asio::awaitable<guard> lock_acquire(const std::shared_ptr<lock_object>& s)
 {
-    auto g = co_await lock_acquire_for(s, std::chrono::steady_clock::duration::max());
+    // lock_acquire_for's steps in this frame: awaiting lock_acquire_for made a second coroutine
+    // frame (allocated, resumed and freed) for every acquisition.
+    owner_id me = 0;
+    co_await this_task::detail::read_id<asio::any_io_executor>{&me};
+    std::optional<guard> g;
+    try {
+        g = co_await asio::async_initiate<const asio::deferred_t&, void(error_code, std::optional<guard>)>(
+            acquire_initiation{&s}, asio::deferred, me, std::chrono::steady_clock::duration::max());
+    } catch (const boost::system::system_error& e) {
+        throw boost::system::system_error(e.code(), s->backend->failure_context("acquire", s->path, e.code()));
+    }
     co_return std::move(*g);
 }
 

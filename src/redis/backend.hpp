@@ -147,7 +147,7 @@ public:
     {
         auto op = make_pooled<reply_op>(
             pooled([self = shared_from_this(), keep = std::move(keep), key, value, until, done = std::move(done),
-                    tries](error_code ec, redis_reply r) mutable {
+                    tries](error_code ec, redis_reply&& r) mutable {
                 if (ec == redis_errc::connection_lost && tries > 1 && steady_clock::now() < until &&
                     !self->rc->closing())
                     return self->compare_and_delete(std::move(keep), key, value, until, std::move(done), tries - 1);

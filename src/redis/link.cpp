@@ -2,6 +2,7 @@
 #include "redis/link.hpp"
 #include "redis/resp.hpp"
 
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
@@ -29,7 +30,13 @@ namespace zkcoro::detail {
 // descriptor: ours is released, never closed. Pending waits keep the attachment alive after the
 // context is gone; they find `ac` null and do nothing.
 struct redis_link::attachment : std::enable_shared_from_this<attachment> {
-    attachment(const redis_strand& s, redisAsyncContext* c) : sd(s), ac(c)
+    // Over an io_context's own executor, the socket is on that executor and its handlers are bound
+    // to the strand, typed: a completion then goes onto the strand in one typed step (through the
+    // strand as the socket's type-erased executor it was wrapped in an executor_function first,
+    // and the work tracked through it). Otherwise the socket is on the strand itself.
+    attachment(const redis_strand& s, redisAsyncContext* c)
+        : strand(s), typed(strand.target<asio::strand<asio::io_context::executor_type>>()),
+          sd(typed ? asio::any_io_executor(typed->get_inner_executor()) : strand), ac(c)
     {
         // A TCP socket, not a plain descriptor: Asio knows a short read of a stream socket emptied
         // it and waits for the reactor before the next (not a read failing with EAGAIN). The
@@ -51,7 +58,8 @@ struct redis_link::attachment : std::enable_shared_from_this<attachment> {
         if (read_pending || !ac)
             return;
         read_pending = true;
-        sd.async_read_some(asio::buffer(in), pooled([self = shared_from_this()](error_code ec, std::size_t n) {
+        on_strand([this](auto h) { sd.async_read_some(asio::buffer(in), std::move(h)); },
+                  pooled([self = shared_from_this()](error_code ec, std::size_t n) {
             self->read_pending = false;
             if (ec == asio::error::operation_aborted || !self->ac || !self->want_read)
                 return;
@@ -85,7 +93,8 @@ struct redis_link::attachment : std::enable_shared_from_this<attachment> {
         if (pending || !ac)
             return;
         pending = true;
-        sd.async_wait(type, pooled([self = shared_from_this(), type, read](error_code ec) {
+        on_strand([this, type](auto h) { sd.async_wait(type, std::move(h)); },
+                  pooled([self = shared_from_this(), type, read](error_code ec) {
             (read ? self->read_pending : self->write_pending) = false;
             if (ec || !self->ac || !(read ? self->want_read : self->want_write))
                 return;
@@ -155,7 +164,7 @@ struct redis_link::attachment : std::enable_shared_from_this<attachment> {
         if (a->scopes > 0 || a->write_posted)
             return;
         a->write_posted = true;
-        asio::post(a->sd.get_executor(), pooled([self = a->shared_from_this()] {
+        asio::post(a->strand, pooled([self = a->shared_from_this()] {
             self->write_posted = false;
             self->write_now();
         }));
@@ -169,7 +178,7 @@ struct redis_link::attachment : std::enable_shared_from_this<attachment> {
             // outside hiredis.
             a->link->attempt_context_error(a->ac);
             a->link->ac_ = nullptr;  // hiredis frees it as soon as this returns
-            asio::post(a->sd.get_executor(), [l = a->link->shared_from_this()] { l->on_context_gone(); });
+            asio::post(a->strand, [l = a->link->shared_from_this()] { l->on_context_gone(); });
         }
         a->ac = nullptr;
         a->want_read = a->want_write = false;
@@ -178,6 +187,18 @@ struct redis_link::attachment : std::enable_shared_from_this<attachment> {
         a->sd.release(ignored);
     }
 
+    // Starts `op` with `h` bound to the strand where the socket is not on it.
+    template <class Op, class H>
+    void on_strand(Op&& op, H&& h)
+    {
+        if (typed)
+            op(asio::bind_executor(*typed, std::forward<H>(h)));
+        else
+            op(std::forward<H>(h));
+    }
+
+    const redis_strand strand;
+    const asio::strand<asio::io_context::executor_type>* const typed;  // strand's target, if so
     asio::ip::tcp::socket sd;
     redisAsyncContext* ac;
     redis_link* link = nullptr;

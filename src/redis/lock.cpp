@@ -108,14 +108,16 @@ struct redis_backend::first_attempt : std::enable_shared_from_this<first_attempt
         value = new_value(task.owner());
         sent = steady_clock::now();
         auto r = make_pooled<reply_op>(
-            pooled([self = shared_from_this()](error_code ec, redis_reply reply) { self->on_reply(ec, std::move(reply)); }),
+            pooled([self = shared_from_this()](error_code ec, redis_reply&& reply) {
+                self->on_reply(ec, std::move(reply));
+            }),
             b->rc->strand);
         r->inline_ok = true;
         const std::string_view args[] = {s->path, b->fence_key, value, b->ttl_arg};
         eval_acked(*b->rc, acquire_script().text, acquire_script().sha, args, 2, std::move(r));
     }
 
-    void on_reply(error_code ec, redis_reply r)
+    void on_reply(error_code ec, redis_reply&& r)
     {
         if (st != stage::sending)
             return;  // cancelled: the take-back is on its way
