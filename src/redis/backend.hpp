@@ -280,18 +280,9 @@ public:
 
     // The text of the last error reply to an acquisition when `ec` is that reply's code ("" if
     // none: an error of ours, not the server's refusal).
-    std::string server_text(const error_code& ec) const
-    {
-        std::lock_guard lk(text_m);
-        return ec && ec == last_server_code ? last_server_text : std::string();
-    }
+    std::string server_text(const error_code& ec) const;
     // An acquisition's error reply: its code and text, for server_text.
-    void keep_server_text(const error_code& ec, std::string text)
-    {
-        std::lock_guard lk(text_m);
-        last_server_code = ec;
-        last_server_text = std::move(text);
-    }
+    void keep_server_text(const error_code& ec, std::string text);
 
     // On the strand: when the client is closed, the waiters give up at once, and the holders'
     // renewal ends with its timer (nothing of ours stays pending after the close: issue 40).

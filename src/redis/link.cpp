@@ -252,31 +252,6 @@ redis_link::~redis_link()
     }
 }
 
-void redis_link::attempt()
-{
-    ready_ = false;
-    attempt_error_.clear();
-    attempt_code_ = {};
-    if (!hooks_.resolve)
-        return connect_to({url_.host, url_.port});
-    if (resolving_)
-        return;
-    resolving_ = true;
-    hooks_.resolve([w = weak_from_this()](error_code ec, std::string why, redis_url::endpoint e) {
-        auto l = w.lock();
-        if (!l)
-            return;
-        l->resolving_ = false;
-        if (l->closing_ || l->ac_)
-            return;
-        if (ec) {
-            l->fail_attempt(ec, std::move(why));
-            return l->on_context_gone();
-        }
-        l->connect_to(e);
-    });
-}
-
 void redis_link::connect_to(const redis_url::endpoint& e)
 {
     url_.host = e.host;

@@ -102,4 +102,29 @@ void redis_link::give_up(error_code ec, std::string why)
     push_queue_.clear();
 }
 
+void redis_link::attempt()
+{
+    ready_ = false;
+    attempt_error_.clear();
+    attempt_code_ = {};
+    if (!hooks_.resolve)
+        return connect_to({url_.host, url_.port});
+    if (resolving_)
+        return;
+    resolving_ = true;
+    hooks_.resolve([w = weak_from_this()](error_code ec, std::string why, redis_url::endpoint e) {
+        auto l = w.lock();
+        if (!l)
+            return;
+        l->resolving_ = false;
+        if (l->closing_ || l->ac_)
+            return;
+        if (ec) {
+            l->fail_attempt(ec, std::move(why));
+            return l->on_context_gone();
+        }
+        l->connect_to(e);
+    });
+}
+
 }  // namespace zkcoro::detail

@@ -155,6 +155,19 @@ struct redis_backend::first_attempt : std::enable_shared_from_this<first_attempt
 
 void redis_backend::start_first(active_task task) { first_attempt::start(std::move(task), shared_from_this()); }
 
+std::string redis_backend::server_text(const error_code& ec) const
+{
+    std::lock_guard lk(text_m);
+    return ec && ec == last_server_code ? last_server_text : std::string();
+}
+
+void redis_backend::keep_server_text(const error_code& ec, std::string text)
+{
+    std::lock_guard lk(text_m);
+    last_server_code = ec;
+    last_server_text = std::move(text);
+}
+
 awaitable<acquire_result> redis_backend::take(active_task task, std::shared_ptr<redis_backend> b, std::string value,
                                               std::optional<attempt_reply> first)
 {
