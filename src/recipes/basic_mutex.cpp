@@ -44,6 +44,20 @@ struct acquire_initiation {
     }
 };
 
+// The acquisition of `owner` as that deferred operation (it refers to `s`, which must outlive its
+// await: the awaiting coroutine's parameter).
+auto acquisition(const std::shared_ptr<lock_object>& s, owner_id owner, std::chrono::steady_clock::duration timeout)
+{
+    return asio::async_initiate<const asio::deferred_t&, void(error_code, std::optional<guard>)>(
+        acquire_initiation{&s}, asio::deferred, owner, timeout);
+}
+
+// An acquisition's error, thrown again with the lock's context (the what() of the system_error).
+[[noreturn]] void throw_in_context(const std::shared_ptr<lock_object>& s, const boost::system::system_error& e)
+{
+    throw boost::system::system_error(e.code(), s->backend->failure_context("acquire", s->path, e.code()));
+}
+
 }  // namespace
 
 asio::awaitable<std::optional<guard>> lock_acquire_for(const std::shared_ptr<lock_object>& s,
@@ -57,10 +71,9 @@ asio::awaitable<std::optional<guard>> lock_acquire_for(const std::shared_ptr<loc
     // as_tuple: as_tuple made the frame of every waiting task about 100 bytes larger (the bench's
     // scale).
     try {
-        co_return co_await asio::async_initiate<const asio::deferred_t&, void(error_code, std::optional<guard>)>(
-            acquire_initiation{&s}, asio::deferred, me, timeout);
+        co_return co_await acquisition(s, me, timeout);
     } catch (const boost::system::system_error& e) {
-        throw boost::system::system_error(e.code(), s->backend->failure_context("acquire", s->path, e.code()));
+        throw_in_context(s, e);
     }
 }
 
@@ -72,10 +85,9 @@ asio::awaitable<guard> lock_acquire(const std::shared_ptr<lock_object>& s)
     co_await this_task::detail::read_id<asio::any_io_executor>{&me};
     std::optional<guard> g;
     try {
-        g = co_await asio::async_initiate<const asio::deferred_t&, void(error_code, std::optional<guard>)>(
-            acquire_initiation{&s}, asio::deferred, me, std::chrono::steady_clock::duration::max());
+        g = co_await acquisition(s, me, std::chrono::steady_clock::duration::max());
     } catch (const boost::system::system_error& e) {
-        throw boost::system::system_error(e.code(), s->backend->failure_context("acquire", s->path, e.code()));
+        throw_in_context(s, e);
     }
     co_return std::move(*g);
 }
