@@ -68,6 +68,7 @@ for i in $(seq "$rounds"); do
     expired "$k" || fail "round $i: the foreign key $k did not expire within 3 s"
     [ "$(rcli EXISTS "$k")" = 0 ] || fail "round $i (SIG$sig at +$at ms, exit $rc): the key $k is left: $(rcli GET "$k")"
     rcli DEL "$k" >/dev/null
+    trail+=" $at"
     # The staircase: granted -> earlier, cancelled -> later; the step halves at each turn (>= 5 ms).
     if [ "$rc" -eq 0 ]; then dir=down; else dir=up; fi
     [ -z "$last" ] || [ "$dir" = "$last" ] || step=$((step > 10 ? step / 2 : 5))
@@ -75,9 +76,8 @@ for i in $(seq "$rounds"); do
     if [ "$dir" = down ]; then at=$((at - step)); else at=$((at + step)); fi
     [ "$at" -ge 1 ] || at=1
     [ "$at" -le 3000 ] || at=3000
-    trail+=" $at"
 done
-echo "signal moments after each round (ms):${trail:-}"
+echo "signal moments, round by round (ms after zklock's start):${trail:-}"
 summary=""
 for rc in $(printf '%s\n' "${!seen[@]}" | sort -n); do summary+=" exit $rc: ${seen[$rc]},"; done
 echo "rounds: $rounds;${summary%,}"
