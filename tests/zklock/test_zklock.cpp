@@ -38,6 +38,30 @@ void check_bad_usage(const std::vector<bad_usage>& cases, std::string_view never
     }
 }
 
+// Starts argv as start() does, but with stderr on `err_fd` (a pipe's or a terminal's end, not a
+// file); neither `err_fd` nor `other_fd` (the other end) stays open in the child but as its stderr.
+proc start_with_stderr(std::vector<std::string> argv, int err_fd, int other_fd)
+{
+    proc p;
+    p.out = file("out");
+    p.err = "(not a file)";
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, p.out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&fa, err_fd, 2);
+    posix_spawn_file_actions_addclose(&fa, other_fd);
+    posix_spawn_file_actions_addclose(&fa, err_fd);
+    std::vector<char*> args;
+    for (auto& a : argv)
+        args.push_back(a.data());
+    args.push_back(nullptr);
+    const int rc = posix_spawn(&p.pid, args[0], &fa, nullptr, args.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    REQUIRE_MESSAGE(rc == 0, "cannot start " << argv[0] << ": " << std::strerror(rc));
+    return p;
+}
+
 }  // namespace
 
 TEST_CASE("bad usage exits 64 and names the problem")
@@ -290,6 +314,92 @@ TEST_CASE("INT, TERM and HUP are forwarded to the command; the lock is free at o
         ::kill(holder.pid, SIGTERM);
         CHECK(wait_for(holder, 10s) == 128 + SIGTERM);
     }
+}
+
+// A message zklock writes while its stderr blocks (a terminal stopped by Ctrl-S or busy, a pipe
+// nobody reads yet) is finished once the reader catches up, whatever signal comes meanwhile. The
+// signals zklock handles (Asio's signal_set installs handlers without SA_RESTART) used to fail
+// that write with EINTR: fmt's "cannot write to file: Interrupted system call", exit 76 instead
+// of the command's status; a fresh run of test_zklock_safety saw it after a Ctrl-Z, when the
+// killed command's SIGCHLD came during a message to the terminal.
+TEST_CASE("a message to a blocked stderr survives the signals that come meanwhile")
+{
+    const auto path = unique_path("blocked-stderr");
+    const auto events = file("events");
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);
+    proc p = start_with_stderr(zklock({"-c", connect(), "-v"}, path, child("blk", 60000, events)), fds[1], fds[0]);
+    reaper r;
+    r.procs.push_back(&p);
+    std::string err;
+    const auto drain = [&] {  // what zklock wrote so far (the read end is non-blocking)
+        char buf[4096];
+        for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;)
+            err.append(buf, static_cast<std::size_t>(n));
+    };
+    REQUIRE(::fcntl(fds[0], F_SETFL, O_NONBLOCK) == 0);
+    REQUIRE(started(events, "blk"));
+    drain();
+    REQUIRE_MESSAGE(err.find("acquired") != std::string::npos, "no -v message: " << err);
+    err.clear();
+    // Fill the pipe (non-blocking only for the filling: the flag is the pipe's, zklock's too), so
+    // that zklock's next write blocks.
+    REQUIRE(::fcntl(fds[1], F_SETFL, O_NONBLOCK) == 0);
+    const std::string chunk(4096, '.');
+    std::size_t filled = 0;
+    for (ssize_t n; (n = ::write(fds[1], chunk.data(), chunk.size())) > 0;)
+        filled += static_cast<std::size_t>(n);
+    REQUIRE(errno == EAGAIN);
+    REQUIRE(::fcntl(fds[1], F_SETFL, 0) == 0);
+    ::close(fds[1]);
+    // TERM: zklock says it forwards it (-v), and that write blocks. SIGCHLDs while it is blocked
+    // (no child has ended: zklock finds none to reap).
+    ::kill(p.pid, SIGTERM);
+    for (int i = 0; i < 25; ++i) {
+        std::this_thread::sleep_for(20ms);  // paces the signals: the write's block has no event
+        ::kill(p.pid, SIGCHLD);
+    }
+    // The reader catches up: zklock finishes the message, forwards TERM and exits 128+15.
+    const auto deadline = clock_type::now() + 20s;
+    const auto running = [&] {
+        siginfo_t info{};
+        return ::waitid(P_PID, static_cast<id_t>(p.pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == 0;
+    };
+    while (running() && clock_type::now() < deadline) {
+        drain();
+        std::this_thread::sleep_for(10ms);  // polls the pipe and the exit together (bounded)
+    }
+    const int rc = wait_for(p, 1s);
+    drain();
+    ::close(fds[0]);
+    REQUIRE(err.size() >= filled);
+    err.erase(0, err.find_first_not_of('.'));
+    CHECK_MESSAGE(rc == 128 + SIGTERM, "stderr: " << err);
+    CHECK_MESSAGE(err.find("forwarding SIGTERM") != std::string::npos, "stderr: " << err);
+    CHECK_MESSAGE(err.find("Interrupted system call") == std::string::npos, "stderr: " << err);
+    CHECK(contains(events, fmt::format("blk signal {} ", SIGTERM)));
+    CHECK(run(zklock({"-c", connect(), "-n"}, path, {"true"}), 10s) == 0);
+}
+
+// A stderr that can take nothing more: a terminal that hung up (its window closed), where every
+// write fails with EIO. zklock loses its messages, not its run: it forwards the signal and exits
+// as the command did. It aborted (SIGABRT) there, on fmt::print's exception.
+TEST_CASE("a hung-up terminal on stderr: -v messages are lost, the run is not")
+{
+    const auto path = unique_path("hung-up");
+    const auto events = file("events");
+    int master = -1, slave = -1;
+    REQUIRE(::openpty(&master, &slave, nullptr, nullptr, nullptr) == 0);
+    proc p = start_with_stderr(zklock({"-c", connect(), "-v"}, path, child("hup", 60000, events)), slave, master);
+    ::close(slave);
+    reaper r;
+    r.procs.push_back(&p);
+    REQUIRE(started(events, "hup"));
+    ::close(master);  // the hang-up: zklock's writes to the terminal now fail (EIO)
+    ::kill(p.pid, SIGTERM);  // -v: zklock says it forwards it
+    CHECK(wait_for(p, 10s) == 128 + SIGTERM);
+    CHECK(contains(events, fmt::format("hup signal {} ", SIGTERM)));
+    CHECK(run(zklock({"-c", connect(), "-n"}, path, {"true"}), 10s) == 0);
 }
 
 TEST_CASE("zklock killed with SIGKILL: the lock is free once its session expires")

@@ -59,7 +59,7 @@ asio::awaitable<int> lock_run(lock_backend& b, const options& o, const std::set<
     if (c.index() == 1)
         co_return 128 + std::get<1>(c);
     if (auto ec = std::get<0>(c)) {
-        fmt::print(stderr, "zklock: {}\n", b.connect_failure(ec));
+        tell("zklock: {}\n", b.connect_failure(ec));
         co_return exit_for_connect(ec);
     }
     b.connected();
@@ -67,7 +67,7 @@ asio::awaitable<int> lock_run(lock_backend& b, const options& o, const std::set<
     // 2. Acquire.
     auto a = co_await (b.acquire(acquire_wait(o, start), tty) || queued_signal(events));
     if (tty) {
-        fmt::print(stderr, "\r\033[K");  // the waiting line, if one was shown
+        tell("\r\033[K");  // the waiting line, if one was shown
         std::fflush(stderr);
     }
     if (a.index() == 1) {
@@ -76,7 +76,7 @@ asio::awaitable<int> lock_run(lock_backend& b, const options& o, const std::set<
     }
     acquired got = std::move(std::get<0>(a));
     if (got.ec) {
-        fmt::print(stderr, "zklock: cannot acquire {}: {}\n", escape(o.lock_path), b.acquire_failure(got));
+        tell("zklock: cannot acquire {}: {}\n", escape(o.lock_path), b.acquire_failure(got));
         co_return exit_for_error(got.ec);
     }
     co_return co_await run_holding(o, inherited, events, std::move(got), b);
@@ -113,7 +113,7 @@ int run_lock(const options& o)
         if (e) {
             std::string what;
             rc = exit_for_exception(e, what);
-            fmt::print(stderr, "zklock: error: {}\n", what);
+            tell("zklock: error: {}\n", what);
         }
     });
     while (!done && ioc.run_one() > 0) {

@@ -77,7 +77,7 @@ bool parse_auth(std::string_view text, zkcoro::auth_info& out, std::string& why)
 
 int usage_error(std::string_view msg)
 {
-    fmt::print(stderr, "zklock: {}\nRun with --help for more information.\n", msg);
+    tell("zklock: {}\nRun with --help for more information.\n", msg);
     return exit_code::usage;
 }
 

@@ -127,7 +127,7 @@ int parse_failure(const CLI::App& app, const CLI::ParseError& e, const std::vect
     if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr && what.find("expected: -") != std::string::npos)
         return usage_error(fmt::format("unknown option: {}", what.substr(what.find("expected: ") + 10)));
     if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
-        fmt::print(stderr, "zklock: {}\nzklock: the command goes after '--': zklock [OPTIONS] LOCKPATH -- COMMAND [ARGS...]\n",
+        tell("zklock: {}\nzklock: the command goes after '--': zklock [OPTIONS] LOCKPATH -- COMMAND [ARGS...]\n",
                    what);
         return exit_code::usage;
     }

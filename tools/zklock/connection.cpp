@@ -38,7 +38,7 @@ zkcoro::client_config make_config(const options& o)
     if (o.verbose) {
         cfg.log_threshold = zkcoro::log_level::info;
         cfg.log = [](zkcoro::log_level l, std::string_view m) {
-            fmt::print(stderr, "zklock: [{}] {}\n", zkcoro::to_string(l), escape(m));
+            tell("zklock: [{}] {}\n", zkcoro::to_string(l), escape(m));
         };
     }
     return cfg;

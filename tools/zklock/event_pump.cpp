@@ -13,6 +13,8 @@
 
 #include <chrono>
 
+#include <signal.h>
+
 namespace zklock {
 
 namespace {
@@ -47,6 +49,17 @@ asio::awaitable<void> pump_revoke(std::shared_ptr<run_events> ev, zkcoro::guard&
 
 }  // namespace
 
+void restart_interrupted_calls(std::initializer_list<int> sigs)
+{
+    for (int sig : sigs) {
+        struct sigaction sa {};
+        if (::sigaction(sig, nullptr, &sa) == 0 && (sa.sa_flags & SA_RESTART) == 0) {
+            sa.sa_flags |= SA_RESTART;
+            ::sigaction(sig, &sa, nullptr);
+        }
+    }
+}
+
 void pump_signals(const std::shared_ptr<run_events>& ev)
 {
     const auto ex = ev->wake.get_executor();
@@ -60,6 +73,7 @@ void pump_while_held(const std::shared_ptr<run_events>& ev, zkcoro::guard& g, bo
     asio::co_spawn(ex, pump_lost(ev, g), asio::detached);
     for (int sig : {SIGTSTP, SIGTTIN, SIGTTOU})
         ev->stops.add(sig);
+    restart_interrupted_calls({SIGTSTP, SIGTTIN, SIGTTOU});
     asio::co_spawn(ex, pump_signal_set(ev, &ev->stops, event_kind::stop), asio::detached);
     if (revocable)
         asio::co_spawn(ex, pump_revoke(ev, g), asio::detached);

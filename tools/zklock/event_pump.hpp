@@ -15,6 +15,7 @@
 #include <signal.h>
 
 #include <deque>
+#include <initializer_list>
 #include <memory>
 
 namespace zklock {
@@ -27,6 +28,13 @@ struct event {
     int sig = 0;
 };
 
+// Asio's signal_set installs its handlers without SA_RESTART (Boost 1.81): a blocking call the
+// signal interrupts fails with EINTR instead of going on. zklock writes its messages to stderr
+// with stdio, and a terminal or pipe can block that write (Ctrl-S, a full buffer); a SIGCHLD
+// then made fmt::print throw ("cannot write to file: Interrupted system call") and zklock abort.
+// This adds SA_RESTART to the handlers of `sigs`, keeping everything else of them.
+void restart_interrupted_calls(std::initializer_list<int> sigs);
+
 // What the supervision loop waits for, fed by one long-lived coroutine per source. (Not `a || b`
 // per wait: when two sources complete in the same round, `||` keeps one result and drops the
 // other, and a dropped signal is a signal lost; nor a lost-lock wait cancelled and restarted at
@@ -35,6 +43,7 @@ struct run_events {
     explicit run_events(const asio::any_io_executor& ex)
         : wake(ex), sigchld(ex, SIGCHLD), sigs(ex, SIGINT, SIGTERM, SIGHUP), stops(ex)
     {
+        restart_interrupted_calls({SIGCHLD, SIGINT, SIGTERM, SIGHUP});
     }
     asio::steady_timer wake;  // the loop sleeps on it; cancelled by every push
     asio::signal_set sigchld;

@@ -27,9 +27,9 @@ namespace {
 int not_acquired(const options& o)
 {
     if (o.nonblock)
-        fmt::print(stderr, "zklock: {} is held by another process (--nonblock)\n", escape(o.lock_path));
+        tell("zklock: {} is held by another process (--nonblock)\n", escape(o.lock_path));
     else
-        fmt::print(stderr, "zklock: timed out after {} s waiting for {}\n", *o.timeout_s, escape(o.lock_path));
+        tell("zklock: timed out after {} s waiting for {}\n", *o.timeout_s, escape(o.lock_path));
     return o.conflict_exit_code;
 }
 
@@ -96,7 +96,7 @@ asio::awaitable<int> holding::run()
     // that no exit is missed.
     cmd_name_ = escape(o_.command[0]);
     if (!start_command(g)) {
-        fmt::print(stderr, "zklock: cannot start {}: {}\n", cmd_name_, std::strerror(child_.error));
+        tell("zklock: cannot start {}: {}\n", cmd_name_, std::strerror(child_.error));
         tree_.end_guardian();
         co_await release_saying_failure();
         co_return exit_code::cannot_exec;
@@ -171,7 +171,7 @@ bool holding::tree_done()
 void holding::report_stop(int stop)
 {
     reported_stop_ = true;
-    fmt::print(stderr,
+    tell(
                "zklock: {} was stopped by {}{}; the lock stays held. A signal to zklock (Ctrl-C, "
                "timeout(1), kill) is forwarded, followed by SIGCONT\n",
                cmd_name_, signal_name(stop),
@@ -244,7 +244,7 @@ void holding::on_lost()
 {
     was_lost_ = true;
     const int sig = lost_signal(o_);
-    fmt::print(stderr, "zklock: lock on {} lost ({}): {}\n", escape(o_.lock_path), backend_.lost_why(),
+    tell("zklock: lock on {} lost ({}): {}\n", escape(o_.lock_path), backend_.lost_why(),
                sig == 0 ? std::string("leaving the command running (--on-lost ignore)")
                         : fmt::format("sending {} to the command's process tree", signal_name(sig)));
     if (sig != 0) {
@@ -261,7 +261,7 @@ void holding::on_lost()
 
 void holding::on_revoke()
 {
-    fmt::print(stderr, "zklock: revocation of {} requested: {}\n", escape(o_.lock_path),
+    tell("zklock: revocation of {} requested: {}\n", escape(o_.lock_path),
                o_.revoke_term ? "sending SIGTERM to the command's process tree; the lock is released when it "
                                 "has exited"
                               : std::string_view("leaving the command running (--on-revoke ignore)"));
@@ -289,7 +289,7 @@ void holding::lost_while_stopped()
 void holding::on_escalate()
 {
     escalate_at_ = clock::time_point::max();
-    fmt::print(stderr, "zklock: the command's process tree still runs {} s after {}: sending SIGKILL (--kill-after)\n",
+    tell("zklock: the command's process tree still runs {} s after {}: sending SIGKILL (--kill-after)\n",
                std::chrono::duration<double>(o_.kill_after).count(), signal_name(escalate_after_));
     killing_ = true;
 }
@@ -299,7 +299,7 @@ void holding::on_escalate()
 asio::awaitable<int> holding::finish(zkcoro::guard& g)
 {
     if (child_.error != 0) {
-        fmt::print(stderr, "zklock: cannot run {}: {}\n", cmd_name_, std::strerror(child_.error));
+        tell("zklock: cannot run {}: {}\n", cmd_name_, std::strerror(child_.error));
         co_await release_saying_failure();
         co_return child_.error == ENOENT ? exit_code::not_found : exit_code::cannot_exec;
     }
@@ -312,12 +312,12 @@ asio::awaitable<int> holding::finish(zkcoro::guard& g)
     const std::string failed = co_await backend_.release_all(got_.guards, release_limit_);
     was_lost_ = was_lost_ || g.lost();
     if (was_lost_) {
-        fmt::print(stderr, "zklock: exit {}: the lock on {} was lost while {} ran (its own status: {})\n",
+        tell("zklock: exit {}: the lock on {} was lost while {} ran (its own status: {})\n",
                    o_.lost_exit_code, escape(o_.lock_path), cmd_name_, child_rc);
         co_return o_.lost_exit_code;
     }
     if (!failed.empty()) {
-        fmt::print(stderr, "zklock: cannot release {}: {} ({} exited with {}; {})\n", escape(o_.lock_path), failed,
+        tell("zklock: cannot release {}: {} ({} exited with {}; {})\n", escape(o_.lock_path), failed,
                    cmd_name_, child_rc, backend_.unreleased());
         co_return exit_code::refused;
     }
@@ -332,7 +332,7 @@ asio::awaitable<void> holding::release_saying_failure()
     // see supervise.)
     const std::string failed = co_await backend_.release_all(got_.guards, release_limit_);
     if (!failed.empty())
-        fmt::print(stderr, "zklock: cannot release {}: {}\n", escape(o_.lock_path), failed);
+        tell("zklock: cannot release {}: {}\n", escape(o_.lock_path), failed);
 }
 
 }  // namespace

@@ -73,7 +73,7 @@ asio::awaitable<bool> pause_whole(const options& o, process_tree& tree, zkcoro::
         co_return true;
     }
     if (!was_lost)
-        fmt::print(stderr, "zklock: lock on {} lost while zklock was stopped ({}): {}\n", escape(o.lock_path),
+        tell("zklock: lock on {} lost while zklock was stopped ({}): {}\n", escape(o.lock_path),
                    backend.lost_why(),
                    lost_signal(o) == 0 ? std::string("continuing the command (--on-lost ignore)")
                                        : std::string("killing the command's process tree (SIGKILL) before it runs "

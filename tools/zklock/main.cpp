@@ -402,7 +402,7 @@ int main(int argc, char** argv)
             return rc;
         return status ? zklock::run_status(o) : o.revoke ? zklock::run_revoke(o) : zklock::run_lock(o);
     } catch (const std::exception& e) {
-        fmt::print(stderr, "zklock: error: {}\n", e.what());
+        zklock::tell("zklock: error: {}\n", e.what());
         return zklock::exit_code::refused;
     }
 }

@@ -83,7 +83,7 @@ asio::awaitable<zkcoro::error_code> redis_connect(zkcoro::redis_client& rc, cons
     // loses the lock in every failover. Said once, on stderr.
     const auto down_after = co_await sentinels_down_after(rc.url());
     if (down_after > 0 && o.redis_ttl.count() < down_after)
-        fmt::print(stderr,
+        tell(
                    "zklock: warning: the lock's TTL ({} ms, --ttl) is shorter than the sentinels' "
                    "down-after-milliseconds ({} ms) for master '{}': a failover takes at least that long, so "
                    "every failover loses the lock; the TTL must cover down-after-milliseconds, the election and "
@@ -180,7 +180,7 @@ zkcoro::redis_options client_options(const options& o)
     if (o.verbose)  // the library's lines (e.g. a release whose PUBLISH was refused), as on ZooKeeper
         ropts.log = [](zkcoro::log_level l, std::string_view m) {
             if (l <= zkcoro::log_level::info)  // error, warn, info: not debug
-                fmt::print(stderr, "zklock: [{}] {}\n", zkcoro::to_string(l), escape(m));
+                tell("zklock: [{}] {}\n", zkcoro::to_string(l), escape(m));
         };
     return ropts;
 }

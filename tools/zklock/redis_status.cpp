@@ -372,7 +372,7 @@ asio::awaitable<int> redis_status_main(zkcoro::redis_client& rc, const options& 
 {
     auto [ec] = co_await rc.async_connect(asio::as_tuple(asio::use_awaitable));
     if (ec) {
-        fmt::print(stderr, "zklock: cannot connect to Redis ({}): {}\n", o.connect_origin,
+        tell("zklock: cannot connect to Redis ({}): {}\n", o.connect_origin,
                    escape(rc.last_error().empty() ? ec.message() : rc.last_error()));
         co_return exit_for_connect(ec);
     }
@@ -399,7 +399,7 @@ int run_redis_status(const options& o)
         if (e) {
             std::string text;
             rc_exit = exit_for_exception(e, text);
-            fmt::print(stderr, "zklock: status of {}: {}\n", escape(o.lock_path), escape(text));
+            tell("zklock: status of {}: {}\n", escape(o.lock_path), escape(text));
         }
     });
     while (!done && ioc.run_one() > 0) {

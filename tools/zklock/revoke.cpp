@@ -40,7 +40,7 @@ asio::awaitable<int> revoke_main(zkcoro::client& zk, const options& o)
 {
     auto [ec] = co_await zk.async_connect(asio::as_tuple(asio::use_awaitable));
     if (ec) {
-        fmt::print(stderr, "zklock: {}\n", connect_failure(o, ec));
+        tell("zklock: {}\n", connect_failure(o, ec));
         co_return exit_for_connect(ec);
     }
     std::string node;
@@ -55,7 +55,7 @@ asio::awaitable<int> revoke_main(zkcoro::client& zk, const options& o)
             std::string msg = fmt::format("zklock: revoke: {}", escape(what.starts_with(listing) ? what : listing + ": " + what));
             if (is_noauth(e.code()))
                 msg += "; " + noauth_hint(o);
-            fmt::print(stderr, "{}\n", msg);
+            tell("{}\n", msg);
             co_return exit_for_error(e.code());
         }
         for (const auto& e : q.entries)
@@ -64,7 +64,7 @@ asio::awaitable<int> revoke_main(zkcoro::client& zk, const options& o)
                 break;
             }
         if (node.empty()) {
-            fmt::print(stderr, "zklock: revoke: nobody holds {}{}\n", escape(o.lock_path),
+            tell("zklock: revoke: nobody holds {}{}\n", escape(o.lock_path),
                        q.recipe.find("semaphore") != std::string::npos
                            ? " as a mutex or read-write lock (a semaphore takes no revocation requests)"
                            : "");
@@ -79,7 +79,7 @@ asio::awaitable<int> revoke_main(zkcoro::client& zk, const options& o)
     const std::string parent = slash == 0 ? std::string("/") : node.substr(0, slash);
     const std::string name = node.substr(slash + 1);
     if (parent != o.lock_path || !is_lock_node_name(name)) {
-        fmt::print(stderr,
+        tell(
                    "zklock: revoke: {} is not a lock node directly under {} (a mutex's or read-write lock's node, "
                    "named ...lock-, ...__READ__ or ...__WRIT__ and a 10-digit sequence); nothing was written\n",
                    escape(node), escape(o.lock_path));
@@ -88,11 +88,11 @@ asio::awaitable<int> revoke_main(zkcoro::client& zk, const options& o)
     // It must exist, and be ephemeral (a holder's or waiter's node, not a persistent one).
     auto [xec, x] = co_await zk.async_exists(node, asio::as_tuple(asio::use_awaitable));
     if (!xec && !x.stat) {
-        fmt::print(stderr, "zklock: revoke: no such node: {} (its holder may have released it)\n", escape(node));
+        tell("zklock: revoke: no such node: {} (its holder may have released it)\n", escape(node));
         co_return exit_code::tempfail;
     }
     if (!xec && x.stat->ephemeral_owner == 0) {
-        fmt::print(stderr, "zklock: revoke: {} is not a lock node (it is persistent: no session holds it); nothing "
+        tell("zklock: revoke: {} is not a lock node (it is persistent: no session holds it); nothing "
                            "was written\n",
                    escape(node));
         co_return exit_code::usage;
@@ -105,11 +105,11 @@ asio::awaitable<int> revoke_main(zkcoro::client& zk, const options& o)
                                                     asio::as_tuple(asio::use_awaitable));
         rec = sec;
         if (rec == zkcoro::zk_errc::no_node) {
-            fmt::print(stderr, "zklock: revoke: no such node: {} (its holder released it just now)\n", escape(node));
+            tell("zklock: revoke: no such node: {} (its holder released it just now)\n", escape(node));
             co_return exit_code::tempfail;
         }
         if (rec == zkcoro::zk_errc::bad_version) {
-            fmt::print(stderr, "zklock: revoke: {} changed as it was asked (a revocation request from elsewhere?); "
+            tell("zklock: revoke: {} changed as it was asked (a revocation request from elsewhere?); "
                                "run again to ask again\n",
                        escape(node));
             co_return exit_code::tempfail;
@@ -119,7 +119,7 @@ asio::awaitable<int> revoke_main(zkcoro::client& zk, const options& o)
         std::string msg = fmt::format("zklock: revoke {}: {}", escape(node), escape(rec.message()));
         if (is_noauth(rec))
             msg += "; " + noauth_hint(o);
-        fmt::print(stderr, "{}\n", msg);
+        tell("{}\n", msg);
         co_return exit_for_error(rec);
     }
     fmt::print("{}\n", escape(node));

@@ -32,7 +32,7 @@ void show_servers(const zkcoro::client& zk, const options& o)
     for (const auto& s : zk.servers())
         list += (list.empty() ? "" : ",") + s;
     const auto changes = zk.stats().ensemble_changes;
-    fmt::print(stderr, "zklock: ZooKeeper servers in use: {}{}\n", escape(list),
+    tell("zklock: ZooKeeper servers in use: {}{}\n", escape(list),
                changes ? fmt::format(" (the ensemble's members, read from its configuration)") : std::string());
 }
 
@@ -40,7 +40,7 @@ asio::awaitable<int> status_main(zkcoro::client& zk, const options& o)
 {
     auto [ec] = co_await zk.async_connect(asio::as_tuple(asio::use_awaitable));
     if (ec) {
-        fmt::print(stderr, "zklock: {}\n", connect_failure(o, ec));
+        tell("zklock: {}\n", connect_failure(o, ec));
         co_return exit_for_connect(ec);
     }
     if (o.recursive) {
@@ -55,7 +55,7 @@ asio::awaitable<int> status_main(zkcoro::client& zk, const options& o)
         std::string msg = fmt::format("zklock: status of {}: {}", escape(o.lock_path), escape(e.what()));
         if (is_noauth(e.code()))
             msg += "; " + noauth_hint(o);
-        fmt::print(stderr, "{}\n", msg);
+        tell("{}\n", msg);
         co_return exit_for_error(e.code());
     }
     std::string out = o.json ? render_json(q) : render_text(q);
@@ -79,7 +79,7 @@ int run_with_client(const options& o, std::string_view what,
         if (e) {
             std::string text;
             rc = exit_for_exception(e, text);
-            fmt::print(stderr, "zklock: {} {}: {}\n", what, escape(o.lock_path), escape(text));
+            tell("zklock: {} {}: {}\n", what, escape(o.lock_path), escape(text));
         }
     });
     while (!done && ioc.run_one() > 0) {

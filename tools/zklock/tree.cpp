@@ -227,7 +227,7 @@ asio::awaitable<int> tree_status(zkcoro::client& zk, const options& o)
         std::string msg = fmt::format("zklock: status -r {}: {}", escape(o.lock_path), escape(ec.message()));
         if (is_noauth(ec))
             msg += "; " + noauth_hint(o);
-        fmt::print(stderr, "{}\n", msg);
+        tell("{}\n", msg);
         co_return exit_for_error(ec);
     }
     if (o.older_than_s)
@@ -239,7 +239,7 @@ asio::awaitable<int> tree_status(zkcoro::client& zk, const options& o)
                                : render_tree_text(r, cycles, o.cycles);
     std::fwrite(out.data(), 1, out.size(), stdout);
     if (o.verbose)
-        fmt::print(stderr, "zklock: scanned {}: {} locks, {} nodes listed, {} requests\n", escape(o.lock_path),
+        tell("zklock: scanned {}: {} locks, {} nodes listed, {} requests\n", escape(o.lock_path),
                    r.locks.size(), r.nodes_listed, r.requests);
     co_return o.cycles && !cycles.empty() ? 1 : 0;
 }

@@ -19,11 +19,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <optional>
 #include <set>
 #include <string>
 #include <string_view>
+#include <system_error>
+#include <utility>
 #include <vector>
 
 namespace zklock {
@@ -77,10 +80,23 @@ struct options {
 };
 
 // A line on stderr with -v.
+// Writes a message to stderr. A stderr that cannot take it (a terminal that hung up: EIO) loses
+// the message, not the run: fmt::print throws there, and zklock aborted, its command and lock left
+// to the session's expiry (a -v message after the terminal closed, or the SIGHUP that says so).
+template <typename... T>
+void tell(fmt::format_string<T...> f, T&&... args)
+{
+    try {
+        fmt::print(stderr, f, std::forward<T>(args)...);
+    } catch (const std::system_error&) {
+        std::clearerr(stderr);
+    }
+}
+
 inline void say(const options& o, std::string_view msg)
 {
     if (o.verbose)
-        fmt::print(stderr, "zklock: {}\n", msg);
+        tell("zklock: {}\n", msg);
 }
 
 // One node of a lock's queue, as `zklock status` shows it.

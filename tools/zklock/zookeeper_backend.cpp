@@ -149,10 +149,10 @@ asio::awaitable<void> show_waiting(zkcoro::client& zk, const options& o, bool tt
             line = ageless = fmt::format("waiting for {}: ({})", escape(o.lock_path), e.code().message());
         }
         if (tty) {
-            fmt::print(stderr, "\r\033[K{}", line);
+            tell("\r\033[K{}", line);
             std::fflush(stderr);
         } else if (ageless != last) {
-            fmt::print(stderr, "zklock: {}\n", line);
+            tell("zklock: {}\n", line);
             last = std::move(ageless);
         }
         t.expires_after(500ms);
@@ -169,7 +169,7 @@ void write_session_file(const options& o, const zkcoro::session_credentials& s)
         pw += fmt::format("{:02x}", c);
     std::FILE* f = std::fopen(o.session_file.c_str(), "w");
     if (f == nullptr) {
-        fmt::print(stderr, "zklock: cannot write {}: {}\n", escape(o.session_file), std::strerror(errno));
+        tell("zklock: cannot write {}: {}\n", escape(o.session_file), std::strerror(errno));
         return;
     }
     fmt::print(f, "{} {}\n", session_hex(s.id), pw);
