@@ -71,11 +71,16 @@ if (( quick )); then
                --scale-tasks 2000 --scale-locks 20 --time-limit 120)
     curator_args=(--cycles 50 --warmup 10 --tasks 10 --per-task 2 --duration-ms 300 --paths 20 --time-limit 120)
     cross_ms=500
+    # The processes of c and the mix start together at a moment this far ahead, time for them to
+    # start (a JVM's start and connection take seconds). In a smoke test a late start only makes
+    # the figures wrong, which they are anyway: 20 s of the test command's waiting, now 3.
+    zk_margin_ms=300 jvm_margin_ms=1000
 else
     cycle_args=()
     lock_args=()
     curator_args=()
     cross_ms=10000
+    zk_margin_ms=2000 jvm_margin_ms=8000
 fi
 
 # --- run everything against one server -----------------------------------------------------------
@@ -99,7 +104,7 @@ write_args "$out/curator.args" "${curator_args[@]}"
 # failed; the exit status is the first failure's.
 inner='
     set -u
-    cycle=$1 lock=$2 out=$3 classes=$4 curator=$5 cross_ms=$6
+    cycle=$1 lock=$2 out=$3 classes=$4 curator=$5 cross_ms=$6 zk_margin_ms=$7 jvm_margin_ms=$8
     mapfile -t cycle_args < "$out/cycle.args"
     mapfile -t lock_args < "$out/lock.args"
     mapfile -t curator_args < "$out/curator.args"
@@ -128,7 +133,7 @@ inner='
     # The fairness mix: 2 zkcoro processes with 4 tasks each and one Curator process on one lock,
     # every hold 5 ms; PART lines (p50/p99: the wait for the lock) in $out/mix-<id>.txt.
     mix() {
-        local start=$(( $(now_ms) + 8000 )) path="/zkcoro-bench/mix-$$" pids=() i r=0
+        local start=$(( $(now_ms) + jvm_margin_ms )) path="/zkcoro-bench/mix-$$" pids=() i r=0
         for i in 1 2; do
             "$lock" --workloads cross_process --path "$path" --start-at-ms "$start" --duration-ms "$cross_ms" \
                 --cross-tasks 4 --hold-ms 5 --id "zkcoro$i" > "$out/mix-zkcoro$i.txt" &
@@ -151,10 +156,10 @@ inner='
     "$lock" "${lock_args[@]}" | tee "$out/lock.txt" || note $?
     echo
     echo "== cross_process: 4 zkcoro processes, ${cross_ms} ms"
-    cross zkcoro 2000 "$lock" --workloads cross_process | tee "$out/cross-zkcoro.txt" || note $?
+    cross zkcoro "$zk_margin_ms" "$lock" --workloads cross_process | tee "$out/cross-zkcoro.txt" || note $?
     echo
     echo "== cross_process: 4 zkcoro processes with linger 10 ms, ${cross_ms} ms"
-    cross zkcoro_linger 2000 "$lock" --workloads cross_process --linger-ms 10 | tee "$out/cross-zkcoro_linger.txt" \
+    cross zkcoro_linger "$zk_margin_ms" "$lock" --workloads cross_process --linger-ms 10 | tee "$out/cross-zkcoro_linger.txt" \
         || note $?
     if (( curator )); then
         echo
@@ -164,7 +169,7 @@ inner='
         echo
         echo "== cross_process: 4 Curator processes, ${cross_ms} ms"
         # JVMs take seconds to start and connect on a loaded 2-core machine.
-        cross curator 8000 java -cp "$(cat "$classes/classpath.txt")" CuratorBench --workload cross_process \
+        cross curator "$jvm_margin_ms" java -cp "$(cat "$classes/classpath.txt")" CuratorBench --workload cross_process \
             | tee "$out/cross-curator.txt" || note $?
         echo
         echo "== fairness mix: 2 zkcoro processes x 4 tasks + 1 Curator process, one lock, 5 ms holds, ${cross_ms} ms"
@@ -184,7 +189,7 @@ inner='
 '
 status=0
 "$with_server" --tick-ms 2000 -- bash -o pipefail -c "$inner" inner \
-    "$cycle_bench" "$lock_bench" "$out" "$classes" "$curator" "$cross_ms" || status=$?
+    "$cycle_bench" "$lock_bench" "$out" "$classes" "$curator" "$cross_ms" "$zk_margin_ms" "$jvm_margin_ms" || status=$?
 
 # --- the table -----------------------------------------------------------------------------------
 # The cross-process parts become one RESULT line per implementation: handoffs per second of the

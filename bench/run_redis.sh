@@ -120,11 +120,13 @@ if (( quick )); then
     zk_args=(--cycles 200 --warmup 20 --tasks 10 --per-task 2 --duration-ms 300 --keys 100 --many-tasks 10
              --time-limit 120)
     cross_ms=500
+    cross_margin_ms=300  # c's processes start together this far ahead (a late one: figures only)
 else
     raw_args=()
     py_args=()
     zk_args=()
     cross_ms=5000
+    cross_margin_ms=2000
 fi
 
 out=$(mktemp -d "${TMPDIR:-/tmp}/zkcoro-redis-bench.XXXXXX")
@@ -168,7 +170,7 @@ redis_cross() {
     shift
     local dir=$out/cross-$impl start pids=() i r=0
     mkdir -p "$dir"
-    start=$(( $(date +%s%3N) + 2000 ))
+    start=$(( $(date +%s%3N) + cross_margin_ms ))
     for i in 1 2 3 4; do
         "$@" --url "$ZKCORO_TEST_REDIS" --key "zkbench:cross:$$:$impl" --id "p$i" --log "$dir/p$i.log" \
             --start-at-ms "$start" --duration-ms "$cross_ms" > "$dir/p$i.out" &
@@ -268,7 +270,7 @@ redis_inner() {
     return "$rc"
 }
 
-export out build python raw_bench check cross_ms have_py pinning deployment masters
+export out build python raw_bench check cross_ms cross_margin_ms have_py pinning deployment masters
 export -f redis_inner redis_cross run_zkcoro_redis tag_results cluster_inner
 
 status=0
