@@ -9,6 +9,9 @@
 #   bash scripts/fuzz.sh                  # build, then run every target for FUZZ_SECONDS (20) s
 #   FUZZ_SECONDS=300 bash scripts/fuzz.sh # a longer search
 #   FUZZ_MIN_EXECS=N bash scripts/fuzz.sh # the executions each target must reach (search)
+#   FUZZ_RUNS=N bash scripts/fuzz.sh      # a search sized in inputs, not seconds: N inputs each
+#                                         # (after the corpus), however long a busy machine takes
+#                                         # (at most FUZZ_RUNS_LIMIT s, 300, else it fails)
 #   bash scripts/fuzz.sh path sort        # only these targets
 #   bash scripts/fuzz.sh --replay         # only run the seed corpora once, no search
 #   bash scripts/fuzz.sh --build-only
@@ -31,7 +34,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 seconds=${FUZZ_SECONDS:-20}
-min_execs=${FUZZ_MIN_EXECS:-$((seconds * 50))}
+runs=${FUZZ_RUNS:-}
+runs_limit=${FUZZ_RUNS_LIMIT:-300}
+[[ -z $runs || ($runs =~ ^[0-9]+$ && $runs -gt 0 && $runs_limit =~ ^[0-9]+$) ]] || {
+  echo "fuzz.sh: FUZZ_RUNS ($runs) must be a whole number above 0, FUZZ_RUNS_LIMIT ($runs_limit) a whole number" >&2
+  exit 64; }
+# Sized in inputs, a search must run all of them; sized in seconds, 50 a second.
+if [ -n "$runs" ]; then min_execs=${FUZZ_MIN_EXECS:-$runs}; else min_execs=${FUZZ_MIN_EXECS:-$((seconds * 50))}; fi
 [[ $seconds =~ ^[0-9]+$ && $min_execs =~ ^[0-9]+$ ]] || {
   echo "fuzz.sh: FUZZ_SECONDS ($seconds) and FUZZ_MIN_EXECS ($min_execs) must be whole numbers" >&2; exit 64; }
 mode=search
@@ -161,11 +170,18 @@ for t in "${targets[@]}"; do
   if [ -d "tests/fuzz/corpus/$t" ]; then cp tests/fuzz/corpus/"$t"/* "$corpus"/ 2>/dev/null || true; fi
   log=$tmp/$t.log
   opts=(-print_final_stats=1 -timeout=10 -rss_limit_mb=2048 -artifact_prefix="$out/artifacts/$t-")
-  if [ "$mode" = replay ]; then opts+=(-runs=0); else opts+=(-max_total_time="$seconds"); fi
-  echo "== fuzz: $t ($mode$([ "$mode" = search ] && echo ", $seconds s"))"
+  # The hard limit: with a time, a last resort in case the target hangs outside libFuzzer's own
+  # timer; with a count, the bound on how long the count may take.
+  limit=$((seconds + 60)) size="$seconds s"
+  if [ "$mode" = replay ]; then opts+=(-runs=0)
+  elif [ -n "$runs" ]; then opts+=(-runs="$runs"); limit=$runs_limit size="$runs inputs"
+  else opts+=(-max_total_time="$seconds"); fi
+  echo "== fuzz: $t ($mode$([ "$mode" = search ] && echo ", $size"))"
   rc=0
-  # The hard limit is a last resort in case the target hangs outside libFuzzer's own timer.
-  timeout --kill-after=10 $((seconds + 60)) "$out/fuzz_$t" "${opts[@]}" "$corpus" >"$log" 2>&1 || rc=$?
+  timeout --kill-after=10 "$limit" "$out/fuzz_$t" "${opts[@]}" "$corpus" >"$log" 2>&1 || rc=$?
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+    echo "!! fuzz target $t still ran after $limit s (ended, exit $rc)"
+  fi
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 || true)
   echo "   executions: ${execs:-?}, ${cov:-cov: ?}, corpus: $(find "$corpus" -type f | wc -l) inputs, exit $rc"
@@ -175,7 +191,7 @@ for t in "${targets[@]}"; do
   few=""
   if [ "$rc" -eq 0 ] && { ! [[ ${execs:-} =~ ^[0-9]+$ ]] || [ "$execs" -lt "$want" ]; }; then
     few="${execs:-no count of} executions, fewer than $want"
-    echo "!! fuzz target $t ran ${execs:-no count of} executions, at least $want expected ($mode$([ "$mode" = search ] && echo " for $seconds s"); FUZZ_MIN_EXECS)"
+    echo "!! fuzz target $t ran ${execs:-no count of} executions, at least $want expected ($mode$([ "$mode" = search ] && echo ", $size"); FUZZ_MIN_EXECS)"
     rc=1
   fi
   summary+=("$(printf '%-12s %10s executions  %s' "$t" "${execs:-?}" "$([ "$rc" -eq 0 ] && echo ok || echo "FAILED${few:+ ($few)}")")")
