@@ -35,6 +35,9 @@ namespace zktest {
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 
+// A completion token for the cases that look at the error code instead of catching it.
+inline constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+
 // The server all tests of this program share (tick 200 ms: sessions of 0.4-4 s).
 inline zk_server& shared_server()
 {

@@ -8,7 +8,6 @@
 using namespace zktest;
 using namespace zkcoro;
 using asio::awaitable;
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 namespace {
 

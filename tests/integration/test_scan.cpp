@@ -14,8 +14,6 @@ using asio::awaitable;
 
 namespace {
 
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
-
 awaitable<scan_result> scan(client& c, const std::string& root, scan_options o = {})
 {
     auto [ec, r] = co_await async_scan(c, root, o, use_tuple);
