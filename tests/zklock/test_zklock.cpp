@@ -38,30 +38,6 @@ void check_bad_usage(const std::vector<bad_usage>& cases, std::string_view never
     }
 }
 
-// Starts argv as start() does, but with stderr on `err_fd` (a pipe's or a terminal's end, not a
-// file); neither `err_fd` nor `other_fd` (the other end) stays open in the child but as its stderr.
-proc start_with_stderr(std::vector<std::string> argv, int err_fd, int other_fd)
-{
-    proc p;
-    p.out = file("out");
-    p.err = "(not a file)";
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, p.out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, err_fd, 2);
-    posix_spawn_file_actions_addclose(&fa, other_fd);
-    posix_spawn_file_actions_addclose(&fa, err_fd);
-    std::vector<char*> args;
-    for (auto& a : argv)
-        args.push_back(a.data());
-    args.push_back(nullptr);
-    const int rc = posix_spawn(&p.pid, args[0], &fa, nullptr, args.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    REQUIRE_MESSAGE(rc == 0, "cannot start " << argv[0] << ": " << std::strerror(rc));
-    return p;
-}
-
 }  // namespace
 
 TEST_CASE("bad usage exits 64 and names the problem")
@@ -328,7 +304,7 @@ TEST_CASE("a message to a blocked stderr survives the signals that come meanwhil
     const auto events = file("events");
     int fds[2];
     REQUIRE(::pipe(fds) == 0);
-    proc p = start_with_stderr(zklock({"-c", connect(), "-v"}, path, child("blk", 60000, events)), fds[1], fds[0]);
+    proc p = start(zklock({"-c", connect(), "-v"}, path, child("blk", 60000, events)), fds[1], fds[0]);
     reaper r;
     r.procs.push_back(&p);
     std::string err;
@@ -390,7 +366,7 @@ TEST_CASE("a hung-up terminal on stderr: -v messages are lost, the run is not")
     const auto events = file("events");
     int master = -1, slave = -1;
     REQUIRE(::openpty(&master, &slave, nullptr, nullptr, nullptr) == 0);
-    proc p = start_with_stderr(zklock({"-c", connect(), "-v"}, path, child("hup", 60000, events)), slave, master);
+    proc p = start(zklock({"-c", connect(), "-v"}, path, child("hup", 60000, events)), slave, master);
     ::close(slave);
     reaper r;
     r.procs.push_back(&p);

@@ -103,17 +103,25 @@ struct proc {
     clock_type::time_point started;
 };
 
-// Starts argv with stdout/stderr in files, stdin from /dev/null.
-inline proc start(std::vector<std::string> argv)
+// Starts argv with stdout/stderr in files, stdin from /dev/null. With `err_fd` (a pipe's or a
+// terminal's end), stderr goes there instead; neither it nor `other_fd` (the other end) stays open
+// in the child but as its stderr.
+inline proc start(std::vector<std::string> argv, int err_fd = -1, int other_fd = -1)
 {
     proc p;
     p.out = file("out");
-    p.err = file("err");
+    p.err = err_fd < 0 ? file("err") : "(not a file)";
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_addopen(&fa, 1, p.out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, p.err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (err_fd < 0) {
+        posix_spawn_file_actions_addopen(&fa, 2, p.err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    } else {
+        posix_spawn_file_actions_adddup2(&fa, err_fd, 2);
+        posix_spawn_file_actions_addclose(&fa, other_fd);
+        posix_spawn_file_actions_addclose(&fa, err_fd);
+    }
     std::vector<char*> args;
     for (auto& a : argv)
         args.push_back(a.data());
