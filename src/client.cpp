@@ -127,6 +127,11 @@ void access::listen_state(const client& c, std::weak_ptr<state_listener> l)
         c.impl_->listen_state(std::move(l));
 }
 
+error_code access::closed_reason(const client& c)
+{
+    return c.impl_ ? c.impl_->closed_reason() : make_error_code(client_errc::closed);
+}
+
 }  // namespace detail
 
 }  // namespace zkcoro

@@ -117,6 +117,7 @@ public:
     void close(std::shared_ptr<op_state<>> op);
     void wait_state(session_state known, std::shared_ptr<op_state<session_state>> op);
     void listen_state(std::weak_ptr<state_listener> l);
+    error_code closed_reason();  // closed_by_, else client_errc::closed
 
     // Submits a request through `submit` (called with the lock held and the live handle), links
     // the op into the registry and re-evaluates the socket interest. Fails the op at once when

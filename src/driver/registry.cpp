@@ -52,7 +52,7 @@ void client_impl::submit(const std::shared_ptr<op_base>& op,
 {
     zk_guard g(this);
     if (closed_)
-        return op->fail(closed_by_ ? closed_by_ : make_error_code(client_errc::closed));
+        return op->fail(closed_reason());
     if (!zh_ && fsm_.generation() > 0)
         return op->fail(make_zk_error(ZCONNECTIONLOSS));  // between handles (resolving after an expiry): retriable
     if (!zh_)

@@ -16,7 +16,7 @@ void client_impl::connect(std::shared_ptr<op_state<>> op)
 {
     zk_guard g(this);
     if (closed_)
-        return void(op->complete(client_errc::closed));
+        return void(op->complete(closed_reason()));
     if (config_error_)
         return void(op->complete(config_error_));
     if (fsm_.state() == session_state::connected)
@@ -52,6 +52,12 @@ void client_impl::listen_state(std::weak_ptr<state_listener> l)
     zk_guard g(this);
     std::erase_if(state_listeners_, [](auto& w) { return w.expired(); });
     state_listeners_.push_back(std::move(l));
+}
+
+error_code client_impl::closed_reason()
+{
+    zk_guard g(this);
+    return closed_by_ ? closed_by_ : make_error_code(client_errc::closed);
 }
 
 void client_impl::fail_pending(error_code ec)
@@ -128,6 +134,8 @@ void client_impl::on_session_event(int state)
         mark_heard();
         on_established();
     }
+    if (ev == zk_session_event::auth_failed)
+        closed_by_ = client_errc::auth_failed;  // what later requests and waits fail with
     auto a = fsm_.on_event(ev, sid);
     apply(a);
     if (ev == zk_session_event::connected) {
@@ -146,7 +154,6 @@ void client_impl::on_session_event(int state)
             w.op->complete(client_errc::auth_failed);
         connect_waiters_.clear();
         closed_ = true;
-        closed_by_ = client_errc::auth_failed;  // what later requests fail with
     }
 }
 

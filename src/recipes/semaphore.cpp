@@ -172,9 +172,8 @@ asio::awaitable<std::tuple<error_code, bool>> read_count(semaphore_state& s, clo
         if (stop)
             co_return result{asio::error::operation_aborted, false};
         if (!connected) {
-            if (clock::now() >= deadline)
-                co_return result{error_code{}, true};
-            co_return result{s.zk.state() == session_state::closed ? make_error_code(client_errc::closed) : ec, false};
+            const auto why = not_connected(s.zk, deadline, ec);
+            co_return result{why, !why};  // no reason: timed out
         }
     }
 }

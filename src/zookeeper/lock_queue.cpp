@@ -196,9 +196,7 @@ private:
             if (stop)
                 co_return finish(give_up(asio::error::operation_aborted));
             if (!connected)
-                co_return finish(give_up(clock::now() >= deadline_                 ? error_code{}
-                                         : zk_.state() == session_state::closed ? make_error_code(client_errc::closed)
-                                                                                : make_error_code(client_errc::session_expired)));
+                co_return finish(give_up(not_connected(zk_, deadline_, client_errc::session_expired)));
             std::tie(ec, found, st) = co_await find_protected(zk_, spec_.path, prefix_);
             if (!is_retriable(ec))
                 break;
@@ -381,9 +379,10 @@ private:
         if (stop)
             co_return finish(give_up(asio::error::operation_aborted));
         if (!connected)
-            co_return finish(give_up(error_code{}));
+            co_return finish(give_up(not_connected(zk_, deadline_, client_errc::session_expired)));
         co_return step::again;
     }
+
 
     // The session ended under a request or a watch (the client fails what was pending with
     // session_expired, and refuses requests until its new handle connects): our node went with
@@ -396,7 +395,7 @@ private:
         children_watch_ = {};
         have_children_ = false;
         if (zk_.state() == session_state::closed)
-            co_return finish(give_up(ec));
+            co_return finish(give_up(ec == client_errc::closed ? access::closed_reason(zk_) : ec));
         co_return co_await reconnected();
     }
 

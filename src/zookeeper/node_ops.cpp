@@ -38,6 +38,13 @@ asio::awaitable<bool> wait_connected(client& zk, steady_time deadline)
     }
 }
 
+error_code not_connected(const client& zk, steady_time deadline, error_code otherwise)
+{
+    if (clock::now() >= deadline)
+        return {};
+    return zk.state() == session_state::closed ? access::closed_reason(zk) : otherwise;
+}
+
 asio::awaitable<error_code> guaranteed_delete(client zk, std::string node)
 {
     error_code last;

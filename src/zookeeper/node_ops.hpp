@@ -18,6 +18,10 @@ using steady_time = std::chrono::steady_clock::time_point;
 // Waits until the client is connected, at most until `deadline`. False on timeout, session end
 // or cancellation. Each round waits for a change of state, so it cannot spin.
 asio::awaitable<bool> wait_connected(client& zk, steady_time deadline);
+// Why wait_connected returned false, a cancellation aside: past the deadline (an empty code:
+// timed out), else the client is closed for good, with its reason (close(), or credentials the
+// server refused at a reconnection: tests/sim, "credentials are refused"), else `otherwise`.
+error_code not_connected(const client& zk, steady_time deadline, error_code otherwise);
 
 // Deletes a node until it is gone: retried across connection losses (a lost session took the
 // ephemeral node with it). Gives up after 100 failed attempts or a minute without a connection,

@@ -160,7 +160,7 @@ void disconnect(zhandle_t* zh);
 // `fail` completes it with an error code instead (ZCLOSING when the handle closes first).
 int request(zhandle_t* zh, std::function<std::function<void()>()> apply, std::function<void(int)> fail)
 {
-    if (!alive(zh) || zh->state == ZOO_EXPIRED_SESSION_STATE)
+    if (!alive(zh) || zh->state == ZOO_EXPIRED_SESSION_STATE || zh->state == ZOO_AUTH_FAILED_STATE)
         return ZINVALIDSTATE;
     const auto id = zh->next_request++;
     zh->pending.emplace(id, std::move(fail));
@@ -223,9 +223,10 @@ void connection_lost(zhandle_t* zh, int rc, int state)
 }
 
 void schedule_disconnect(zhandle_t* zh);
+void refuse_auth(zhandle_t* zh);
 
 // The session is (again) connected on a new connection: the client hears of it, then what it
-// issued meanwhile goes out.
+// issued meanwhile goes out (or, with sim_refuse_auth, the refusal comes).
 void connected(zhandle_t* zh)
 {
     zh->link_up = true;
@@ -233,6 +234,8 @@ void connected(zhandle_t* zh)
         zh->state = ZOO_CONNECTED_STATE;
         if (zh->watcher)
             zh->watcher(zh, ZOO_SESSION_EVENT, ZOO_CONNECTED_STATE, "", zh->context);
+        if (S().refuse_auth)
+            return refuse_auth(zh);
         auto unsent = std::move(zh->unsent);
         zh->unsent.clear();
         for (auto& [id, send] : unsent)
@@ -240,6 +243,33 @@ void connected(zhandle_t* zh)
     });
     send_events();  // SetWatches' own events, after the session event
     schedule_disconnect(zh);
+}
+
+// sim_refuse_auth: the server answers the credentials with an error and closes the connection;
+// the handle is done (ZOO_AUTH_FAILED_STATE), the session lives on the server until its timeout.
+void refuse_auth(zhandle_t* zh)
+{
+    auto& s = S();
+    trace(zh, "credentials refused");
+    zh->state = ZOO_AUTH_FAILED_STATE;
+    zh->link_up = false;
+    ++zh->epoch;
+    zh->unsent.clear();
+    zh->on_wire.clear();
+    s.world->disconnect(zh->sid);
+    at(s.now_ns.load() + std::int64_t{zh->recv_timeout} * 1'000'000, [sid = zh->sid] {
+        if (S().world->alive(sid)) {
+            S().world->expire_session(sid);
+            ++S().counts.expiries;
+            send_events();
+        }
+    });
+    if (zh->watcher)
+        zh->watcher(zh, ZOO_SESSION_EVENT, ZOO_AUTH_FAILED_STATE, "", zh->context);
+    auto pending = std::move(zh->pending);
+    zh->pending.clear();
+    for (auto& [id, fail] : pending)
+        fail(ZAUTHFAILED);
 }
 
 // A fault: the connection breaks now. What was on the wire to the server arrived or not (a coin
@@ -323,7 +353,7 @@ void schedule_disconnect(zhandle_t* zh)
 void close_now(zhandle_t* zh)
 {
     auto& s = S();
-    if (zh->sid != 0 && s.world->alive(zh->sid)) {
+    if (zh->sid != 0 && s.world->alive(zh->sid) && zh->state != ZOO_AUTH_FAILED_STATE) {
         s.world->close_session(zh->sid);
         s.handles.erase(std::find(s.handles.begin(), s.handles.end(), zh));
         send_events();
@@ -389,12 +419,18 @@ void sim_reset(std::uint64_t seed)
     s.disconnects_per_s = 0;
     s.break_on_request = 0;
     s.lies = 0;
+    s.refuse_auth = false;
     s.counts = {};
 }
 
 void sim_lie(unsigned lies)
 {
     S().lies = lies;
+}
+
+void sim_refuse_auth(bool on)
+{
+    S().refuse_auth = on;
 }
 
 sim_counts sim_stats()

@@ -69,6 +69,14 @@ enum sim_lies : unsigned {
     lie_swallow_reply = 16,
 };
 void sim_lie(unsigned lies);
+// On: the server refuses the credentials of every connection made from now on (the first or a
+// reconnection), as it refuses an auth scheme it does not know. The handle hears
+// ZOO_CONNECTED_STATE and then, in the same zookeeper_process call, ZOO_AUTH_FAILED_STATE (its
+// requests not answered failing with ZAUTHFAILED after it, as the C client orders them): nothing
+// the library posted on hearing of the connection runs in between, the latest the library can
+// learn of a refusal. The server keeps the session until its timeout (the C client sends no
+// close over a refused connection). Off by default (sim_reset's).
+void sim_refuse_auth(bool on);
 // Open simulated handles (sessions being connected or connected).
 std::size_t sim_handles();
 

@@ -61,6 +61,7 @@ struct sim_state {
     double disconnects_per_s = 0;  // per connected handle (sim_faults)
     double break_on_request = 0;   // per request sent (sim_faults)
     unsigned lies = 0;  // sim_lie
+    bool refuse_auth = false;  // sim_refuse_auth
     sim_counts counts;
     // Asked at every step before the due events run (the simulated Redis, redis_sim.hpp: it reads
     // what the clients wrote to their sockets); true when it did something. None by default.

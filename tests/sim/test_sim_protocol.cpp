@@ -1010,3 +1010,46 @@ TEST_CASE("a cancellation met while the walk waits for the connection is reporte
     const auto sum = sweep("sim_protocol cancellations, strict", env, zksim::seeds_of(env, seeds), sc);
     CHECK(sum.broke == 0);
 }
+
+// Credentials refused at a reconnection, while acquisitions wait for the connection back: every
+// request breaks the connection (sim_faults' break_on_request 1), and every connection after the
+// first is refused, the client hearing of it and of the refusal before anything it posted runs
+// (sim_refuse_auth). Each acquisition then fails with auth_failed, the client's reason. Before
+// the fix (CI, 2026-12-06: zklock said "the client is closed" for credentials in $ZK_AUTH the
+// server refused), the walk's wait for the connection (lock_queue.cpp: recover_create, reconnected)
+// read a closed client as closed by close(), or as its deadline; so did the semaphore's.
+TEST_CASE("acquisitions waiting for the connection when the credentials are refused fail with auth_failed")
+{
+    std::map<std::string, int> outcomes;
+    for (std::uint64_t seed : zksim::first_seeds(10, 3)) {
+        zksim::sim_processes procs(seed, 1);
+        REQUIRE(procs.connect().empty());
+        auto& c = *procs.clients[0];
+        zksim::sim_refuse_auth(true);
+        zksim::sim_faults(0, 1.0);
+        zkcoro::mutex m(c, "/sim/auth/lock");
+        zkcoro::semaphore sem(c, "/sim/auth/sem", 2);
+        std::optional<zkcoro::error_code> mutex_ec, sem_ec;
+        m.async_acquire(zkcoro::owner_id(1), 60s, [&](zkcoro::error_code ec, std::optional<zkcoro::guard> g) {
+            mutex_ec = ec;
+            CHECK_FALSE(g.has_value());
+        });
+        sem.async_acquire(1, 60s, [&](zkcoro::error_code ec, std::optional<std::vector<zkcoro::guard>> g) {
+            sem_ec = ec;
+            CHECK_FALSE(g.has_value());
+        });
+        const bool ended = zksim::run_until(procs.ioc, [&] { return mutex_ec && sem_ec; }, 120s);
+        REQUIRE_MESSAGE(ended, "seed " << seed << ": an acquisition did not end within 120 s of simulated time\n"
+                                       << procs.last_lines());
+        CHECK_MESSAGE(*mutex_ec == zkcoro::client_errc::auth_failed,
+                      "seed " << seed << ": the mutex: " << mutex_ec->message() << "\n" << procs.last_lines());
+        CHECK_MESSAGE(*sem_ec == zkcoro::client_errc::auth_failed,
+                      "seed " << seed << ": the semaphore: " << sem_ec->message() << "\n" << procs.last_lines());
+        CHECK(c.state() == zkcoro::session_state::closed);
+        ++outcomes[fmt::format("mutex: {}; semaphore: {}", mutex_ec->message(), sem_ec->message())];
+        zksim::sim_faults(0);
+        CHECK(procs.close([] { return true; }));
+    }
+    for (auto& [what, n] : outcomes)
+        MESSAGE(n << " x " << what);
+}

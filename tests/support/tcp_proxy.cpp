@@ -21,11 +21,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <future>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace zktest {
@@ -60,6 +63,7 @@ struct proxy_state {
     bool blackhole = false;
     bool refuse = false;
     std::chrono::milliseconds delay{0};
+    std::optional<std::size_t> next_reply_allowance;  // mute_replies_after()
     std::set<std::shared_ptr<session>> sessions;
     std::atomic<std::size_t> accepted{0};
     std::atomic<std::size_t> open{0};
@@ -83,6 +87,8 @@ struct session {
     bool orphan = false;
     // mute_replies(): the server's bytes are dropped.
     bool muted = false;
+    // mute_replies_after(): how many more of the server's bytes pass (then none).
+    std::optional<std::size_t> reply_allowance;
     bool closed = false;
     int directions_done = 0;
 
@@ -145,6 +151,12 @@ asio::awaitable<void> read_side(std::shared_ptr<session> s, bool from_client) {
             co_return;
         }
         if (drop) continue;
+        if (!from_client && s->reply_allowance) {
+            // Not `muted`, which would drop the bytes passed here too while queued.
+            n = std::min(n, *s->reply_allowance);
+            *s->reply_allowance -= n;
+            if (n == 0) continue;
+        }
         chunk c;
         c.due = steady::now() + s->state.delay;
         c.data.assign(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(n));
@@ -234,6 +246,7 @@ asio::awaitable<void> accept_loop(tcp::acceptor& acceptor, proxy_state& state) {
         sock.set_option(tcp::no_delay(true), oec);
         auto& io = static_cast<asio::io_context&>(ex.context());
         auto s = std::make_shared<session>(io, state, std::move(sock));
+        s->reply_allowance = std::exchange(state.next_reply_allowance, std::nullopt);
         state.sessions.insert(s);
         ++state.open;
         asio::co_spawn(ex, run_session(s), asio::detached);
@@ -343,6 +356,10 @@ void tcp_proxy::mute_replies() {
     impl_->run_on_io([&] {
         for (auto& s : impl_->state.sessions) s->muted = true;
     });
+}
+
+void tcp_proxy::mute_replies_after(std::size_t bytes) {
+    impl_->run_on_io([&] { impl_->state.next_reply_allowance = bytes; });
 }
 
 std::size_t tcp_proxy::accepted() const { return impl_->state.accepted.load(); }

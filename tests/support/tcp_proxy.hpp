@@ -54,6 +54,12 @@ public:
     // later are not affected; cut() ends the muted ones.
     void mute_replies();
 
+    // The next connection accepted passes the server's first `bytes` bytes to the client, then
+    // drops the rest as mute_replies() does. ZooKeeper's connect response is 41 bytes: the client
+    // has a session, and nothing the server says after it (an auth reply, a request's reply)
+    // arrives. Later connections are not affected.
+    void mute_replies_after(std::size_t bytes);
+
     std::size_t accepted() const;          // connections accepted so far (refused ones too)
     std::size_t open_connections() const;  // connections currently open
 

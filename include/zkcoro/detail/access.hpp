@@ -7,6 +7,7 @@
 #define ZKCORO_DETAIL_ACCESS_HPP
 
 #include <zkcoro/detail/api.hpp>
+#include <zkcoro/error.hpp>
 #include <zkcoro/this_task.hpp>
 #include <zkcoro/types.hpp>
 
@@ -50,6 +51,10 @@ struct ZKCORO_API access {
     static std::uint64_t connections(const client& c) noexcept;
     // Tells `l` of each change of c's session state while `l` lives (see state_listener).
     static void listen_state(const client& c, std::weak_ptr<state_listener> l);
+    // Why c is closed for good: client_errc::auth_failed when the server refused its credentials,
+    // else client_errc::closed (close() was called). What an operation that finds the session
+    // state `closed` fails with, so that the cause is not lost on the way.
+    static error_code closed_reason(const client& c);
 
     static guard make_guard(std::shared_ptr<lease> l, owner_id owner);
     static const std::shared_ptr<lease>& lease_of(const guard& g) noexcept;
