@@ -378,6 +378,28 @@ TEST_CASE("a hung-up terminal on stderr: -v messages are lost, the run is not")
     CHECK(run(zklock({"-c", connect(), "-n"}, path, {"true"}), 10s) == 0);
 }
 
+// stderr a pipe whose reader went (`zklock -v ... 2>&1 | tee log`, tee killed): zklock's next
+// message raised SIGPIPE, which killed it; its command was then killed (the guardian) and the lock
+// stayed held until the session expired. Now the message is lost and the run goes on, as flock(1)
+// would: the command gets SIGPIPE itself only if it writes there.
+TEST_CASE("stderr a pipe nobody reads any more: -v messages are lost, the run is not")
+{
+    const auto path = unique_path("broken-pipe");
+    const auto events = file("events");
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);
+    proc p = start(zklock({"-c", connect(), "-v"}, path, child("pipe", 60000, events)), fds[1], fds[0]);
+    ::close(fds[1]);
+    reaper r;
+    r.procs.push_back(&p);
+    REQUIRE(started(events, "pipe"));
+    ::close(fds[0]);  // the reader goes: zklock's writes to stderr now fail (EPIPE)
+    ::kill(p.pid, SIGTERM);  // -v: zklock says it forwards it
+    CHECK(wait_for(p, 10s) == 128 + SIGTERM);
+    CHECK(contains(events, fmt::format("pipe signal {} ", SIGTERM)));
+    CHECK(run(zklock({"-c", connect(), "-n"}, path, {"true"}), 10s) == 0);  // released, not left to expire
+}
+
 TEST_CASE("zklock killed with SIGKILL: the lock is free once its session expires")
 {
     const auto path = unique_path("sigkill");

@@ -95,6 +95,13 @@ std::unique_ptr<lock_backend> make_backend(asio::io_context& ioc, const options&
 
 int run_lock(const options& o)
 {
+    // A message to a stderr whose reader went (a pipe into a pager or tee that ended) must not
+    // kill zklock: its command would be killed with it and the lock left until the session
+    // expires. The write fails with EPIPE instead and tell() drops it. The command gets SIGPIPE's
+    // default back (spawn_command), so it dies of its own writes there, as under flock(1).
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    ::sigaction(SIGPIPE, &ignore, nullptr);
     // The signals zklock forwards and the SIGCHLD it reaps on must reach it, even if the caller
     // started it with them blocked (a blocked mask is inherited across exec).
     sigset_t ours;
