@@ -25,6 +25,9 @@ std::string_view advice(const error_code& ec) noexcept
         return "release the read lock before asking for the write lock";
     if (ec == client_errc::closed)
         return "the client was closed: make a new client to go on";
+    if (ec == client_errc::auth_failed || ec == zk_errc::auth_failed)
+        return "the server refused the credentials (client_config::auth) and the client closed: fix them, then make a "
+               "new client";
     if (ec == client_errc::session_expired)
         return "the session ended while waiting; the client is making a new one: retry the acquisition";
     if (is_retriable(ec))

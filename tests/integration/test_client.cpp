@@ -794,6 +794,17 @@ TEST_CASE("after credentials are refused, later requests fail with auth_failed")
         auto [aec, g] = co_await m.async_acquire(owner_id(1), 1s, asio::as_tuple(asio::use_awaitable));
         CHECK(aec == client_errc::auth_failed);
         CHECK_FALSE(g.has_value());
+        // The throwing form's message advises what helps: new credentials and a new client (it
+        // said "retry on the client's next session", which never comes).
+        std::string what;
+        try {
+            co_await m.acquire(1s);
+        } catch (const boost::system::system_error& e) {
+            CHECK(e.code() == client_errc::auth_failed);
+            what = e.what();
+        }
+        CHECK_MESSAGE(what.find("refused the credentials") != std::string::npos, what);
+        CHECK_MESSAGE(what.find("next session") == std::string::npos, what);
     });
 }
 
