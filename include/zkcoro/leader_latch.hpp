@@ -139,7 +139,8 @@ public:
 
     /// Waits until this participant leads (starting the latch if needed), at most `timeout`:
     /// the current term, or an empty optional when the time ran out. Throws system_error with
-    /// client_errc::closed when the latch is closed while waiting (or was), invalid_path.
+    /// client_errc::closed when the latch is closed while waiting (or was), or its client;
+    /// auth_failed when the server refused the client's credentials; invalid_path.
     asio::awaitable<std::optional<leadership>> await_leadership(
         std::chrono::steady_clock::duration timeout = std::chrono::steady_clock::duration::max());
 

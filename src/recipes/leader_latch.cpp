@@ -71,6 +71,7 @@ struct latch_state : std::enable_shared_from_this<latch_state> {
     bool started = false;            // strand only
     bool closing = false;            // strand only
     bool finished = false;           // strand only: the election loop has ended
+    error_code ended_by;             // strand only: why it ended, when its client closed for good
     std::vector<std::shared_ptr<op_state<>>> close_waiters;  // strand only
 
     mutable std::mutex m;
@@ -119,7 +120,11 @@ asio::awaitable<void> run_election(std::shared_ptr<latch_state> s)
             break;
         }
         if (ec) {
-            if (ec == client_errc::closed || ec == client_errc::invalid_path || ec == client_errc::invalid_argument)
+            if (ec == client_errc::closed || ec == client_errc::auth_failed) {
+                s->ended_by = ec;  // no later session to queue in: the waiters learn why at once
+                break;
+            }
+            if (ec == client_errc::invalid_path || ec == client_errc::invalid_argument)
                 break;
             ++failures;
             access::log(s->zk, log_level::warn,
@@ -160,7 +165,7 @@ asio::awaitable<await_result> await_term(std::shared_ptr<latch_state> s, std::ch
         if (auto t = s->current())
             co_return await_result{error_code{}, access::make_leadership(std::move(t))};
         if (s->closing || s->finished)
-            co_return await_result{make_error_code(client_errc::closed), std::nullopt};
+            co_return await_result{s->ended_by ? s->ended_by : make_error_code(client_errc::closed), std::nullopt};
         if (std::chrono::steady_clock::now() >= deadline)
             co_return await_result{error_code{}, std::nullopt};
         asio::steady_timer dl(s->strand, deadline);

@@ -119,6 +119,28 @@ TEST_CASE("leader_latch: invalid path")
     });
 }
 
+// A latch whose client's credentials the server refused: the client is closed for good, so the
+// election ends at once and the wait says why. (It retried every second, 30 times, logging
+// "could not queue", and a wait shorter than that reported a time-out.)
+TEST_CASE("leader_latch: credentials refused end the election with auth_failed")
+{
+    asio::io_context ioc;
+    run_bounded(ioc, [&]() -> awaitable<void> {
+        auto cfg = test_config();
+        cfg.auth.push_back({"foo", "bar"});
+        client c(ioc.get_executor(), cfg);
+        auto [cec] = co_await c.async_connect(asio::as_tuple(asio::use_awaitable));
+        (void)cec;
+        REQUIRE(co_await wait_for_state(c, session_state::closed));
+        leader_latch l(c, unique_path("latch-refused"));
+        // Within run_bounded's 30 s: before, this wait timed out at 20 s (an empty code).
+        auto [ec, t] = co_await l.async_await_leadership(20s, use_tuple);
+        CHECK_MESSAGE(ec == client_errc::auth_failed, ec.message());
+        CHECK_FALSE(t.has_value());
+        co_await l.async_close(asio::use_awaitable);
+    });
+}
+
 // run_as_leader: the leader's coroutine is cancelled when leadership is lost (its session
 // expired); without requeue run_as_leader then returns, and the other participant leads.
 TEST_CASE("run_as_leader: lost leadership cancels the leader's work")
