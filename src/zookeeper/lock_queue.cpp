@@ -383,7 +383,6 @@ private:
         co_return step::again;
     }
 
-
     // The session ended under a request or a watch (the client fails what was pending with
     // session_expired, and refuses requests until its new handle connects): our node went with
     // it. Unless the client was closed, start over on the next session, behind the queue as it is
@@ -395,7 +394,7 @@ private:
         children_watch_ = {};
         have_children_ = false;
         if (zk_.state() == session_state::closed)
-            co_return finish(give_up(ec == client_errc::closed ? access::closed_reason(zk_) : ec));
+            co_return finish(give_up(ec));
         co_return co_await reconnected();
     }
 
