@@ -227,6 +227,21 @@ inline asio::awaitable<bool> wait_for_state(zkcoro::client& c, zkcoro::session_s
     co_return c.state() == wanted;
 }
 
+// A client whose credentials the server refuses (a scheme it does not know), connected and
+// closed by the refusal, which comes right after the session is established (the connect's own
+// result races it). False when the close never came.
+inline asio::awaitable<bool> connect_refused(zkcoro::client& c)
+{
+    co_await c.async_connect(asio::as_tuple(asio::use_awaitable));
+    co_return co_await wait_for_state(c, zkcoro::session_state::closed);
+}
+inline zkcoro::client_config refused_config()
+{
+    auto cfg = test_config();
+    cfg.auth.push_back({"foo", "bar"});
+    return cfg;
+}
+
 // The children of `path`; none if it cannot be listed (it does not exist, say).
 inline asio::awaitable<std::vector<std::string>> children_of(zkcoro::client& c, const std::string& path)
 {

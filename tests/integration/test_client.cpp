@@ -781,13 +781,8 @@ TEST_CASE("after credentials are refused, later requests fail with auth_failed")
 {
     asio::io_context ioc;
     run_bounded(ioc, [&]() -> awaitable<void> {
-        auto cfg = test_config();
-        cfg.auth.push_back({"foo", "bar"});
-        client c(ioc.get_executor(), cfg);
-        auto [cec] = co_await c.async_connect(asio::as_tuple(asio::use_awaitable));
-        // The refusal comes right after the session is established: wait for the close it makes.
-        REQUIRE(co_await wait_for_state(c, session_state::closed));
-        (void)cec;
+        client c(ioc.get_executor(), refused_config());
+        REQUIRE(co_await connect_refused(c));
         auto [ec, r] = co_await c.async_exists("/", asio::as_tuple(asio::use_awaitable));
         CHECK(ec == client_errc::auth_failed);
         mutex m(c, unique_path("authfail"));

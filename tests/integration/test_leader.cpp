@@ -126,12 +126,8 @@ TEST_CASE("leader_latch: credentials refused end the election with auth_failed")
 {
     asio::io_context ioc;
     run_bounded(ioc, [&]() -> awaitable<void> {
-        auto cfg = test_config();
-        cfg.auth.push_back({"foo", "bar"});
-        client c(ioc.get_executor(), cfg);
-        auto [cec] = co_await c.async_connect(asio::as_tuple(asio::use_awaitable));
-        (void)cec;
-        REQUIRE(co_await wait_for_state(c, session_state::closed));
+        client c(ioc.get_executor(), refused_config());
+        REQUIRE(co_await connect_refused(c));
         leader_latch l(c, unique_path("latch-refused"));
         // Within run_bounded's 30 s: before, this wait timed out at 20 s (an empty code).
         auto [ec, t] = co_await l.async_await_leadership(20s, use_tuple);
